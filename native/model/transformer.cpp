@@ -1,0 +1,288 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "cpu/gemm.h"
+#include "cpu/vec.h"
+#include "kernels/attention.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/swiglu.h"
+
+namespace ad::model {
+
+Buffer::Buffer(int64_t n) : size(n) {
+  size_t bytes = ((static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64) * 64;
+  data = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (!data) throw std::bad_alloc();
+}
+Buffer::~Buffer() { std::free(data); }
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    std::free(data);
+    data = o.data;
+    size = o.size;
+    o.data = nullptr;
+    o.size = 0;
+  }
+  return *this;
+}
+
+// ---------------------------------------------------------------- KV cache
+
+KVCache::KVCache(const Config& cfg, int slots, int capacity)
+    : slots_(slots), capacity_(capacity), kv_dim_(cfg.kv_dim()), length_(slots, 0), tokens_(slots) {
+  if (slots <= 0 || capacity <= 0) throw std::invalid_argument("KV cache needs at least one slot and one position");
+  for (int l = 0; l < cfg.layers; ++l) {
+    k_.emplace_back(static_cast<int64_t>(slots) * capacity * kv_dim_);
+    v_.emplace_back(static_cast<int64_t>(slots) * capacity * kv_dim_);
+  }
+}
+
+void KVCache::append_tokens(int slot, const int32_t* toks, int n) {
+  tokens_[slot].insert(tokens_[slot].end(), toks, toks + n);
+  length_[slot] += n;
+}
+
+void KVCache::copy_prefix(int src, int dst, int len) {
+  if (src < 0 || src >= slots_ || dst < 0 || dst >= slots_) throw std::out_of_range("KV cache slot out of range");
+  if (len > length_[src]) throw std::out_of_range("copy_prefix: source slot is shorter than the requested prefix");
+  if (src == dst) {
+    truncate(dst, len);
+    return;
+  }
+  for (size_t l = 0; l < k_.size(); ++l) {
+    std::memcpy(keys(l, dst), keys(l, src), sizeof(float) * len * kv_dim_);
+    std::memcpy(values(l, dst), values(l, src), sizeof(float) * len * kv_dim_);
+  }
+  tokens_[dst].assign(tokens_[src].begin(), tokens_[src].begin() + len);
+  length_[dst] = len;
+}
+
+void KVCache::truncate(int slot, int len) {
+  if (len < 0 || len > length_[slot]) throw std::out_of_range("truncate beyond the slot's length");
+  tokens_[slot].resize(len);
+  length_[slot] = len;
+}
+
+int64_t KVCache::bytes() const { return static_cast<int64_t>(k_.size()) * 2 * slots_ * capacity_ * kv_dim_ * 4; }
+
+// ---------------------------------------------------------------- weights
+
+Transformer::Transformer(Config cfg, int threads) : cfg_(cfg), pool_(threads) {
+  if (cfg_.head_dim % 2 != 0) throw std::invalid_argument("head_dim must be even for RoPE");
+  if (cfg_.heads % cfg_.kv_heads != 0) throw std::invalid_argument("num_attention_heads must be a multiple of num_key_value_heads");
+  inv_freq_.resize(cfg_.head_dim / 2);
+  for (int i = 0; i < cfg_.head_dim / 2; ++i)
+    inv_freq_[i] = kernels::rope_inv_freq(i, cfg_.head_dim, cfg_.rope_theta, cfg_.rope_scaling);
+}
+
+void Transformer::set_tensor(const std::string& name, Tensor t) { tensors_[name] = std::move(t); }
+
+float* Transformer::get(const std::string& name, std::initializer_list<int64_t> shape, bool required) {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    if (required) throw std::runtime_error("missing tensor " + name);
+    return nullptr;
+  }
+  std::vector<int64_t> want(shape);
+  if (it->second.shape != want) {
+    std::string s;
+    for (auto d : want) s += (s.empty() ? "" : ",") + std::to_string(d);
+    throw std::runtime_error("tensor " + name + " has the wrong shape; expected [" + s + "]");
+  }
+  return it->second.buf.data;
+}
+
+void Transformer::finalize() {
+  const Config& c = cfg_;
+  embed_ = get("model.embed_tokens.weight", {c.vocab, c.hidden});
+  final_norm_ = get("model.norm.weight", {c.hidden});
+  lm_head_ = c.tie_embeddings ? embed_ : get("lm_head.weight", {c.vocab, c.hidden});
+  layers_.assign(c.layers, {});
+  for (int l = 0; l < c.layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& w = layers_[l];
+    w.attn_norm = get(p + "input_layernorm.weight", {c.hidden});
+    w.wq = get(p + "self_attn.q_proj.weight", {c.q_dim(), c.hidden});
+    w.wk = get(p + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden});
+    w.wv = get(p + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden});
+    w.wo = get(p + "self_attn.o_proj.weight", {c.hidden, c.q_dim()});
+    if (c.qkv_bias) {
+      w.bq = get(p + "self_attn.q_proj.bias", {c.q_dim()});
+      w.bk = get(p + "self_attn.k_proj.bias", {c.kv_dim()});
+      w.bv = get(p + "self_attn.v_proj.bias", {c.kv_dim()});
+    }
+    if (c.o_bias) w.bo = get(p + "self_attn.o_proj.bias", {c.hidden});
+    if (c.qk_norm) {
+      w.q_norm = get(p + "self_attn.q_norm.weight", {c.head_dim});
+      w.k_norm = get(p + "self_attn.k_norm.weight", {c.head_dim});
+    }
+    w.mlp_norm = get(p + "post_attention_layernorm.weight", {c.hidden});
+    w.w_gate = get(p + "mlp.gate_proj.weight", {c.intermediate, c.hidden});
+    w.w_up = get(p + "mlp.up_proj.weight", {c.intermediate, c.hidden});
+    w.w_down = get(p + "mlp.down_proj.weight", {c.hidden, c.intermediate});
+  }
+}
+
+int64_t Transformer::parameter_bytes() const {
+  int64_t n = 0;
+  for (const auto& kv : tensors_) n += kv.second.numel() * 4;
+  return n;
+}
+
+// ---------------------------------------------------------------- forward
+
+void Transformer::ensure_scratch(int64_t T, int64_t R, int max_keys) {
+  const Config& c = cfg_;
+  if (T > scratch_tokens_) {
+    x_ = Buffer(T * c.hidden);
+    xn_ = Buffer(T * c.hidden);
+    q_ = Buffer(T * c.q_dim());
+    k_ = Buffer(T * c.kv_dim());
+    v_ = Buffer(T * c.kv_dim());
+    att_ = Buffer(T * c.q_dim());
+    gate_ = Buffer(T * c.intermediate);
+    up_ = Buffer(T * c.intermediate);
+    rope_cos_ = Buffer(T * c.head_dim / 2);
+    rope_sin_ = Buffer(T * c.head_dim / 2);
+    scratch_tokens_ = T;
+  }
+  if (R > scratch_out_) {
+    out_hidden_ = Buffer(R * c.hidden);
+    scratch_out_ = R;
+  }
+  if (max_keys > scratch_keys_) {
+    probs_ = Buffer(static_cast<int64_t>(pool_.size()) * max_keys);
+    scratch_keys_ = max_keys;
+  }
+}
+
+void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<BatchEntry>& batch,
+                                  const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T) {
+  const Config& c = cfg_;
+  const int group = c.heads / c.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const int64_t kvd = c.kv_dim();
+  pool_.parallel_for(T * c.heads, 1, [&](int64_t i0, int64_t i1, int worker) {
+    float* probs = probs_.data + static_cast<int64_t>(worker) * scratch_keys_;
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t t = i / c.heads;
+      int h = static_cast<int>(i % c.heads);
+      int kvh = h / group;
+      const float* keys = cache.keys(layer, token_slot[t]) + kvh * c.head_dim;
+      const float* vals = cache.values(layer, token_slot[t]) + kvh * c.head_dim;
+      kernels::attention_row(q_.data + t * c.q_dim() + h * c.head_dim, keys, vals, kvd, token_pos[t] + 1, c.head_dim,
+                             scale, probs, att_.data + t * c.q_dim() + h * c.head_dim, cpu::dot, cpu::axpy);
+    }
+  });
+}
+
+int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batch, const int32_t* tokens) {
+  const Config& c = cfg_;
+  int64_t T = 0, R = 0;
+  int max_keys = 1;
+  std::vector<int> seen(cache.slots(), 0);
+  for (const auto& e : batch) {
+    if (e.slot < 0 || e.slot >= cache.slots()) throw std::out_of_range("batch names a KV cache slot that does not exist");
+    if (seen[e.slot]++) throw std::invalid_argument("a KV cache slot appears twice in one batch");
+    if (e.count <= 0) throw std::invalid_argument("every batch entry needs at least one token");
+    if (cache.length(e.slot) + e.count > cache.capacity())
+      throw std::out_of_range("sequence would exceed the KV cache capacity (" + std::to_string(cache.capacity()) + " positions)");
+    T += e.count;
+    R += e.out_mode == 2 ? e.count : (e.out_mode == 1 ? 1 : 0);
+    max_keys = std::max(max_keys, cache.length(e.slot) + e.count);
+  }
+  for (int64_t t = 0; t < T; ++t)
+    if (tokens[t] < 0 || tokens[t] >= c.vocab)
+      throw std::out_of_range("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" + std::to_string(c.vocab) + ")");
+  ensure_scratch(T, std::max<int64_t>(R, 1), max_keys);
+
+  std::vector<int> token_slot(T), token_pos(T);
+  std::vector<int64_t> out_rows;
+  {
+    int64_t t = 0;
+    for (const auto& e : batch) {
+      for (int i = 0; i < e.count; ++i, ++t) {
+        token_slot[t] = e.slot;
+        token_pos[t] = cache.length(e.slot) + i;
+        if (e.out_mode == 2 || (e.out_mode == 1 && i == e.count - 1)) out_rows.push_back(t);
+      }
+    }
+  }
+
+  const int64_t H = c.hidden, half = c.head_dim / 2;
+  for (int64_t t = 0; t < T; ++t) std::memcpy(x_.data + t * H, embed_ + static_cast<int64_t>(tokens[t]) * H, sizeof(float) * H);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = static_cast<double>(token_pos[t]) * inv_freq_[i];  // double: exact angles at long positions
+      rope_cos_.data[t * half + i] = static_cast<float>(std::cos(angle));
+      rope_sin_.data[t * half + i] = static_cast<float>(std::sin(angle));
+    }
+
+  auto rmsnorm_rows = [&](const float* in, const float* w, float* out) {
+    pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int) {
+      for (int64_t t = t0; t < t1; ++t) kernels::rmsnorm_row(in + t * H, w, out + t * H, static_cast<int>(H), c.rms_eps);
+    });
+  };
+
+  for (int l = 0; l < c.layers; ++l) {
+    const LayerWeights& w = layers_[l];
+    rmsnorm_rows(x_.data, w.attn_norm, xn_.data);
+    cpu::gemm_nt(pool_, xn_.data, H, w.wq, H, w.bq, q_.data, c.q_dim(), T, c.q_dim(), H, false);
+    cpu::gemm_nt(pool_, xn_.data, H, w.wk, H, w.bk, k_.data, c.kv_dim(), T, c.kv_dim(), H, false);
+    cpu::gemm_nt(pool_, xn_.data, H, w.wv, H, w.bv, v_.data, c.kv_dim(), T, c.kv_dim(), H, false);
+    pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* cs = rope_cos_.data + t * half;
+        const float* sn = rope_sin_.data + t * half;
+        for (int h = 0; h < c.heads; ++h) {
+          float* qh = q_.data + t * c.q_dim() + h * c.head_dim;
+          if (w.q_norm) kernels::rmsnorm_row(qh, w.q_norm, qh, c.head_dim, c.rms_eps);
+          kernels::rope_apply(qh, cs, sn, c.head_dim);
+        }
+        for (int h = 0; h < c.kv_heads; ++h) {
+          float* kh = k_.data + t * c.kv_dim() + h * c.head_dim;
+          if (w.k_norm) kernels::rmsnorm_row(kh, w.k_norm, kh, c.head_dim, c.rms_eps);
+          kernels::rope_apply(kh, cs, sn, c.head_dim);
+        }
+        std::memcpy(cache.keys(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), k_.data + t * c.kv_dim(),
+                    sizeof(float) * c.kv_dim());
+        std::memcpy(cache.values(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), v_.data + t * c.kv_dim(),
+                    sizeof(float) * c.kv_dim());
+      }
+    });
+    attention_layer(cache, l, batch, token_slot, token_pos, T);
+    cpu::gemm_nt(pool_, att_.data, c.q_dim(), w.wo, c.q_dim(), w.bo, x_.data, H, T, H, c.q_dim(), true);
+
+    rmsnorm_rows(x_.data, w.mlp_norm, xn_.data);
+    cpu::gemm_nt(pool_, xn_.data, H, w.w_gate, H, nullptr, gate_.data, c.intermediate, T, c.intermediate, H, false);
+    cpu::gemm_nt(pool_, xn_.data, H, w.w_up, H, nullptr, up_.data, c.intermediate, T, c.intermediate, H, false);
+    pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
+      for (int64_t t = t0; t < t1; ++t)
+        kernels::swiglu_row(gate_.data + t * c.intermediate, up_.data + t * c.intermediate, gate_.data + t * c.intermediate,
+                            c.intermediate);
+    });
+    cpu::gemm_nt(pool_, gate_.data, c.intermediate, w.w_down, c.intermediate, nullptr, x_.data, H, T, H, c.intermediate, true);
+  }
+
+  for (size_t r = 0; r < out_rows.size(); ++r)
+    kernels::rmsnorm_row(x_.data + out_rows[r] * H, final_norm_, out_hidden_.data + r * H, static_cast<int>(H), c.rms_eps);
+
+  int64_t t = 0;
+  for (const auto& e : batch) {
+    cache.append_tokens(e.slot, tokens + t, e.count);
+    t += e.count;
+  }
+  return static_cast<int64_t>(out_rows.size());
+}
+
+void Transformer::lm_head(const float* hidden, int64_t rows, float* logits) {
+  cpu::gemm_nt(pool_, hidden, cfg_.hidden, lm_head_, cfg_.hidden, nullptr, logits, cfg_.vocab, rows, cfg_.vocab, cfg_.hidden,
+               false);
+}
+
+}  // namespace ad::model

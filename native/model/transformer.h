@@ -1,0 +1,125 @@
+// The decoder-only transformer of the Llama / Qwen2 / Qwen3 families on the CPU backend:
+// weights in f32, a KV cache of fixed-size slots, ragged batched forward (prefill and decode in
+// one call), and per-row logits for the positions a caller asks for.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu/threadpool.h"
+#include "kernels/rope.h"
+
+namespace ad::model {
+
+struct Config {
+  int vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  float rms_eps = 1e-6f;
+  double rope_theta = 10000.0;
+  kernels::Llama3RopeScaling rope_scaling{false, 1, 1, 1, 1};
+  bool tie_embeddings = false, qkv_bias = false, o_bias = false, qk_norm = false;
+
+  int q_dim() const { return heads * head_dim; }
+  int kv_dim() const { return kv_heads * head_dim; }
+};
+
+// A 64-byte aligned f32 buffer.
+struct Buffer {
+  float* data = nullptr;
+  int64_t size = 0;
+  Buffer() = default;
+  explicit Buffer(int64_t n);
+  ~Buffer();
+  Buffer(Buffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+struct Tensor {
+  std::vector<int64_t> shape;
+  Buffer buf;
+  int64_t numel() const { return buf.size; }
+};
+
+struct LayerWeights {
+  float *attn_norm = nullptr, *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+  float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  float *q_norm = nullptr, *k_norm = nullptr;
+  float *mlp_norm = nullptr, *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;
+};
+
+// Fixed-capacity KV cache: `slots` sequences of up to `capacity` positions each.
+class KVCache {
+ public:
+  KVCache(const Config& cfg, int slots, int capacity);
+  int slots() const { return slots_; }
+  int capacity() const { return capacity_; }
+  int length(int slot) const { return length_[slot]; }
+  const std::vector<int32_t>& tokens(int slot) const { return tokens_[slot]; }
+  float* keys(int layer, int slot) { return k_[layer].data + (int64_t)slot * capacity_ * kv_dim_; }
+  float* values(int layer, int slot) { return v_[layer].data + (int64_t)slot * capacity_ * kv_dim_; }
+  int kv_dim() const { return kv_dim_; }
+  void append_tokens(int slot, const int32_t* toks, int n);
+  // Makes `dst` a copy of the first `len` positions of `src` (n samples share one prefill).
+  void copy_prefix(int src, int dst, int len);
+  void truncate(int slot, int len);
+  int64_t bytes() const;
+
+ private:
+  int slots_, capacity_, kv_dim_;
+  std::vector<Buffer> k_, v_;
+  std::vector<int> length_;
+  std::vector<std::vector<int32_t>> tokens_;
+};
+
+// One ragged batch: for each entry, `count` new tokens appended to cache slot `slot`.
+struct BatchEntry {
+  int slot;
+  int count;
+  int out_mode;  // 0: no logits, 1: logits of the last new token, 2: logits of every new token
+};
+
+class Transformer {
+ public:
+  Transformer(Config cfg, int threads);
+
+  const Config& config() const { return cfg_; }
+  cpu::ThreadPool& pool() { return pool_; }
+  std::mutex& mutex() { return mutex_; }
+
+  // Takes ownership of a named tensor (HF name) after checking its shape.
+  void set_tensor(const std::string& name, Tensor t);
+  // Resolves every layer pointer; throws std::runtime_error naming the first missing tensor.
+  void finalize();
+  int64_t parameter_bytes() const;
+
+  // Runs the batch through the model, appending its tokens to the cache; returns the number
+  // of output rows, whose final-norm hidden states land in hidden_out() [rows × hidden].
+  int64_t forward(KVCache& cache, const std::vector<BatchEntry>& batch, const int32_t* tokens);
+  const float* hidden_out() const { return out_hidden_.data; }
+
+  // logits[rows × vocab] = hidden[rows × hidden] · lm_headᵀ
+  void lm_head(const float* hidden, int64_t rows, float* logits);
+
+ private:
+  float* get(const std::string& name, std::initializer_list<int64_t> shape, bool required = true);
+  void ensure_scratch(int64_t tokens, int64_t out_rows, int max_keys);
+  void attention_layer(KVCache& cache, int layer, const std::vector<BatchEntry>& batch,
+                       const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T);
+
+  Config cfg_;
+  cpu::ThreadPool pool_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, Tensor> tensors_;
+  std::vector<LayerWeights> layers_;
+  float *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr;
+  std::vector<double> inv_freq_;
+  // scratch, grown on demand
+  Buffer x_, xn_, q_, k_, v_, att_, gate_, up_, rope_cos_, rope_sin_, probs_, out_hidden_;
+  int64_t scratch_tokens_ = 0, scratch_out_ = 0, scratch_keys_ = 0;
+};
+
+}  // namespace ad::model

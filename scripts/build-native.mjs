@@ -1,0 +1,46 @@
+#!/usr/bin/env node
+// Builds the native addon: cmake-js (CUDA when nvcc is found) with node-gyp as the CPU-only
+// fallback. AUTODIDACT_CUDA=AUTO|ON|OFF and AUTODIDACT_NATIVE_ARCH=ON|OFF pass through to CMake.
+import { spawnSync } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { ADDON_RELATIVE_PATH, STAMP_RELATIVE_PATH, nativeSourceStamp } from './native-stamp.mjs'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const jobs = String(Math.max(1, Number(process.env.AUTODIDACT_BUILD_JOBS ?? 2)))
+
+function run(cmd, args) {
+  console.error(`[autodidact] ${cmd} ${args.join(' ')}`)
+  const result = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: process.env })
+  return result.status === 0
+}
+
+function hasCmake() {
+  return spawnSync('cmake', ['--version'], { stdio: 'ignore' }).status === 0
+}
+
+function buildWithCmakeJs() {
+  const cmakeJs = join(root, 'node_modules', 'cmake-js', 'bin', 'cmake-js')
+  const defines = [
+    `--CDAUTODIDACT_CUDA=${process.env.AUTODIDACT_CUDA ?? 'AUTO'}`,
+    `--CDAUTODIDACT_NATIVE_ARCH=${process.env.AUTODIDACT_NATIVE_ARCH ?? 'ON'}`,
+  ]
+  return run(process.execPath, [cmakeJs, 'compile', '--parallel', jobs, ...defines])
+}
+
+function buildWithNodeGyp() {
+  const npmDir = dirname(dirname(process.env.npm_execpath ?? '/usr/lib/node_modules/npm/bin/npm-cli.js'))
+  const nodeGyp = join(npmDir, 'node_modules', 'node-gyp', 'bin', 'node-gyp.js')
+  return run(process.execPath, [nodeGyp, 'rebuild', `--jobs=${jobs}`, '--nodedir=' + dirname(dirname(process.execPath))])
+}
+
+const built = (hasCmake() && buildWithCmakeJs()) || buildWithNodeGyp()
+if (!built) {
+  console.error('[autodidact] native build failed: see the compiler output above.')
+  process.exit(1)
+}
+const stampPath = join(root, STAMP_RELATIVE_PATH)
+mkdirSync(dirname(stampPath), { recursive: true })
+writeFileSync(stampPath, JSON.stringify({ sources: nativeSourceStamp(root), addon: ADDON_RELATIVE_PATH }) + '\n')
+console.error(`[autodidact] built ${ADDON_RELATIVE_PATH}`)

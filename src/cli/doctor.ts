@@ -1,0 +1,45 @@
+// `autodidact doctor`: what this installation can do, and why not where it cannot.
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { nativeAddon, packageRoot, type NativeInfo } from '../native.js'
+
+export interface DoctorReport {
+  version: string
+  node: string
+  native: NativeInfo | null
+  nativeError: string | null
+}
+
+export async function doctorReport(): Promise<DoctorReport> {
+  const version = (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version
+  try {
+    const addon = await nativeAddon()
+    return { version, node: process.version, native: addon.info(), nativeError: null }
+  } catch (e) {
+    return { version, node: process.version, native: null, nativeError: (e as Error).message }
+  }
+}
+
+function gib(bytes: number): string {
+  return `${(bytes / 2 ** 30).toFixed(1)} GiB`
+}
+
+export function formatDoctor(r: DoctorReport): string {
+  const lines = [`autodidact ${r.version} (node ${r.node})`]
+  if (!r.native) {
+    lines.push(`native addon: unavailable: ${r.nativeError}`)
+    return lines.join('\n')
+  }
+  const n = r.native
+  lines.push(`backends compiled: ${n.backends.join(', ')}`)
+  lines.push(`cpu: ${n.cpuThreads} threads, SIMD ${n.simd}, built with ${n.compiler}`)
+  if (n.cuda.available) {
+    lines.push(`cuda: runtime ${n.cuda.runtimeVersion}, driver ${n.cuda.driverVersion}`)
+    for (const d of n.cuda.devices)
+      lines.push(`  [${d.index}] ${d.name}: ${gib(d.totalMemory)}, compute capability ${d.computeCapability}, ${d.multiprocessors} SMs`)
+    lines.push('  note: models run on the CPU backend in this version; the CUDA backend is not implemented yet')
+  } else {
+    lines.push(`cuda: unavailable: ${n.cuda.reason}`)
+  }
+  return lines.join('\n')
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// The `autodidact` command.
+import { doctorReport, formatDoctor } from './doctor.js'
+
+const USAGE = `usage: autodidact <command> [options]
+
+commands:
+  doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
+  help                this text`
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv
+  switch (command) {
+    case 'doctor': {
+      const report = await doctorReport()
+      console.log(rest.includes('--json') ? JSON.stringify(report, null, 2) : formatDoctor(report))
+      return report.native ? 0 : 1
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE)
+      return command === undefined ? 1 : 0
+    default:
+      console.error(`autodidact: unknown command '${command}'\n\n${USAGE}`)
+      return 2
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => (process.exitCode = code),
+  (error: Error) => {
+    console.error(`autodidact: ${error.message}`)
+    process.exitCode = 1
+  },
+)

@@ -1,0 +1,149 @@
+// Typed errors of the engine layer. Every error a user can cause with bad input (a corrupt file,
+// an unsupported model, a wrong argument) is one of these, names the file and tensor involved,
+// and carries a stable `code` so programs can branch on it without parsing messages.
+
+/** Base class of every error autodidact throws on purpose. */
+export class AutodidactError extends Error {
+  /** Stable machine-readable identifier, e.g. `"SAFETENSORS_ERROR"`. */
+  readonly code: string
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.code = code
+    this.name = new.target.name
+  }
+}
+
+/** The model's architecture (or one of its options) is not one autodidact implements. */
+export class UnsupportedArchitectureError extends AutodidactError {
+  /** The config.json that declared it, when known. */
+  readonly file: string | null
+  /** What is unsupported, e.g. `"MistralForCausalLM"` or `"rope_scaling.rope_type=yarn"`. */
+  readonly feature: string
+
+  constructor(feature: string, message: string, file: string | null = null, options?: { cause?: unknown }) {
+    super('UNSUPPORTED_ARCHITECTURE', message, options)
+    this.feature = feature
+    this.file = file
+  }
+}
+
+/** A configuration file (config.json, generation_config.json, …) is unreadable, or a field is missing or invalid. */
+export class ConfigError extends AutodidactError {
+  readonly file: string
+  /** The offending field (dotted path), or null when the whole file is at fault. */
+  readonly field: string | null
+
+  constructor(file: string, field: string | null, message: string, options?: { cause?: unknown }) {
+    super('CONFIG_ERROR', message, options)
+    this.file = file
+    this.field = field
+  }
+}
+
+/** What is wrong with a safetensors file or index; lets callers and tests tell the cases apart. */
+export type SafetensorsErrorReason =
+  | 'not-found' // file (or shard) does not exist
+  | 'io' // could not be read/written
+  | 'truncated' // shorter than its header says
+  | 'header' // header length or structure invalid
+  | 'json' // header is not valid JSON
+  | 'dtype' // unknown or unsupported dtype
+  | 'shape' // invalid shape, or shape × dtype size ≠ byte range
+  | 'offsets' // data_offsets invalid or outside the file
+  | 'overlap' // two tensors share bytes
+  | 'index' // model.safetensors.index.json invalid
+
+/** A .safetensors file (or its sharded index) is missing, truncated or corrupt. */
+export class SafetensorsError extends AutodidactError {
+  readonly file: string
+  /** The tensor concerned, or null when the fault is in the file as a whole. */
+  readonly tensor: string | null
+  readonly reason: SafetensorsErrorReason
+
+  constructor(
+    file: string,
+    tensor: string | null,
+    reason: SafetensorsErrorReason,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('SAFETENSORS_ERROR', message, options)
+    this.file = file
+    this.tensor = tensor
+    this.reason = reason
+  }
+}
+
+function fmtShape(shape: readonly number[] | null | undefined): string {
+  return shape ? `[${shape.join(', ')}]` : 'unknown'
+}
+
+/** A tensor the model needs is not in the checkpoint (or not where the index says it is). */
+export class MissingTensorError extends AutodidactError {
+  /** The file where the tensor was looked for (model.safetensors, a shard, or the index). */
+  readonly file: string
+  readonly tensor: string
+  readonly expectedShape: number[] | null
+
+  constructor(file: string, tensor: string, expectedShape: number[] | null, message?: string) {
+    super(
+      'MISSING_TENSOR',
+      message ??
+        `${file}: tensor "${tensor}" is missing` +
+          (expectedShape ? ` (expected shape ${fmtShape(expectedShape)})` : ''),
+    )
+    this.file = file
+    this.tensor = tensor
+    this.expectedShape = expectedShape
+  }
+}
+
+/** A tensor has a different shape than the config implies. */
+export class TensorShapeError extends AutodidactError {
+  readonly file: string
+  readonly tensor: string
+  readonly expectedShape: number[]
+  readonly actualShape: number[]
+
+  constructor(file: string, tensor: string, expectedShape: number[], actualShape: number[], message?: string) {
+    super(
+      'TENSOR_SHAPE',
+      message ??
+        `${file}: tensor "${tensor}" has shape ${fmtShape(actualShape)}, expected ${fmtShape(expectedShape)} ` +
+          `from config.json`,
+    )
+    this.file = file
+    this.tensor = tensor
+    this.expectedShape = expectedShape
+    this.actualShape = actualShape
+  }
+}
+
+/** tokenizer.json (or the chat template) is missing or cannot be loaded/rendered. */
+export class TokenizerError extends AutodidactError {
+  readonly file: string | null
+
+  constructor(file: string | null, message: string, options?: { cause?: unknown }) {
+    super('TOKENIZER_ERROR', message, options)
+    this.file = file
+  }
+}
+
+/** The native addon is missing, stale, or failed. (Owned by the engine core.) */
+export class NativeAddonError extends AutodidactError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('NATIVE_ADDON_ERROR', message, options)
+  }
+}
+
+/** A caller passed an argument that makes no sense (wrong length, bad option, …). */
+export class InvalidArgumentError extends AutodidactError {
+  /** Name of the argument or option, when one is to blame. */
+  readonly argument: string | null
+
+  constructor(argument: string | null, message: string, options?: { cause?: unknown }) {
+    super('INVALID_ARGUMENT', message, options)
+    this.argument = argument
+  }
+}

@@ -1,0 +1,550 @@
+// The typed facade over the native engine: load a Hugging Face folder, generate (batched, n
+// samples per prompt sharing one prefill, per-token statistics from the sampling pass), stream,
+// and teacher-forced scoring with optional KL to a reference model.
+import { cpus } from 'node:os'
+import { InvalidArgumentError, NativeAddonError } from './errors.js'
+import { readModelFolder } from './hf/folder.js'
+import type { ChatMessage, ChatTemplateOptions, Tokenizer } from './tokenizer.js'
+import type { ModelConfig } from './types.js'
+import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult } from '../native.js'
+
+export type Device = 'auto' | 'cpu' | 'cuda'
+
+export interface LoadOptions {
+  device?: Device
+  /** CPU threads for the model's kernels; default: all cores. */
+  threads?: number
+}
+
+/** A prompt: raw text, a chat (rendered with the folder's template and a generation prompt), or token ids. */
+export type Prompt = string | { messages: ChatMessage[]; template?: ChatTemplateOptions } | readonly number[]
+
+export interface SamplingOptions {
+  /** 0 = greedy. Default 1. */
+  temperature?: number
+  /** 0 = off. */
+  topK?: number
+  /** 1 = off. */
+  topP?: number
+  /** 0 = off. */
+  minP?: number
+  repetitionPenalty?: number
+  presencePenalty?: number
+  frequencyPenalty?: number
+  /** Seed of the counter-based RNG: a sample depends on (seed, sequence id, position) only. Default 0. */
+  seed?: number
+}
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Samples per prompt; they share the prompt's prefill. Default 1. */
+  n?: number
+  /** Default 256. */
+  maxTokens?: number
+  /** Generation ends before any of these strings (not included in `text`). */
+  stop?: string[]
+  /** Generation ends at these token ids; default: the model's end-of-sequence ids. */
+  stopTokenIds?: number[]
+  /** Per-token statistics; topK > 0 returns the K largest raw logits and their ids (K ≤ 64). */
+  stats?: { topK?: number }
+  signal?: AbortSignal
+  /** Sequence ids start here (sequence id = offset + prompt index · n + sample index). */
+  sequenceOffset?: number
+  /** How many sequences decode together; default: all of them. */
+  maxBatch?: number
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort'
+
+/** Per-token statistics of a trajectory, from the raw (pre-temperature) logits of each step. */
+export interface TokenStats {
+  tokens: Int32Array
+  /** log π(token) under the raw logits. */
+  logprobs: Float32Array
+  /** Full-vocabulary entropy in nats. */
+  entropy: Float32Array
+  logsumexp: Float32Array
+  maxLogit: Float32Array
+  /** Largest minus second-largest logit. */
+  margin: Float32Array
+  topK?: { k: number; ids: Int32Array; logits: Float32Array }
+}
+
+export interface Completion extends TokenStats {
+  text: string
+  finishReason: FinishReason
+  promptTokens: number
+  /** Which prompt and sample this is. */
+  promptIndex: number
+  sampleIndex: number
+}
+
+export interface StreamChunk {
+  /** Text completed by this token ('' while a multi-byte character is still partial). */
+  text: string
+  token: number
+  logprob: number
+  entropy: number
+  finishReason: FinishReason | null
+}
+
+export interface ScorePair {
+  prompt: Prompt
+  /** Text (encoded without special tokens) or token ids. */
+  completion: string | readonly number[]
+}
+
+export interface ScoreOptions {
+  stats?: { topK?: number }
+  /** A second model on the same vocabulary: per-token KL estimators to it. */
+  reference?: Model
+}
+
+export interface Scored extends TokenStats {
+  promptTokens: number
+  /** KL estimators per completion token (with `reference`): k1, k2, k3 (verl low_var_kl) and the exact KL(π‖ref). */
+  kl?: { k1: Float32Array; k2: Float32Array; k3: Float32Array; exact: Float32Array }
+}
+
+function positiveInt(name: string, v: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (v === undefined) return fallback
+  if (!Number.isInteger(v) || v < 1 || v > max) throw new InvalidArgumentError(name, `${name} must be an integer in [1, ${max}], got ${v}`)
+  return v
+}
+
+function finiteIn(name: string, v: number | undefined, fallback: number, lo: number, hi: number): number {
+  if (v === undefined) return fallback
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < lo || v > hi)
+    throw new InvalidArgumentError(name, `${name} must be a number in [${lo}, ${hi}], got ${v}`)
+  return v
+}
+
+interface ResolvedSampling {
+  temperature: number
+  topK: number
+  topP: number
+  minP: number
+  repetitionPenalty: number
+  presencePenalty: number
+  frequencyPenalty: number
+  seed: number
+}
+
+function resolveSampling(o: SamplingOptions): ResolvedSampling {
+  const seed = o.seed ?? 0
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new InvalidArgumentError('seed', `seed must be a non-negative safe integer, got ${seed}`)
+  const topK = o.topK ?? 0
+  if (!Number.isInteger(topK) || topK < 0) throw new InvalidArgumentError('topK', `topK must be a non-negative integer, got ${topK}`)
+  return {
+    temperature: finiteIn('temperature', o.temperature, 1, 0, 100),
+    topK,
+    topP: finiteIn('topP', o.topP, 1, Number.MIN_VALUE, 1),
+    minP: finiteIn('minP', o.minP, 0, 0, 1),
+    repetitionPenalty: finiteIn('repetitionPenalty', o.repetitionPenalty, 1, Number.MIN_VALUE, 100),
+    presencePenalty: finiteIn('presencePenalty', o.presencePenalty, 0, -100, 100),
+    frequencyPenalty: finiteIn('frequencyPenalty', o.frequencyPenalty, 0, -100, 100),
+    seed,
+  }
+}
+
+function statsTopK(stats: { topK?: number } | undefined): number {
+  const k = stats?.topK ?? 0
+  if (!Number.isInteger(k) || k < 0 || k > 64) throw new InvalidArgumentError('stats.topK', `stats.topK must be an integer in [0, 64], got ${k}`)
+  return k
+}
+
+/** Grows per-token statistics of one sequence. */
+class TrajectoryBuffer {
+  tokens: number[] = []
+  logprobs: number[] = []
+  entropy: number[] = []
+  logsumexp: number[] = []
+  maxLogit: number[] = []
+  margin: number[] = []
+  topIds: number[] = []
+  topLogits: number[] = []
+
+  push(r: NativeStepResult, row: number, k: number): void {
+    this.tokens.push(r.tokens[row])
+    this.logprobs.push(r.chosenLogprob[row])
+    this.entropy.push(r.entropy[row])
+    this.logsumexp.push(r.logsumexp[row])
+    this.maxLogit.push(r.maxLogit[row])
+    this.margin.push(r.margin[row])
+    for (let j = 0; j < k; ++j) {
+      this.topIds.push(r.topkIds[row * k + j])
+      this.topLogits.push(r.topkLogits[row * k + j])
+    }
+  }
+
+  truncate(n: number, k: number): void {
+    for (const a of [this.tokens, this.logprobs, this.entropy, this.logsumexp, this.maxLogit, this.margin]) a.length = n
+    this.topIds.length = n * k
+    this.topLogits.length = n * k
+  }
+
+  freeze(k: number): TokenStats {
+    const s: TokenStats = {
+      tokens: Int32Array.from(this.tokens),
+      logprobs: Float32Array.from(this.logprobs),
+      entropy: Float32Array.from(this.entropy),
+      logsumexp: Float32Array.from(this.logsumexp),
+      maxLogit: Float32Array.from(this.maxLogit),
+      margin: Float32Array.from(this.margin),
+    }
+    if (k > 0) s.topK = { k, ids: Int32Array.from(this.topIds), logits: Float32Array.from(this.topLogits) }
+    return s
+  }
+}
+
+/** One sequence being generated. */
+interface Sequence {
+  promptIndex: number
+  sampleIndex: number
+  streamId: number
+  prompt: readonly number[]
+  slot: number
+  buffer: TrajectoryBuffer
+  text: string
+  decoder: { push(id: number): string; flush(): string }
+  finish: FinishReason | null
+  /** Characters of `text` already streamed. */
+  emitted: number
+  /** The text was cut at a stop string: bytes held back after it are dropped. */
+  cutAtStopString: boolean
+}
+
+export class Model {
+  private disposed = false
+
+  private constructor(
+    readonly dir: string,
+    readonly config: ModelConfig,
+    readonly tokenizer: Tokenizer,
+    readonly generationConfig: Record<string, unknown> | null,
+    readonly device: 'cpu',
+    private readonly native: NativeModel,
+  ) {}
+
+  static async load(dir: string, options: LoadOptions = {}): Promise<Model> {
+    const device = options.device ?? 'auto'
+    if (device !== 'auto' && device !== 'cpu' && device !== 'cuda')
+      throw new InvalidArgumentError('device', `device must be 'auto', 'cpu' or 'cuda', got ${String(device)}`)
+    const threads = positiveInt('threads', options.threads, cpus().length, 1024)
+    const addon = await nativeAddon()
+    if (device === 'cuda') {
+      const info = addon.info()
+      const why = !info.cuda.compiled || !info.cuda.available ? info.cuda.reason : 'this version runs models on the CPU backend only; the CUDA backend is not implemented yet'
+      throw new NativeAddonError(`device 'cuda' is unavailable: ${why}`)
+    }
+    const folder = await readModelFolder(dir)
+    const extra = new Set(folder.extraTensors)
+    const native = await addon.loadModel(folder.config, folder.tensors.filter((t) => !extra.has(t.name)), threads).catch((e: Error) => {
+      throw new NativeAddonError(`loading ${dir} failed: ${e.message}`, { cause: e })
+    })
+    return new Model(dir, folder.config, folder.tokenizer, folder.generationConfig as Record<string, unknown> | null, 'cpu', native)
+  }
+
+  /** The native handle (for the trainer and benchmarks). */
+  get handle(): NativeModel {
+    this.assertLive()
+    return this.native
+  }
+
+  dispose(): void {
+    if (this.disposed) return
+    this.disposed = true
+    this.native.dispose()
+  }
+
+  private assertLive(): void {
+    if (this.disposed) throw new InvalidArgumentError('model', 'this model has been disposed')
+  }
+
+  /** Token ids of a prompt. */
+  encodePrompt(prompt: Prompt): number[] {
+    if (typeof prompt === 'string') return this.tokenizer.encode(prompt, { addSpecialTokens: true })
+    if (Array.isArray(prompt)) return this.checkIds(prompt as readonly number[], 'prompt')
+    const chat = prompt as { messages: ChatMessage[]; template?: ChatTemplateOptions }
+    if (!chat || !Array.isArray(chat.messages)) throw new InvalidArgumentError('prompt', 'a prompt is a string, token ids, or { messages }')
+    return this.tokenizer.encodeChat(chat.messages, { addGenerationPrompt: true, ...chat.template })
+  }
+
+  private checkIds(ids: readonly number[], what: string): number[] {
+    for (const id of ids)
+      if (!Number.isInteger(id) || id < 0 || id >= this.config.vocabSize)
+        throw new InvalidArgumentError(what, `${what} holds token id ${id}, outside the vocabulary [0, ${this.config.vocabSize})`)
+    return [...ids]
+  }
+
+  private defaultStopIds(): number[] {
+    return [...this.tokenizer.eosTokenIds, ...this.config.eosTokenIds].filter((v, i, a) => a.indexOf(v) === i)
+  }
+
+  /** Samples `n` completions for each prompt. Results are grouped per prompt. */
+  async generate(prompts: Prompt | Prompt[], options: GenerateOptions = {}): Promise<Completion[][]> {
+    const list = Array.isArray(prompts) && (prompts.length === 0 || typeof prompts[0] !== 'number') ? (prompts as Prompt[]) : [prompts as Prompt]
+    const n = positiveInt('n', options.n, 1, 4096)
+    const out: Completion[][] = list.map(() => [])
+    for await (const done of this.run(list, options, n, null)) out[done.promptIndex][done.sampleIndex] = done
+    return out
+  }
+
+  /** Streams one completion token by token; the generator's return value is the full Completion. */
+  async *stream(prompt: Prompt, options: Omit<GenerateOptions, 'n'> = {}): AsyncGenerator<StreamChunk, Completion, void> {
+    const queue: StreamChunk[] = []
+    let wake: (() => void) | null = null
+    let done = false
+    let failure: unknown = null
+    let result: Completion | null = null
+    const producer = (async () => {
+      for await (const c of this.run([prompt], options, 1, (chunk) => {
+        queue.push(chunk)
+        wake?.()
+      }))
+        result = c
+    })()
+      .catch((e) => (failure = e))
+      .finally(() => {
+        done = true
+        wake?.()
+      })
+    while (true) {
+      if (queue.length) {
+        yield queue.shift()!
+        continue
+      }
+      if (done) break
+      await new Promise<void>((resolve) => (wake = resolve))
+      wake = null
+    }
+    await producer
+    if (failure) throw failure
+    return result!
+  }
+
+  /** The decode loop: prefill every prompt once, fan out n slots per prompt, step until done. */
+  private async *run(
+    prompts: Prompt[],
+    options: GenerateOptions,
+    n: number,
+    onToken: ((c: StreamChunk) => void) | null,
+  ): AsyncGenerator<Completion> {
+    this.assertLive()
+    const sampling = resolveSampling(options)
+    const maxTokens = positiveInt('maxTokens', options.maxTokens, 256, 1 << 20)
+    const k = statsTopK(options.stats)
+    const stops = (options.stop ?? []).filter((s) => s.length > 0)
+    const stopIds = new Set(options.stopTokenIds ?? this.defaultStopIds())
+    const offset = options.sequenceOffset ?? 0
+    const encoded = prompts.map((p) => {
+      const ids = this.encodePrompt(p)
+      if (ids.length === 0) throw new InvalidArgumentError('prompt', 'a prompt must encode to at least one token')
+      return ids
+    })
+    const sequences: Sequence[] = []
+    encoded.forEach((ids, p) => {
+      for (let s = 0; s < n; ++s)
+        sequences.push({ promptIndex: p, sampleIndex: s, streamId: offset + p * n + s, prompt: ids, slot: -1, buffer: new TrajectoryBuffer(), text: '', decoder: this.tokenizer.createStreamDecoder(), finish: null, emitted: 0, cutAtStopString: false })
+    })
+    const maxBatch = positiveInt('maxBatch', options.maxBatch, sequences.length, 1 << 20)
+    for (let w = 0; w < sequences.length; w += maxBatch) {
+      yield* this.runWave(sequences.slice(w, w + maxBatch), { sampling, maxTokens, k, stops, stopIds, signal: options.signal, onToken })
+    }
+  }
+
+  private async *runWave(
+    wave: Sequence[],
+    o: { sampling: ResolvedSampling; maxTokens: number; k: number; stops: string[]; stopIds: Set<number>; signal?: AbortSignal; onToken: ((c: StreamChunk) => void) | null },
+  ): AsyncGenerator<Completion> {
+    const capacity = Math.max(...wave.map((s) => s.prompt.length)) + o.maxTokens
+    const cache = this.native.createCache(wave.length, capacity)
+    try {
+      wave.forEach((s, i) => (s.slot = i))
+      await this.prefillShared(cache, wave)
+      // Each step feeds every live sequence its newest token (first: the prompt's last token).
+      let live = wave.slice()
+      const pending = new Map<Sequence, number>(live.map((s) => [s, s.prompt[s.prompt.length - 1]]))
+      while (live.length) {
+        if (o.signal?.aborted) {
+          for (const s of live) s.finish = 'abort'
+          for (const s of live) yield this.complete(s, o.k)
+          return
+        }
+        const result = await this.native.step(cache, {
+          slots: Int32Array.from(live, (s) => s.slot),
+          counts: new Int32Array(live.length).fill(1),
+          outModes: new Uint8Array(live.length).fill(1),
+          tokens: Int32Array.from(live, (s) => pending.get(s)!),
+          sampling: this.samplingColumns(live, o.sampling),
+          topK: o.k,
+        })
+        const still: Sequence[] = []
+        live.forEach((s, row) => {
+          s.buffer.push(result, row, o.k)
+          const token = result.tokens[row]
+          this.advance(s, token, o)
+          if (o.onToken) o.onToken({ text: this.releasableText(s, o.stops), token, logprob: result.chosenLogprob[row], entropy: result.entropy[row], finishReason: s.finish })
+          if (s.finish) return
+          pending.set(s, token)
+          still.push(s)
+        })
+        for (const s of live) if (s.finish) yield this.complete(s, o.k)
+        live = still
+      }
+    } finally {
+      cache.dispose()
+    }
+  }
+
+  /** Prefills each distinct prompt once (all but its last token) and copies it to its n slots. */
+  private async prefillShared(cache: NativeKVCache, wave: Sequence[]): Promise<void> {
+    const leaders = new Map<number, Sequence>()
+    for (const s of wave) if (!leaders.has(s.promptIndex)) leaders.set(s.promptIndex, s)
+    const prefill = [...leaders.values()].filter((s) => s.prompt.length > 1)
+    if (prefill.length) {
+      await this.native.step(cache, {
+        slots: Int32Array.from(prefill, (s) => s.slot),
+        counts: Int32Array.from(prefill, (s) => s.prompt.length - 1),
+        outModes: new Uint8Array(prefill.length),
+        tokens: Int32Array.from(prefill.flatMap((s) => s.prompt.slice(0, -1))),
+      })
+    }
+    for (const s of wave) {
+      const leader = leaders.get(s.promptIndex)!
+      if (leader !== s && s.prompt.length > 1) cache.copyPrefix(leader.slot, s.slot, s.prompt.length - 1)
+    }
+  }
+
+  private samplingColumns(live: Sequence[], p: ResolvedSampling) {
+    const B = live.length
+    return {
+      temperature: new Float32Array(B).fill(p.temperature),
+      topK: new Int32Array(B).fill(p.topK),
+      topP: new Float32Array(B).fill(p.topP),
+      minP: new Float32Array(B).fill(p.minP),
+      repetitionPenalty: new Float32Array(B).fill(p.repetitionPenalty),
+      presencePenalty: new Float32Array(B).fill(p.presencePenalty),
+      frequencyPenalty: new Float32Array(B).fill(p.frequencyPenalty),
+      seed: new Float64Array(B).fill(p.seed),
+      stream: Float64Array.from(live, (s) => s.streamId),
+      promptLength: Int32Array.from(live, (s) => s.prompt.length),
+    }
+  }
+
+  /** Appends one sampled token's text and decides whether the sequence is finished. */
+  private advance(s: Sequence, token: number, o: { maxTokens: number; stops: string[]; stopIds: Set<number> }): void {
+    if (o.stopIds.has(token)) {
+      s.finish = 'stop'
+      return
+    }
+    const before = s.text.length
+    s.text += s.decoder.push(token)
+    if (o.stops.length) {
+      // Only the new text (plus the longest stop's overlap) can complete a stop string.
+      const from = Math.max(0, before - Math.max(...o.stops.map((x) => x.length)) + 1)
+      let cut = -1
+      for (const stop of o.stops) {
+        const at = s.text.indexOf(stop, from)
+        if (at >= 0 && (cut < 0 || at < cut)) cut = at
+      }
+      if (cut >= 0) {
+        s.text = s.text.slice(0, cut)
+        s.finish = 'stop'
+        s.cutAtStopString = true
+        return
+      }
+    }
+    if (s.buffer.tokens.length >= o.maxTokens) s.finish = 'length'
+  }
+
+  /** Text not yet streamed, holding back a tail that could still become a stop string. */
+  private releasableText(s: Sequence, stops: string[]): string {
+    let safe = s.text.length
+    if (!s.finish)
+      for (const stop of stops)
+        for (let len = Math.min(stop.length - 1, s.text.length); len > 0; --len)
+          if (s.text.endsWith(stop.slice(0, len))) {
+            safe = Math.min(safe, s.text.length - len)
+            break
+          }
+    const delta = s.text.slice(s.emitted, safe)
+    s.emitted = Math.max(s.emitted, safe)
+    return delta
+  }
+
+  private complete(s: Sequence, k: number): Completion {
+    if (!s.cutAtStopString) s.text += s.decoder.flush()
+    return { ...s.buffer.freeze(k), text: s.text, finishReason: s.finish ?? 'length', promptTokens: s.prompt.length, promptIndex: s.promptIndex, sampleIndex: s.sampleIndex }
+  }
+
+  /** Teacher-forced per-token statistics of each completion given its prompt. */
+  async score(pairs: ScorePair[], options: ScoreOptions = {}): Promise<Scored[]> {
+    this.assertLive()
+    const k = statsTopK(options.stats)
+    const ref = options.reference
+    if (ref) {
+      ref.assertLive()
+      if (ref.config.vocabSize !== this.config.vocabSize)
+        throw new InvalidArgumentError('reference', `the reference model's vocabulary (${ref.config.vocabSize}) differs from this model's (${this.config.vocabSize})`)
+    }
+    const items = pairs.map((pair) => {
+      const prompt = this.encodePrompt(pair.prompt)
+      const completion = typeof pair.completion === 'string' ? this.tokenizer.encode(pair.completion, { addSpecialTokens: false }) : this.checkIds(pair.completion, 'completion')
+      if (prompt.length === 0 || completion.length === 0) throw new InvalidArgumentError('pairs', 'score needs a non-empty prompt and completion')
+      return { prompt, completion }
+    })
+    if (!items.length) return []
+    const capacity = Math.max(...items.map((i) => i.prompt.length + i.completion.length))
+    const cache = this.native.createCache(items.length, capacity)
+    const refCache = ref ? ref.native.createCache(items.length, capacity) : null
+    try {
+      const head = items.map((it, slot) => ({ slot, it })).filter(({ it }) => it.prompt.length > 1)
+      if (head.length) {
+        const req = {
+          slots: Int32Array.from(head, (h) => h.slot),
+          counts: Int32Array.from(head, (h) => h.it.prompt.length - 1),
+          outModes: new Uint8Array(head.length),
+          tokens: Int32Array.from(head.flatMap((h) => h.it.prompt.slice(0, -1))),
+        }
+        await this.native.step(cache, req)
+        if (ref && refCache) await ref.native.step(refCache, req)
+      }
+      // The rows of [last prompt token, completion[:-1]] predict the completion tokens.
+      const result = await this.native.step(cache, {
+        slots: Int32Array.from(items, (_, i) => i),
+        counts: Int32Array.from(items, (it) => it.completion.length),
+        outModes: new Uint8Array(items.length).fill(2),
+        tokens: Int32Array.from(items.flatMap((it) => [it.prompt[it.prompt.length - 1], ...it.completion.slice(0, -1)])),
+        targets: Int32Array.from(items.flatMap((it) => it.completion)),
+        topK: k,
+        reference: ref && refCache ? { model: ref.native, cache: refCache } : undefined,
+      })
+      let row = 0
+      return items.map((it) => {
+        const T = it.completion.length
+        const slice = <A extends Float32Array | Int32Array>(a: A, w = 1) => a.slice(row * w, (row + T) * w) as A
+        const s: Scored = {
+          tokens: Int32Array.from(it.completion),
+          logprobs: slice(result.chosenLogprob),
+          entropy: slice(result.entropy),
+          logsumexp: slice(result.logsumexp),
+          maxLogit: slice(result.maxLogit),
+          margin: slice(result.margin),
+          promptTokens: it.prompt.length,
+        }
+        if (k > 0) s.topK = { k, ids: slice(result.topkIds, k), logits: slice(result.topkLogits, k) }
+        if (result.k1) s.kl = { k1: slice(result.k1), k2: slice(result.k2!), k3: slice(result.k3!), exact: slice(result.klExact!) }
+        row += T
+        return s
+      })
+    } finally {
+      cache.dispose()
+      refCache?.dispose()
+    }
+  }
+}
+
+/** Loads a Hugging Face model folder (Llama, Qwen2, Qwen3) onto the engine. */
+export function loadModel(dir: string, options: LoadOptions = {}): Promise<Model> {
+  return Model.load(dir, options)
+}

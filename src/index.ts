@@ -1,0 +1,22 @@
+// autodidact: sample from, train and self-evolve small LLMs in one Node process.
+export { loadModel, Model } from './engine/model.js'
+export type {
+  Completion,
+  Device,
+  FinishReason,
+  GenerateOptions,
+  LoadOptions,
+  Prompt,
+  SamplingOptions,
+  ScoreOptions,
+  ScorePair,
+  Scored,
+  StreamChunk,
+  TokenStats,
+} from './engine/model.js'
+export { Tokenizer } from './engine/tokenizer.js'
+export type { ChatMessage, ChatTemplateOptions } from './engine/tokenizer.js'
+export type { Architecture, ModelConfig, TensorRef } from './engine/types.js'
+export * from './engine/errors.js'
+export { nativeAddon } from './native.js'
+export { doctorReport } from './cli/doctor.js'

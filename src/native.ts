@@ -1,0 +1,120 @@
+// Loads the native addon once, refusing a missing or stale build with one clear instruction.
+import { existsSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { NativeAddonError } from './engine/errors.js'
+
+export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
+const ADDON_PATH = join(packageRoot, 'build', 'Release', 'autodidact.node')
+const STAMP_PATH = join(packageRoot, 'build', 'Release', 'autodidact.stamp.json')
+const REBUILD = 'run `npm run build:native` in the autodidact package (needs cmake or node-gyp and a C++17 compiler)'
+
+export interface NativeInfo {
+  abiVersion: number
+  backends: string[]
+  cpuThreads: number
+  simd: string
+  compiler: string
+  cuda: {
+    compiled: boolean
+    available: boolean
+    reason: string
+    runtimeVersion: number
+    driverVersion: number
+    devices: { index: number; name: string; totalMemory: number; computeCapability: string; multiprocessors: number }[]
+  }
+}
+
+export interface NativeStepResult {
+  rows: number
+  tokens: Int32Array
+  chosenLogprob: Float32Array
+  logsumexp: Float32Array
+  entropy: Float32Array
+  maxLogit: Float32Array
+  margin: Float32Array
+  topK: number
+  topkIds: Int32Array
+  topkLogits: Float32Array
+  k1?: Float32Array
+  k2?: Float32Array
+  k3?: Float32Array
+  klExact?: Float32Array
+  logits?: Float32Array
+}
+
+export interface NativeSamplingColumns {
+  temperature: Float32Array
+  topK: Int32Array
+  topP: Float32Array
+  minP: Float32Array
+  repetitionPenalty: Float32Array
+  presencePenalty: Float32Array
+  frequencyPenalty: Float32Array
+  seed: Float64Array
+  stream: Float64Array
+  promptLength: Int32Array
+}
+
+export interface NativeStepRequest {
+  slots: Int32Array
+  counts: Int32Array
+  /** 0: no output, 1: the last new token's row, 2: every new token's row */
+  outModes: Uint8Array
+  tokens: Int32Array
+  targets?: Int32Array
+  sampling?: NativeSamplingColumns
+  topK?: number
+  returnLogits?: boolean
+  reference?: { model: NativeModel; cache: NativeKVCache }
+}
+
+export interface NativeKVCache {
+  copyPrefix(src: number, dst: number, length: number): void
+  length(slot: number): number
+  truncate(slot: number, length: number): void
+  describe(): { slots: number; capacity: number; bytes: number }
+  dispose(): void
+}
+
+export interface NativeModel {
+  createCache(slots: number, capacity: number): NativeKVCache
+  step(cache: NativeKVCache, request: NativeStepRequest): Promise<NativeStepResult>
+  describe(): { parameterBytes: number; threads: number; backend: string }
+  dispose(): void
+}
+
+export interface NativeAddon {
+  info(): NativeInfo
+  loadModel(config: object, tensors: object[], threads: number): Promise<NativeModel>
+  kernels: Record<string, (...args: any[]) => any>
+}
+
+let cached: NativeAddon | null = null
+
+function stampOfSources(): Promise<string | null> {
+  const stampModule = join(packageRoot, 'scripts', 'native-stamp.mjs')
+  return import(stampModule).then((m: { nativeSourceStamp(root: string): string | null }) => m.nativeSourceStamp(packageRoot))
+}
+
+function checkFresh(current: string | null): void {
+  if (current === null) return // sources not shipped: nothing to compare against
+  if (!existsSync(STAMP_PATH)) throw new NativeAddonError(`the native addon at ${ADDON_PATH} has no build stamp; ${REBUILD}`)
+  const built = JSON.parse(readFileSync(STAMP_PATH, 'utf8')) as { sources?: string }
+  if (built.sources !== current)
+    throw new NativeAddonError(`the native addon is stale: native/ sources changed since it was built; ${REBUILD}`)
+}
+
+/** The addon, loaded and checked once per process. */
+export async function nativeAddon(): Promise<NativeAddon> {
+  if (cached) return cached
+  if (!existsSync(ADDON_PATH)) throw new NativeAddonError(`the native addon is not built (no ${ADDON_PATH}); ${REBUILD}`)
+  checkFresh(await stampOfSources())
+  try {
+    cached = createRequire(import.meta.url)(ADDON_PATH) as NativeAddon
+  } catch (error) {
+    throw new NativeAddonError(`the native addon at ${ADDON_PATH} failed to load (${(error as Error).message}); ${REBUILD}`)
+  }
+  return cached
+}
