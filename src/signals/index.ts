@@ -1,0 +1,61 @@
+// Confidence and trajectory signals from per-token engine statistics (pure, no I/O except the
+// calibration save/load).
+export {
+  checkMask,
+  compactMasked,
+  countMasked,
+  maskedMean,
+  maskExcludingTokens,
+  type TokenMask,
+} from './mask.js'
+export { selfCertaintyTopK, topKRows, topKTokenStats, UID_TOP_K, type TopKTokenStats } from './topk.js'
+export {
+  confidenceSignals,
+  marginConfidence,
+  marginsFromTopK,
+  maxLogitConfidence,
+  negativeEntropyConfidence,
+  normalizedEntropyConfidence,
+  selfCertaintyFullVocab,
+  sequenceConfidence,
+  tokenNormalizedEntropyConfidence,
+  tokenSelfCertaintyFromLogits,
+  type ConfidenceSignal,
+  type TokenStats,
+} from './confidence.js'
+export {
+  binBoundaries,
+  entropyBins,
+  isUidEligible,
+  meanNormalizeBins,
+  midrankQuantiles,
+  onlineUidFeatures,
+  responseTrajectory,
+  selfCertaintyGroupScoresOnline,
+  UID_BINS,
+  UID_MIN_TOKENS,
+  uidConj,
+  uidGroupScoresOnline,
+  uidMix,
+  type GroupScores,
+  type ResponseTrajectory,
+  type UidCombine,
+  type UidFeatures,
+  type UidGroupScores,
+} from './uid.js'
+export {
+  empiricalCdfMidrank,
+  fitUidCalibration,
+  huber1,
+  loadUidCalibration,
+  MAD_TO_SIGMA,
+  offlineUidFeatures,
+  robustScale,
+  saveUidCalibration,
+  SCALE_FLOOR,
+  scoreOfflineUid,
+  validateUidCalibration,
+  type CalibrationSample,
+  type OfflineUidScore,
+  type UidCalibration,
+} from './calibration.js'

@@ -1,0 +1,62 @@
+// Answer extraction, math equivalence, voting, agreement and BLEU repetition (pure, no I/O).
+export {
+  afterThinking,
+  extractAnswerTag,
+  extractBoxed,
+  extractQuestion,
+  extractScore,
+  extractTag,
+  matchBrace,
+  proposerFormat,
+  solverFormat,
+  THINK_CLOSE_TAGS,
+  type ExtractedScore,
+  type ExtractOptions,
+  type ScoreOptions,
+} from './extract.js'
+export {
+  answersEquivalent,
+  latexToMathjs,
+  normalizeAnswer,
+  normalizedEquivalent,
+  NUMERIC_TOLERANCE,
+  numbersClose,
+  numbersEquivalent,
+  parseNumber,
+  symbolicallyEquivalent,
+  type ParsedNumber,
+} from './math.js'
+export {
+  agreementMask,
+  bordaRankWeight,
+  bordaVote,
+  clusterAnswers,
+  disagreementReward,
+  disUncertainty,
+  exactEquality,
+  majorityShare,
+  majorityVote,
+  normalizedEntropy,
+  rzeroUncertainty,
+  selectTopScored,
+  variantPlurality,
+  type Answer,
+  type BordaResult,
+  type Equivalence,
+  type VoteResult,
+} from './vote.js'
+export {
+  bleuDistanceMatrix,
+  prepareBleuSentence,
+  sentenceBleu,
+  whitespaceTokens,
+  type BleuOptions,
+  type BleuSentence,
+} from './bleu.js'
+export {
+  averageLinkageClusters,
+  clusterSharePenalty,
+  repetitionPenalty,
+  type RepetitionOptions,
+  type RepetitionResult,
+} from './cluster.js'
