@@ -7,6 +7,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ad::addon::RegisterInfo(env, exports);
   ad::addon::RegisterKernelBindings(env, exports);
   ad::addon::RegisterModelBindings(env, exports);
+  ad::addon::RegisterTrainBindings(env, exports);
   return exports;
 }
 }  // namespace

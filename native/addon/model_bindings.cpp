@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "addon/model_handle.h"
 #include "addon/registry.h"
 #include "cpu/logit_stats_cpu.h"
 #include "cpu/sampling_cpu.h"
@@ -541,6 +542,14 @@ void CacheHandle::Init(Napi::Env env, Napi::Object exports) {
 }
 
 }  // namespace
+
+std::shared_ptr<model::Transformer> model_of(Napi::Env env, Napi::Value v) {
+  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(ModelHandle::constructor.Value()))
+    throw Napi::TypeError::New(env, "expected a NativeModel");
+  auto m = ModelHandle::Unwrap(v.As<Napi::Object>())->model;
+  if (!m) throw Napi::Error::New(env, "this model has been disposed");
+  return m;
+}
 
 void RegisterModelBindings(Napi::Env env, Napi::Object exports) {
   ModelHandle::Init(env, exports);

@@ -6,4 +6,5 @@ namespace ad::addon {
 void RegisterInfo(Napi::Env env, Napi::Object exports);
 void RegisterKernelBindings(Napi::Env env, Napi::Object exports);
 void RegisterModelBindings(Napi::Env env, Napi::Object exports);
+void RegisterTrainBindings(Napi::Env env, Napi::Object exports);
 }  // namespace ad::addon

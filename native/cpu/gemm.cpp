@@ -109,12 +109,67 @@ void gemm_nt(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int6
   }
 }
 
+// Y[M×K] (=|+=) X[M×N] · W[N×K], with W read in place (no transposed copy: W can be the
+// vocabulary-sized LM head). Threads own column slices of Y; a block of W rows × one slice stays
+// in L2 while every 4-row block of X sweeps over it, so W streams from memory once.
+namespace {
+constexpr int64_t kSlice = 4 * kLanes;
+constexpr int64_t kRowsOfW = 256;
+
+template <int MR>
+void nn_block(const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy, int64_t m, int64_t n0,
+              int64_t n1, int64_t k0, bool load) {
+  vfloat acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < 4; ++c) acc[r][c] = load ? vload(Y + (m + r) * ldy + k0 + c * kLanes) : vzero();
+  for (int64_t n = n0; n < n1; ++n) {
+    vfloat w[4];
+    for (int c = 0; c < 4; ++c) w[c] = vload(W + n * ldw + k0 + c * kLanes);
+    for (int r = 0; r < MR; ++r) {
+      vfloat x = vset1(X[(m + r) * ldx + n]);
+      for (int c = 0; c < 4; ++c) acc[r][c] = vfma(x, w[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < 4; ++c) vstore(Y + (m + r) * ldy + k0 + c * kLanes, acc[r][c]);
+}
+
+void nn_tail(const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy, int64_t M, int64_t n0,
+             int64_t n1, int64_t k0, int64_t k1, bool load) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = k0; k < k1; ++k) {
+      float s = load ? Y[m * ldy + k] : 0.f;
+      for (int64_t n = n0; n < n1; ++n) s += X[m * ldx + n] * W[n * ldw + k];
+      Y[m * ldy + k] = s;
+    }
+}
+}  // namespace
+
 void gemm_nn(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy,
              int64_t M, int64_t N, int64_t K, bool accumulate) {
-  if (M <= 0 || N <= 0) return;
-  std::vector<float> Wt(static_cast<size_t>(N * K));
-  transpose_into(W, ldw, K, N, Wt.data());
-  gemm_nt(pool, X, ldx, Wt.data(), K, nullptr, Y, ldy, M, N, K, accumulate);
+  if (M <= 0 || K <= 0) return;
+  if (N <= 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::memset(Y + m * ldy, 0, sizeof(float) * K);
+    return;
+  }
+  const int64_t slices = (K + kSlice - 1) / kSlice;
+  pool.parallel_for(slices, 1, [&](int64_t s0, int64_t s1, int) {
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t k0 = s * kSlice, k1 = std::min(K, k0 + kSlice);
+      for (int64_t n0 = 0; n0 < N; n0 += kRowsOfW) {
+        const int64_t n1 = std::min(N, n0 + kRowsOfW);
+        const bool load = accumulate || n0 > 0;
+        if (k1 - k0 < kSlice) {
+          nn_tail(X, ldx, W, ldw, Y, ldy, M, n0, n1, k0, k1, load);
+          continue;
+        }
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) nn_block<4>(X, ldx, W, ldw, Y, ldy, m, n0, n1, k0, load);
+        for (; m < M; ++m) nn_block<1>(X, ldx, W, ldw, Y, ldy, m, n0, n1, k0, load);
+      }
+    }
+  });
 }
 
 void gemm_tn(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy,

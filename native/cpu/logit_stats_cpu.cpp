@@ -14,221 +14,275 @@ namespace ad::cpu {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// 16-lane float vectors through GCC/Clang vector extensions: one zmm register with AVX-512, two
-// ymm with AVX2, plain lanes elsewhere. Comparisons are written as selects so that NaN flows
-// through (a NaN logit must poison the sums, not vanish).
+// Native-width float vectors through GCC/Clang vector extensions: 16 lanes (one zmm) with
+// AVX-512, 8 (one ymm) with AVX2, 4 elsewhere (SSE, NEON). Never wider than the ISA: a 64-byte
+// vector on AVX2 is lowered through memory and runs ~10× slower. Comparisons are written as
+// selects so that NaN flows through (a NaN logit must poison the sums, not vanish).
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
+#if defined(__AVX512F__)
+#define AD_VEC_BYTES 64
+#elif defined(__AVX2__)
+#define AD_VEC_BYTES 32
+#else
+#define AD_VEC_BYTES 16
+#endif
 
-inline v16f load16(const float* p) {
-  v16f v;
+typedef float vf __attribute__((vector_size(AD_VEC_BYTES)));
+typedef int32_t vi __attribute__((vector_size(AD_VEC_BYTES)));
+constexpr int64_t kLanes = AD_VEC_BYTES / 4;
+
+inline vf load(const float* p) {
+  vf v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-inline void store16(float* p, v16f v) { std::memcpy(p, &v, sizeof v); }
+inline void store(float* p, vf v) { std::memcpy(p, &v, sizeof v); }
 
-inline v16f splat(float x) { return v16f{} + x; }
+inline vf splat(float x) { return vf{} + x; }
 
-// The first n (< 16) lanes from p, the rest `fill`.
-inline v16f load_partial(const float* p, int64_t n, float fill) {
+// The first n (< kLanes) lanes from p, the rest `fill`.
+inline vf load_partial(const float* p, int64_t n, float fill) {
   float buf[kLanes];
   for (int64_t i = 0; i < kLanes; ++i) buf[i] = i < n ? p[i] : fill;
-  return load16(buf);
+  return load(buf);
 }
 
-inline void store_partial(float* p, v16f v, int64_t n) {
+inline void store_partial(float* p, vf v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = v[i];
 }
 
-inline v16f vmax(v16f a, v16f b) { return a > b ? a : b; }
-inline v16f clamp_below(v16f x, float lo) { return x < lo ? splat(lo) : x; }  // NaN stays NaN
-inline v16f clamp_above(v16f x, float hi) { return x > hi ? splat(hi) : x; }
+inline vf vmax(vf a, vf b) { return a > b ? a : b; }
+inline vf clamp_below(vf x, float lo) { return x < lo ? splat(lo) : x; }  // NaN stays NaN
 
-inline float hmax(v16f v) {
+inline float hmax(vf v) {
   float m = v[0];
   for (int i = 1; i < kLanes; ++i) m = v[i] > m ? v[i] : m;
   return m;
 }
 
-inline double hsum(v16f v) {
+inline double hsum(vf v) {
   double s = 0;
   for (int i = 0; i < kLanes; ++i) s += v[i];
   return s;
 }
 
-// True when some lane is > thr (mostly false: the top-K and sampler filters' fast path).
-inline bool any_gt(v16f v, float thr) {
+// Bit j set when lane j is > thr (>= thr with kOrEqual). Mostly 0: the fast path of the top-K
+// and the sampler's candidate filters.
+template <bool kOrEqual>
+inline uint32_t mask_above(vf v, float thr) {
 #if defined(__AVX512F__)
   __m512 x;
   std::memcpy(&x, &v, sizeof x);
-  return _mm512_cmp_ps_mask(x, _mm512_set1_ps(thr), _CMP_GT_OQ) != 0;
+  return _mm512_cmp_ps_mask(x, _mm512_set1_ps(thr), kOrEqual ? _CMP_GE_OQ : _CMP_GT_OQ);
 #elif defined(__AVX2__)
-  __m256 lo, hi, t = _mm256_set1_ps(thr);
-  std::memcpy(&lo, &v, sizeof lo);
-  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
-  return (_mm256_movemask_ps(_mm256_cmp_ps(lo, t, _CMP_GT_OQ)) | _mm256_movemask_ps(_mm256_cmp_ps(hi, t, _CMP_GT_OQ))) != 0;
-#else
-  v16i m = v > thr;
-  int any = 0;
-  for (int i = 0; i < kLanes; ++i) any |= m[i];
-  return any != 0;
-#endif
-}
-
-inline bool any_ge(v16f v, float thr) {
-#if defined(__AVX512F__)
-  __m512 x;
+  __m256 x;
   std::memcpy(&x, &v, sizeof x);
-  return _mm512_cmp_ps_mask(x, _mm512_set1_ps(thr), _CMP_GE_OQ) != 0;
-#elif defined(__AVX2__)
-  __m256 lo, hi, t = _mm256_set1_ps(thr);
-  std::memcpy(&lo, &v, sizeof lo);
-  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
-  return (_mm256_movemask_ps(_mm256_cmp_ps(lo, t, _CMP_GE_OQ)) | _mm256_movemask_ps(_mm256_cmp_ps(hi, t, _CMP_GE_OQ))) != 0;
+  return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_set1_ps(thr), kOrEqual ? _CMP_GE_OQ : _CMP_GT_OQ)));
 #else
-  v16i m = v >= thr;
-  int any = 0;
-  for (int i = 0; i < kLanes; ++i) any |= m[i];
-  return any != 0;
+  uint32_t m = 0;
+  for (int i = 0; i < kLanes; ++i) m |= static_cast<uint32_t>(kOrEqual ? v[i] >= thr : v[i] > thr) << i;
+  return m;
 #endif
 }
 
-// e^x, Cephes expf scheme: x = n·ln2 + r with |r| ≤ ln2/2 (Cody–Waite split of ln2, so n·C1 is
-// exact), a degree-6 polynomial for e^r, 2^n built in the exponent bits. ≈1 ulp on
-// [−87.3, 88.3]; 0 below −87.34 (the result would be subnormal), +inf above 88.37.
-constexpr float kExpLo = -87.33654475f;  // ln 2^−126
-constexpr float kExpHi = 88.37626266f;   // ln 2^127.5: keeps n ≤ 127
-inline v16f vexp(v16f x) {
-  v16f xc = clamp_above(clamp_below(x, kExpLo), kExpHi);
+constexpr uint32_t kAllLanes = kLanes == 32 ? ~0u : (1u << kLanes) - 1;
+
+inline int lowest_bit(uint32_t m) { return __builtin_ctz(m); }
+
+// e^x for x >= kExpFloor (or NaN), Cephes expf scheme: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split
+// Cody–Waite so n·C1 is exact), e^r = 1 + r + r²·P(r), 2^n built in the exponent bits. ≈1 ulp
+// down to −87.3; at the floor n = −127 gives a zero scale, so e^{floor} is exactly 0.
+constexpr float kExpFloor = -88.0f;
+constexpr float kExpHi = 88.37626266f;  // ln 2^127.5: keeps n ≤ 127
+inline vf vexp_from_floor(vf x) {
   const float kRound = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer in the low bits
-  v16f t = xc * 1.44269504088896341f + kRound;
-  v16f n = t - kRound;
-  v16f r = xc - n * 0.693359375f;
+  vf t = x * 1.44269504088896341f + kRound;
+  vf n = t - kRound;
+  vf r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  v16f p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+  vf p = 1.9875691500e-4f * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  v16i bits;
+  vi bits;
   std::memcpy(&bits, &t, sizeof bits);
-  bits = (bits - 0x4B400000 + 127) << 23;  // 0x4B400000 = bits of kRound: leaves n
-  v16f scale;
+  bits = (bits << 23) + (127 << 23);  // kRound's bits vanish in the shift, leaving (n + 127) << 23
+  vf scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  v16f y = p * scale;
-  y = x < kExpLo ? splat(0.0f) : y;
+  return p * scale;
+}
+
+// e^x on the whole float range: 0 below −88, subnormal approximations in [−88, −87.3), +inf above
+// 88.37.
+inline vf vexp(vf x) {
+  vf y = vexp_from_floor(clamp_below(x > kExpHi ? splat(kExpHi) : x, kExpFloor));
   return x > kExpHi ? splat(INFINITY) : y;
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fused row scan
+// The fused row scan. Per block: pass A (block maxima, top-K candidates), then, if a maximum grew,
+// the running sums are rescaled (rare after the first blocks), then pass B adds the block's
+// e^{z−m} terms relative to the running maxima in f32 lanes and folds them into the f64 state.
 
-constexpr int64_t kBlock = 1024;      // floats per block: z and ref blocks stay in L1 for pass B
-constexpr int64_t kMinChunk = 16384;  // smallest vocabulary chunk worth a thread
-constexpr float kExpArgFloor = -104.0f;  // e^{d} is already 0 here; keeps e·d finite (0·−inf = NaN)
+constexpr int64_t kBlock = 64 * kLanes;  // 4 accumulator sets × kLanes lanes × 16 terms; 4 KiB at AVX-512
+constexpr int64_t kMinChunk = 16384;     // smallest vocabulary chunk worth a thread
 
 struct BlockMax {
   float z, y;
 };
 
-// Offers lanes [0, n) of p (ids base + lane) to the heap.
-inline void offer_lanes(const float* p, int64_t n, int64_t base, TopKEntry* heap, int& n_heap, int cap) {
-  for (int64_t j = 0; j < n; ++j) topk_offer(heap, n_heap, cap, TopKEntry{p[j], static_cast<int32_t>(base + j)});
+// Offers the lanes of p set in `lanes` (ids base + lane) to the heap; each is re-tested against
+// the root, which rises as entries go in.
+inline void offer_lanes(const float* p, uint32_t lanes, int64_t base, TopKEntry* heap, int& n_heap, int cap) {
+  for (; lanes; lanes &= lanes - 1) {
+    const int j = lowest_bit(lanes);
+    topk_offer(heap, n_heap, cap, TopKEntry{p[j], static_cast<int32_t>(base + j)});
+  }
 }
 
-// Pass A over one block: maxima of z and y, and top-K candidates (one compare per 16 elements
-// against the current K-th value once the heap is full).
+// The lanes of v that may enter a heap: all until it is full, then those above its root.
+inline uint32_t topk_candidates(vf v, const TopKEntry* heap, int n_heap, int cap) {
+  return n_heap < cap ? kAllLanes : mask_above<false>(v, heap[0].value);
+}
+
+// The fused pass's top-K: a best-first array in SoA form. An insert finds its slot with a few
+// vector compares and shifts the tail: ~20 cycles, where a heap's sift branches mispredict.
+// Elements arrive in ascending id order, so a value ties after every equal value present.
+struct SortedTopK {
+  float v[kMaxLogitTopK];  // best first; NaN past n, so no compare counts an empty slot
+  int32_t id[kMaxLogitTopK];
+  int n = 0, cap = 0;
+
+  explicit SortedTopK(int capacity) : cap(capacity) { std::fill(v, v + kMaxLogitTopK, NAN); }
+
+  // Below this nothing enters (−inf would still enter a non-full array: compare with `>` only once full).
+  bool full() const { return n == cap; }
+  float threshold() const { return v[cap - 1]; }
+
+  // Entries ranking before a newcomer of value x: those with value ≥ x (v is descending).
+  int rank_of(float x) const {
+    int r = 0;
+    for (int j = 0; j < n; j += static_cast<int>(kLanes)) r += __builtin_popcount(mask_above<true>(load(v + j), x));
+    return r;
+  }
+
+  void offer(float x, int32_t i) {
+    if (x != x || (full() && !(x > threshold()))) return;  // NaN never ranks
+    const int r = rank_of(x);
+    const int last = full() ? cap - 1 : n++;  // the slot that falls off (full) or opens (not full)
+    std::memmove(v + r + 1, v + r, static_cast<size_t>(last - r) * sizeof(float));
+    std::memmove(id + r + 1, id + r, static_cast<size_t>(last - r) * sizeof(int32_t));
+    v[r] = x;
+    id[r] = i;
+  }
+
+  // The lanes of a vector worth offering.
+  uint32_t candidates(vf x) const { return full() ? mask_above<false>(x, threshold()) : kAllLanes; }
+
+  void offer_lanes(const float* p, uint32_t lanes, int64_t base) {
+    for (; lanes; lanes &= lanes - 1) {
+      const int j = lowest_bit(lanes);
+      offer(p[j], static_cast<int32_t>(base + j));
+    }
+  }
+};
+
+inline uint32_t first_lanes(int64_t n) { return n >= 32 ? ~0u : (1u << n) - 1; }
+
+// Pass A over one block: maxima of z and y, and top-K candidates (one compare per vector against
+// the current K-th value once the heap is full; ids ascend, so an equal value never enters).
 template <bool kRef>
-BlockMax block_max_and_topk(const float* z, const float* y, int64_t n, int64_t base, TopKEntry* heap, int& n_heap,
-                            int cap) {
-  v16f mz = splat(kNegInf), my = splat(kNegInf);
+BlockMax block_max_and_topk(const float* z, const float* y, int64_t n, int64_t base, SortedTopK& top) {
+  vf mz = splat(kNegInf), my = splat(kNegInf);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    v16f v = load16(z + i);
+    vf v = load(z + i);
     mz = vmax(mz, v);
-    if (n_heap < cap || any_gt(v, heap[0].value)) offer_lanes(z + i, kLanes, base + i, heap, n_heap, cap);
-    if (kRef) my = vmax(my, load16(y + i));
+    if (uint32_t c = top.candidates(v)) top.offer_lanes(z + i, c, base + i);
+    if (kRef) my = vmax(my, load(y + i));
   }
   if (i < n) {
     mz = vmax(mz, load_partial(z + i, n - i, kNegInf));
-    offer_lanes(z + i, n - i, base + i, heap, n_heap, cap);
+    top.offer_lanes(z + i, first_lanes(n - i), base + i);
     if (kRef) my = vmax(my, load_partial(y + i, n - i, kNegInf));
   }
-  return {hmax(mz), hmax(my)};
+  return {hmax(mz), kRef ? hmax(my) : kNegInf};
 }
 
-// Accumulators of pass B: f32 lanes, 4 independent sets so each sums at most kBlock/64 terms
-// (relative error ≲ 1e-6 before the per-block fold into f64).
+// Pass B accumulators: 4 independent sets (latency hiding), each lane summing at most 16 terms of
+// a block before the fold into f64, so f32 rounding stays ≲ 1e-6 relative.
 struct BlockAcc {
-  v16f s[4] = {}, t[4] = {}, u[4] = {}, sy[4] = {};
+  vf s[4], t[4], u[4], sy[4];
+  BlockAcc() {
+    for (int k = 0; k < 4; ++k) s[k] = t[k] = u[k] = sy[k] = splat(0.0f);
+  }
 };
 
 template <bool kRef>
-inline void accumulate(BlockAcc& a, int k, v16f z, v16f y, float bz, float by) {
-  v16f d = clamp_below(z - bz, kExpArgFloor);
-  v16f e = vexp(d);
+inline void accumulate(BlockAcc& a, int k, vf z, vf y, float mz, float my) {
+  vf d = clamp_below(z - mz, kExpFloor);  // e^{floor} = 0 and e·d stays finite (0·−inf = NaN)
+  vf e = vexp_from_floor(d);
   a.s[k] += e;
   a.t[k] += e * d;
   if (kRef) {
-    v16f dy = y - by;
-    a.u[k] += e > 0.0f ? e * dy : splat(0.0f);  // p = 0 terms add 0 even where q = 0
-    a.sy[k] += vexp(clamp_below(dy, kExpArgFloor));
+    vf dy = y - my;
+    a.u[k] += e > 0.0f ? e * dy : splat(0.0f);  // p = 0 adds 0 even where q = 0; p > 0, q = 0 → −inf
+    a.sy[k] += vexp_from_floor(clamp_below(dy, kExpFloor));
   }
 }
 
-inline double fold(const v16f* acc) { return hsum((acc[0] + acc[1]) + (acc[2] + acc[3])); }
+inline double fold(const vf* acc) { return hsum((acc[0] + acc[1]) + (acc[2] + acc[3])); }
 
-// Pass B over one block (hot in L1): its softmax state relative to the block maxima.
+// Pass B over one block (hot in L1): adds its terms to st, relative to st's maxima.
 template <bool kRef>
-SoftmaxState<double> block_sums(const float* z, const float* y, int64_t n, BlockMax bm) {
-  // A block with no finite z (or y) sums relative to 0: every e^{−inf} is then 0.
-  float bz = bm.z > kNegInf ? bm.z : 0.0f;
-  float by = bm.y > kNegInf ? bm.y : 0.0f;
+void block_sums(const float* z, const float* y, int64_t n, SoftmaxState<double>& st) {
+  // No finite value yet: sum relative to 0, where every e^{−inf} is 0.
+  const float mz = st.m > kNegInf ? st.m : 0.0f;
+  const float my = st.my > kNegInf ? st.my : 0.0f;
   BlockAcc a;
-  v16f zero = splat(0.0f);
+  const vf zero = splat(0.0f);
   int64_t i = 0;
   for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
     for (int k = 0; k < 4; ++k) {
       const int64_t o = i + k * kLanes;
-      accumulate<kRef>(a, k, load16(z + o), kRef ? load16(y + o) : zero, bz, by);
+      accumulate<kRef>(a, k, load(z + o), kRef ? load(y + o) : zero, mz, my);
     }
   }
-  for (; i + kLanes <= n; i += kLanes) accumulate<kRef>(a, 0, load16(z + i), kRef ? load16(y + i) : zero, bz, by);
+  for (; i + kLanes <= n; i += kLanes) accumulate<kRef>(a, 0, load(z + i), kRef ? load(y + i) : zero, mz, my);
   if (i < n) {
-    accumulate<kRef>(a, 0, load_partial(z + i, n - i, kNegInf), kRef ? load_partial(y + i, n - i, kNegInf) : zero, bz,
-                     by);
+    accumulate<kRef>(a, 1, load_partial(z + i, n - i, kNegInf), kRef ? load_partial(y + i, n - i, kNegInf) : zero, mz,
+                     my);
   }
-  SoftmaxState<double> st;
-  st.m = bm.z;
-  st.s = fold(a.s);
-  st.t = fold(a.t);
+  st.s += fold(a.s);
+  st.t += fold(a.t);
   if (kRef) {
-    st.my = bm.y;
-    st.sy = fold(a.sy);
-    st.u = fold(a.u);
+    st.sy += fold(a.sy);
+    st.u += fold(a.u);
   }
-  return st;
 }
 
 // One row chunk's partial result.
 struct Partial {
   SoftmaxState<double> st;
-  TopKEntry top[kMaxLogitTopK];
+  TopKEntry top[kMaxLogitTopK];  // best first
   int n_top = 0;
 };
 
 template <bool kRef>
 void scan_chunk(const float* z, const float* y, int64_t begin, int64_t end, int cap, Partial& p) {
+  SortedTopK top(cap);
   for (int64_t b = begin; b < end; b += kBlock) {
-    int64_t n = std::min(kBlock, end - b);
-    BlockMax bm = block_max_and_topk<kRef>(z + b, kRef ? y + b : nullptr, n, b, p.top, p.n_top, cap);
-    p.st = softmax_combine(p.st, block_sums<kRef>(z + b, kRef ? y + b : nullptr, n, bm));
+    const int64_t n = std::min(kBlock, end - b);
+    BlockMax bm = block_max_and_topk<kRef>(z + b, kRef ? y + b : nullptr, n, b, top);
+    if (bm.z > p.st.m) softmax_rescale_z(p.st, bm.z);
+    if (kRef && bm.y > p.st.my) softmax_rescale_y(p.st, bm.y);
+    block_sums<kRef>(z + b, kRef ? y + b : nullptr, n, p.st);
   }
-  topk_sort(p.top, p.n_top);
+  p.n_top = top.n;
+  for (int j = 0; j < top.n; ++j) p.top[j] = TopKEntry{top.v[j], top.id[j]};
 }
 
 void scan(const float* z, const float* y, int64_t begin, int64_t end, int cap, Partial& p) {
@@ -429,30 +483,35 @@ void logit_stats_naive(ThreadPool& pool, const float* logits, int64_t rows, int6
 
 void exp_f32(const float* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store16(y + i, vexp(load16(x + i)));
+  for (; i + kLanes <= n; i += kLanes) store(y + i, vexp(load(x + i)));
   if (i < n) store_partial(y + i, vexp(load_partial(x + i, n - i, 0.0f)), n - i);
 }
 
 double exp_shifted(const float* x, int64_t n, float shift, float* out, float floor) {
-  auto floored = [floor](v16f e) { return e < floor ? splat(0.0f) : e; };
+  auto term = [shift, floor](vf v) {
+    vf e = vexp_from_floor(clamp_below(v - shift, kExpFloor));
+    return e < floor ? splat(0.0f) : e;
+  };
   double total = 0;
   int64_t i = 0;
   while (i < n) {
     // Fold f32 lanes into f64 every kBlock elements, as in the fused pass.
-    int64_t end = std::min(n, i + kBlock);
-    v16f acc = splat(0.0f);
-    for (; i + kLanes <= end; i += kLanes) {
-      v16f e = floored(vexp(load16(x + i) - shift));
-      acc += e;
-      store16(out + i, e);
+    const int64_t end = std::min(n, i + kBlock);
+    vf acc[2] = {splat(0.0f), splat(0.0f)};
+    for (; i + 2 * kLanes <= end; i += 2 * kLanes) {
+      vf e0 = term(load(x + i)), e1 = term(load(x + i + kLanes));
+      acc[0] += e0;
+      acc[1] += e1;
+      store(out + i, e0);
+      store(out + i + kLanes, e1);
     }
-    if (i < end) {
-      v16f e = floored(vexp(load_partial(x + i, end - i, kNegInf) - shift));
-      acc += e;
-      store_partial(out + i, e, end - i);
-      i = end;
+    for (; i < end; i += kLanes) {
+      const int64_t m = std::min(kLanes, end - i);
+      vf e = term(m == kLanes ? load(x + i) : load_partial(x + i, m, kNegInf));
+      acc[0] += e;
+      store_partial(out + i, e, m);
     }
-    total += hsum(acc);
+    total += hsum(acc[0] + acc[1]);
   }
   return total;
 }
@@ -461,45 +520,41 @@ double sum_f32(const float* x, int64_t n) {
   double total = 0;
   int64_t i = 0;
   while (i < n) {
-    int64_t end = std::min(n, i + kBlock);
-    v16f acc[2] = {splat(0.0f), splat(0.0f)};
+    const int64_t end = std::min(n, i + kBlock);
+    vf acc[2] = {splat(0.0f), splat(0.0f)};
     for (; i + 2 * kLanes <= end; i += 2 * kLanes) {
-      acc[0] += load16(x + i);
-      acc[1] += load16(x + i + kLanes);
+      acc[0] += load(x + i);
+      acc[1] += load(x + i + kLanes);
     }
-    for (; i + kLanes <= end; i += kLanes) acc[0] += load16(x + i);
-    if (i < end) {
-      acc[1] += load_partial(x + i, end - i, 0.0f);
-      i = end;
-    }
+    for (; i < end; i += kLanes) acc[1] += load_partial(x + i, std::min(kLanes, end - i), 0.0f);
     total += hsum(acc[0] + acc[1]);
   }
   return total;
 }
 
 float max_f32(const float* x, int64_t n) {
-  v16f m = splat(kNegInf);
+  vf m[2] = {splat(kNegInf), splat(kNegInf)};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) m = vmax(m, load16(x + i));
-  if (i < n) m = vmax(m, load_partial(x + i, n - i, kNegInf));
-  return hmax(m);
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    m[0] = vmax(m[0], load(x + i));
+    m[1] = vmax(m[1], load(x + i + kLanes));
+  }
+  for (; i < n; i += kLanes) m[0] = vmax(m[0], load_partial(x + i, std::min(kLanes, n - i), kNegInf));
+  return hmax(vmax(m[0], m[1]));
 }
 
 void topk_scan(const float* x, int64_t n, int32_t base, TopKEntry* heap, int& n_heap, int cap) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    if (n_heap < cap || any_gt(load16(x + i), heap[0].value)) offer_lanes(x + i, kLanes, base + i, heap, n_heap, cap);
+    if (uint32_t c = topk_candidates(load(x + i), heap, n_heap, cap)) offer_lanes(x + i, c, base + i, heap, n_heap, cap);
   }
-  if (i < n) offer_lanes(x + i, n - i, base + i, heap, n_heap, cap);
+  if (i < n) offer_lanes(x + i, first_lanes(n - i), base + i, heap, n_heap, cap);
 }
 
 int64_t indices_at_least(const float* x, int64_t n, float cutoff, int32_t* ids) {
   int64_t count = 0, i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    if (!any_ge(load16(x + i), cutoff)) continue;
-    for (int64_t j = i; j < i + kLanes; ++j) {
-      if (x[j] >= cutoff) ids[count++] = static_cast<int32_t>(j);
-    }
+    for (uint32_t m = mask_above<true>(load(x + i), cutoff); m; m &= m - 1) ids[count++] = static_cast<int32_t>(i + lowest_bit(m));
   }
   for (; i < n; ++i) {
     if (x[i] >= cutoff) ids[count++] = static_cast<int32_t>(i);

@@ -42,7 +42,8 @@ void logit_stats_naive(ThreadPool& pool, const float* logits, int64_t rows, int6
 // ---------------------------------------------------------------------------------------------
 // Row primitives shared with the sampler (SIMD inside, single-threaded).
 
-// y[i] = e^{x[i]}: ≈1 ulp for x in [−87.3, 88.7], exactly 0 below (results would be subnormal).
+// y[i] = e^{x[i]}: ≈1 ulp for x in [−87.3, 88.37], 0 below −88 (rough subnormals between), +inf
+// above 88.37.
 void exp_f32(const float* x, float* y, int64_t n);
 
 // out[i] = e^{x[i] − shift}, set to 0 where below `floor` (out may alias x); returns Σ out[i]

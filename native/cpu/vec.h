@@ -19,7 +19,16 @@ inline vfloat vset1(float x) { return _mm512_set1_ps(x); }
 inline vfloat vfma(vfloat a, vfloat b, vfloat c) { return _mm512_fmadd_ps(a, b, c); }
 inline vfloat vadd(vfloat a, vfloat b) { return _mm512_add_ps(a, b); }
 inline vfloat vmul(vfloat a, vfloat b) { return _mm512_mul_ps(a, b); }
-inline float vsum(vfloat v) { return _mm512_reduce_add_ps(v); }
+inline float vsum(vfloat v) {
+  // through memory: GCC 12's 512-bit extract intrinsics trip -Wmaybe-uninitialized
+  alignas(64) float t[16];
+  _mm512_store_ps(t, v);
+  __m256 s = _mm256_add_ps(_mm256_load_ps(t), _mm256_load_ps(t + 8));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+  return _mm_cvtss_f32(q);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int kLanes = 8;
 using vfloat = __m256;

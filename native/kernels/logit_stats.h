@@ -57,8 +57,9 @@ AD_HD void topk_sift_down(TopKEntry* heap, int n, int i) {
   }
 }
 
-// Offers x to a heap of at most cap entries; returns true when x was kept.
+// Offers x to a heap of at most cap entries; returns true when x was kept. NaN never ranks.
 AD_HD bool topk_offer(TopKEntry* heap, int& n, int cap, TopKEntry x) {
+  if (x.value != x.value) return false;
   if (n < cap) {
     heap[n] = x;
     topk_sift_up(heap, n++);
@@ -180,18 +181,19 @@ struct LogitRowStats {
 
 template <class A>
 AD_HD A softmax_lse(const SoftmaxState<A>& st) {
-  return st.s > A(0) ? A(st.m) + acc_log(st.s) : A(kNegInf);
+  return st.s == A(0) ? A(kNegInf) : A(st.m) + acc_log(st.s);
 }
 
 template <class A>
 AD_HD A softmax_lse_ref(const SoftmaxState<A>& st) {
-  return st.sy > A(0) ? A(st.my) + acc_log(st.sy) : A(kNegInf);
+  return st.sy == A(0) ? A(kNegInf) : A(st.my) + acc_log(st.sy);
 }
 
-// H = log s − t/s in nats; 0 for a row with no finite logit. Rounding can dip below 0: clamp.
+// H = log s − t/s in nats; 0 for a row with no finite logit, NaN for a row holding a NaN.
+// Rounding can dip below 0: clamp.
 template <class A>
 AD_HD A softmax_entropy(const SoftmaxState<A>& st) {
-  if (!(st.s > A(0))) return A(0);
+  if (st.s == A(0)) return A(0);
   A h = acc_log(st.s) - st.t / st.s;
   return h < A(0) ? A(0) : h;
 }
@@ -199,8 +201,8 @@ AD_HD A softmax_entropy(const SoftmaxState<A>& st) {
 // KL(p‖q) = Σ p (log p − log q) = (t − u)/s − log s + log sy; clamped at 0 against rounding.
 template <class A>
 AD_HD A softmax_kl_exact(const SoftmaxState<A>& st) {
-  if (!(st.s > A(0))) return A(0);
-  if (!(st.sy > A(0))) return A(INFINITY);
+  if (st.s == A(0)) return A(0);
+  if (st.sy == A(0)) return A(INFINITY);
   A kl = (st.t - st.u) / st.s - acc_log(st.s) + acc_log(st.sy);
   return kl < A(0) ? A(0) : kl;
 }

@@ -102,7 +102,8 @@ void Transformer::finalize() {
   embed_ = get("model.embed_tokens.weight", {c.vocab, c.hidden});
   final_norm_ = get("model.norm.weight", {c.hidden});
   lm_head_ = c.tie_embeddings ? embed_ : get("lm_head.weight", {c.vocab, c.hidden});
-  layers_.assign(c.layers, {});
+  layers_.clear();
+  layers_.resize(c.layers);
   for (int l = 0; l < c.layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights& w = layers_[l];
@@ -181,7 +182,50 @@ void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<B
   });
 }
 
-int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batch, const int32_t* tokens) {
+const char* linear_name(Linear which) {
+  static const char* names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  return names[which];
+}
+const char* linear_prefix(Linear which) {
+  static const char* names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  return names[which];
+}
+
+float* Transformer::weight_of(int l, Linear which) {
+  LayerWeights& w = layers_[l];
+  float* ws[] = {w.wq, w.wk, w.wv, w.wo, w.w_gate, w.w_up, w.w_down};
+  return ws[which];
+}
+
+const float* Transformer::bias_of(int l, Linear which) {
+  LayerWeights& w = layers_[l];
+  const float* bs[] = {w.bq, w.bk, w.bv, w.bo, nullptr, nullptr, nullptr};
+  return bs[which];
+}
+
+// y (=|+=) x·Wᵀ + b, plus the LoRA delta scale·(x·Aᵀ)·Bᵀ when an adapter is attached and on.
+void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* y, bool accumulate) {
+  const LoraAdapter* lora = layers_[l].lora[which].get();
+  const int in = lora ? lora->in : 0;
+  int64_t in_dim, out_dim;
+  switch (which) {
+    case kQ: in_dim = cfg_.hidden, out_dim = cfg_.q_dim(); break;
+    case kK: case kV: in_dim = cfg_.hidden, out_dim = cfg_.kv_dim(); break;
+    case kO: in_dim = cfg_.q_dim(), out_dim = cfg_.hidden; break;
+    case kGate: case kUp: in_dim = cfg_.hidden, out_dim = cfg_.intermediate; break;
+    default: in_dim = cfg_.intermediate, out_dim = cfg_.hidden; break;
+  }
+  cpu::gemm_nt(pool_, x, in_dim, weight_of(l, which), in_dim, bias_of(l, which), y, out_dim, T, out_dim, in_dim, accumulate);
+  if (lora && lora_enabled_) {
+    std::vector<float> xa(static_cast<size_t>(T * lora->rank));
+    cpu::gemm_nt(pool_, x, in, lora->A.data, in, nullptr, xa.data(), lora->rank, T, lora->rank, in, false);
+    for (auto& v : xa) v *= lora->scale;
+    cpu::gemm_nt(pool_, xa.data(), lora->rank, lora->B.data, lora->rank, nullptr, y, out_dim, T, out_dim, lora->rank, true);
+  }
+}
+
+int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batch, const int32_t* tokens, Tape* tape) {
   const Config& c = cfg_;
   int64_t T = 0, R = 0;
   int max_keys = 1;
@@ -193,7 +237,7 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
     if (cache.length(e.slot) + e.count > cache.capacity())
       throw std::out_of_range("sequence would exceed the KV cache capacity (" + std::to_string(cache.capacity()) + " positions)");
     T += e.count;
-    R += e.out_mode == 2 ? e.count : (e.out_mode == 1 ? 1 : 0);
+    R += e.out_mode == 2 ? std::max(0, e.count - e.out_from) : (e.out_mode == 1 ? 1 : 0);
     max_keys = std::max(max_keys, cache.length(e.slot) + e.count);
   }
   for (int64_t t = 0; t < T; ++t)
@@ -209,12 +253,12 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
       for (int i = 0; i < e.count; ++i, ++t) {
         token_slot[t] = e.slot;
         token_pos[t] = cache.length(e.slot) + i;
-        if (e.out_mode == 2 || (e.out_mode == 1 && i == e.count - 1)) out_rows.push_back(t);
+        if ((e.out_mode == 2 && i >= e.out_from) || (e.out_mode == 1 && i == e.count - 1)) out_rows.push_back(t);
       }
     }
   }
 
-  const int64_t H = c.hidden, half = c.head_dim / 2;
+  const int64_t H = c.hidden, half = c.head_dim / 2, I = c.intermediate;
   for (int64_t t = 0; t < T; ++t) std::memcpy(x_.data + t * H, embed_ + static_cast<int64_t>(tokens[t]) * H, sizeof(float) * H);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {
@@ -222,6 +266,21 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
       rope_cos_.data[t * half + i] = static_cast<float>(std::cos(angle));
       rope_sin_.data[t * half + i] = static_cast<float>(std::sin(angle));
     }
+  auto keep = [&](Buffer& dst, const float* src, int64_t n) {
+    dst = Buffer(n);
+    std::memcpy(dst.data, src, sizeof(float) * n);
+  };
+  if (tape) {
+    tape->T = T;
+    tape->tokens.assign(tokens, tokens + T);
+    tape->token_slot = token_slot;
+    tape->token_pos = token_pos;
+    tape->out_rows = out_rows;
+    tape->layers.clear();
+    tape->layers.resize(c.layers);
+    keep(tape->rope_cos, rope_cos_.data, T * half);
+    keep(tape->rope_sin, rope_sin_.data, T * half);
+  }
 
   auto rmsnorm_rows = [&](const float* in, const float* w, float* out) {
     pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int) {
@@ -231,10 +290,17 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
 
   for (int l = 0; l < c.layers; ++l) {
     const LayerWeights& w = layers_[l];
+    LayerTape* lt = tape ? &tape->layers[l] : nullptr;
+    if (lt) keep(lt->x_in, x_.data, T * H);
     rmsnorm_rows(x_.data, w.attn_norm, xn_.data);
-    cpu::gemm_nt(pool_, xn_.data, H, w.wq, H, w.bq, q_.data, c.q_dim(), T, c.q_dim(), H, false);
-    cpu::gemm_nt(pool_, xn_.data, H, w.wk, H, w.bk, k_.data, c.kv_dim(), T, c.kv_dim(), H, false);
-    cpu::gemm_nt(pool_, xn_.data, H, w.wv, H, w.bv, v_.data, c.kv_dim(), T, c.kv_dim(), H, false);
+    linear(l, kQ, xn_.data, T, q_.data, false);
+    linear(l, kK, xn_.data, T, k_.data, false);
+    linear(l, kV, xn_.data, T, v_.data, false);
+    if (lt) {
+      keep(lt->xn1, xn_.data, T * H);
+      keep(lt->q_raw, q_.data, T * c.q_dim());
+      keep(lt->k_raw, k_.data, T * c.kv_dim());
+    }
     pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
       for (int64_t t = t0; t < t1; ++t) {
         const float* cs = rope_cos_.data + t * half;
@@ -255,19 +321,26 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
                     sizeof(float) * c.kv_dim());
       }
     });
+    if (lt) keep(lt->q, q_.data, T * c.q_dim());
     attention_layer(cache, l, batch, token_slot, token_pos, T);
-    cpu::gemm_nt(pool_, att_.data, c.q_dim(), w.wo, c.q_dim(), w.bo, x_.data, H, T, H, c.q_dim(), true);
+    if (lt) keep(lt->att, att_.data, T * c.q_dim());
+    linear(l, kO, att_.data, T, x_.data, true);
+    if (lt) keep(lt->x_mid, x_.data, T * H);
 
     rmsnorm_rows(x_.data, w.mlp_norm, xn_.data);
-    cpu::gemm_nt(pool_, xn_.data, H, w.w_gate, H, nullptr, gate_.data, c.intermediate, T, c.intermediate, H, false);
-    cpu::gemm_nt(pool_, xn_.data, H, w.w_up, H, nullptr, up_.data, c.intermediate, T, c.intermediate, H, false);
+    linear(l, kGate, xn_.data, T, gate_.data, false);
+    linear(l, kUp, xn_.data, T, up_.data, false);
+    if (lt) {
+      keep(lt->xn2, xn_.data, T * H);
+      keep(lt->gate, gate_.data, T * I);
+      keep(lt->up, up_.data, T * I);
+    }
     pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
-      for (int64_t t = t0; t < t1; ++t)
-        kernels::swiglu_row(gate_.data + t * c.intermediate, up_.data + t * c.intermediate, gate_.data + t * c.intermediate,
-                            c.intermediate);
+      for (int64_t t = t0; t < t1; ++t) kernels::swiglu_row(gate_.data + t * I, up_.data + t * I, gate_.data + t * I, static_cast<int>(I));
     });
-    cpu::gemm_nt(pool_, gate_.data, c.intermediate, w.w_down, c.intermediate, nullptr, x_.data, H, T, H, c.intermediate, true);
+    linear(l, kDown, gate_.data, T, x_.data, true);
   }
+  if (tape) keep(tape->x_final, x_.data, T * H);
 
   for (size_t r = 0; r < out_rows.size(); ++r)
     kernels::rmsnorm_row(x_.data + out_rows[r] * H, final_norm_, out_hidden_.data + r * H, static_cast<int>(H), c.rms_eps);

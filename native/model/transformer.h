@@ -44,11 +44,37 @@ struct Tensor {
   int64_t numel() const { return buf.size; }
 };
 
+// The seven linear maps of a layer, in PEFT's target-module names.
+enum Linear { kQ, kK, kV, kO, kGate, kUp, kDown, kNumLinear };
+const char* linear_name(Linear which);      // "q_proj", …, "down_proj"
+const char* linear_prefix(Linear which);    // "self_attn.q_proj", …, "mlp.down_proj"
+
+// A low-rank adapter on one linear map: y += scale · (x·Aᵀ)·Bᵀ, A [rank × in], B [out × rank].
+struct LoraAdapter {
+  int rank = 0, in = 0, out = 0;
+  float scale = 1.f;
+  Buffer A, B;
+};
+
 struct LayerWeights {
   float *attn_norm = nullptr, *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   float *q_norm = nullptr, *k_norm = nullptr;
   float *mlp_norm = nullptr, *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;
+  std::unique_ptr<LoraAdapter> lora[kNumLinear];
+};
+
+// Activations a training forward keeps for the backward pass (one micro-batch).
+struct LayerTape {
+  Buffer x_in, xn1, q_raw, k_raw, q, att, x_mid, xn2, gate, up;
+};
+struct Tape {
+  int64_t T = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int> token_slot, token_pos;
+  std::vector<int64_t> out_rows;
+  std::vector<LayerTape> layers;
+  Buffer x_final, rope_cos, rope_sin;
 };
 
 // Fixed-capacity KV cache: `slots` sequences of up to `capacity` positions each.
@@ -79,7 +105,8 @@ class KVCache {
 struct BatchEntry {
   int slot;
   int count;
-  int out_mode;  // 0: no logits, 1: logits of the last new token, 2: logits of every new token
+  int out_mode;  // 0: no logits, 1: logits of the last new token, 2: logits of every new token from out_from on
+  int out_from = 0;
 };
 
 class Transformer {
@@ -98,11 +125,44 @@ class Transformer {
 
   // Runs the batch through the model, appending its tokens to the cache; returns the number
   // of output rows, whose final-norm hidden states land in hidden_out() [rows × hidden].
-  int64_t forward(KVCache& cache, const std::vector<BatchEntry>& batch, const int32_t* tokens);
+  // With a tape, also records what backward() needs (the cache must then stay untouched).
+  int64_t forward(KVCache& cache, const std::vector<BatchEntry>& batch, const int32_t* tokens, Tape* tape = nullptr);
   const float* hidden_out() const { return out_hidden_.data; }
 
   // logits[rows × vocab] = hidden[rows × hidden] · lm_headᵀ
   void lm_head(const float* hidden, int64_t rows, float* logits);
+
+  // ---- training
+  // Opaque per-model training state (optimizer moments, the taped micro-batch), owned here so
+  // it dies with the model.
+  std::shared_ptr<void>& train_state() { return train_state_; }
+  float* lm_head_weight() { return lm_head_; }
+  // Adds LoRA adapters (A ~ U(±1/sqrt(in)) from `seed`, B = 0) to the listed linears of every layer.
+  void attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed);
+  bool has_lora() const { return has_lora_; }
+  void set_lora_enabled(bool on) { lora_enabled_ = on; }
+  bool lora_enabled() const { return lora_enabled_; }
+  LayerWeights& layer(int l) { return layers_[l]; }
+  std::unordered_map<std::string, Tensor>& tensors() { return tensors_; }
+
+  // Gradient buffers keyed like the parameters ("model.layers.0.mlp.up_proj.weight",
+  // "model.layers.0.self_attn.q_proj.lora_A.weight", …), filled by backward().
+  struct Grad {
+    float* param;
+    Buffer grad;
+  };
+  // Which parameters receive gradients: every base tensor (full fine-tuning) or only adapters.
+  void set_trainable(bool base, bool lora);
+  std::vector<std::pair<std::string, Grad*>> gradients();
+  void zero_grad();
+
+  // Back-propagates d loss / d hidden_out rows (from the LM head or a score head) through the
+  // taped forward; accumulates into the gradients. `d_hidden` is [out rows × hidden].
+  void backward(KVCache& cache, const Tape& tape, const float* d_hidden);
+  // d hidden and d lm_head for logits rows given per-row coefficients: dz = a·(onehot − p) +
+  // b·(−p ⊙ (log p + H)), recomputing the logits chunk by chunk.
+  void lm_head_backward(const float* hidden, int64_t rows, const int32_t* targets, const float* a, const float* b,
+                        float* d_hidden);
 
  private:
   float* get(const std::string& name, std::initializer_list<int64_t> shape, bool required = true);
@@ -110,8 +170,19 @@ class Transformer {
   void attention_layer(KVCache& cache, int layer, const std::vector<BatchEntry>& batch,
                        const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T);
 
+  void linear(int layer, Linear which, const float* x, int64_t T, float* y, bool accumulate);
+  void linear_backward(int layer, Linear which, const float* x, int64_t T, const float* dy, float* dx, bool accumulate_dx);
+  float* weight_of(int layer, Linear which);
+  const float* bias_of(int layer, Linear which);
+  Grad* grad_for(const std::string& name, float* param, int64_t n);
+  void rmsnorm_backward_rows(const float* x, const float* w, const float* dy, float* dx, int64_t T, int64_t n,
+                             const std::string& weight_name, bool accumulate_dx);
+
   Config cfg_;
   cpu::ThreadPool pool_;
+  bool has_lora_ = false, lora_enabled_ = true, train_base_ = false, train_lora_ = false;
+  std::unordered_map<std::string, Grad> grads_;
+  std::shared_ptr<void> train_state_;
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> tensors_;
   std::vector<LayerWeights> layers_;

@@ -1,0 +1,336 @@
+// The backward pass of the transformer (CPU backend), layer by layer in reverse, beside the
+// forward it mirrors: RMSNorm, q/k-norm, RoPE, GQA attention, SwiGLU, the linears with their
+// LoRA adapters, the embedding and the LM head (tied or not). Logit gradients are formed chunk
+// by chunk from recomputed logits: no [tokens × vocab] probabilities are kept.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+
+#include "cpu/gemm.h"
+#include "cpu/vec.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "model/transformer.h"
+
+namespace ad::model {
+
+namespace {
+void zero(Buffer& b) { std::memset(b.data, 0, sizeof(float) * b.size); }
+
+// d silu(g)/dg = σ(g)·(1 + g·(1 − σ(g)))
+inline float silu_grad(float g) {
+  float s = 1.f / (1.f + std::exp(-g));
+  return s * (1.f + g * (1.f - s));
+}
+
+// RMSNorm backward for one row: y = x·r·w, r = (mean(x²)+eps)^(−1/2).
+// dx = r·(w⊙dy) − r³/n · x · Σ(w⊙dy⊙x);  dw += dy⊙x·r
+inline void rmsnorm_row_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, int n, float eps,
+                                 bool accumulate_dx) {
+  double ss = 0.0, dot = 0.0;
+  for (int i = 0; i < n; ++i) {
+    ss += static_cast<double>(x[i]) * x[i];
+    dot += static_cast<double>(w[i]) * dy[i] * x[i];
+  }
+  const double r = 1.0 / std::sqrt(ss / n + eps);
+  const double c = r * r * r * dot / n;
+  for (int i = 0; i < n; ++i) {
+    float g = static_cast<float>(r * w[i] * dy[i] - c * x[i]);
+    dx[i] = accumulate_dx ? dx[i] + g : g;
+    if (dw) dw[i] += static_cast<float>(dy[i] * x[i] * r);
+  }
+}
+}  // namespace
+
+void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed) {
+  if (rank <= 0) throw std::invalid_argument("LoRA rank must be positive");
+  std::mt19937_64 rng(seed);
+  for (int l = 0; l < cfg_.layers; ++l) {
+    for (Linear which : targets) {
+      auto a = std::make_unique<LoraAdapter>();
+      const int64_t in = which == kO ? cfg_.q_dim() : (which == kDown ? cfg_.intermediate : cfg_.hidden);
+      const int64_t out = (which == kQ) ? cfg_.q_dim()
+                          : (which == kK || which == kV) ? cfg_.kv_dim()
+                          : (which == kGate || which == kUp) ? cfg_.intermediate
+                                                             : cfg_.hidden;
+      a->rank = rank;
+      a->in = static_cast<int>(in);
+      a->out = static_cast<int>(out);
+      a->scale = alpha / rank;
+      a->A = Buffer(rank * in);
+      a->B = Buffer(out * rank);
+      // PEFT's default: kaiming-uniform A (bound 1/sqrt(in)), B = 0 so the adapter starts as a no-op.
+      std::uniform_real_distribution<float> u(-1.f / std::sqrt(static_cast<float>(in)), 1.f / std::sqrt(static_cast<float>(in)));
+      for (int64_t i = 0; i < rank * in; ++i) a->A.data[i] = u(rng);
+      zero(a->B);
+      layers_[l].lora[which] = std::move(a);
+    }
+  }
+  has_lora_ = true;
+}
+
+void Transformer::set_trainable(bool base, bool lora) {
+  train_base_ = base;
+  train_lora_ = lora;
+  grads_.clear();
+}
+
+Transformer::Grad* Transformer::grad_for(const std::string& name, float* param, int64_t n) {
+  auto it = grads_.find(name);
+  if (it == grads_.end()) {
+    Grad g{param, Buffer(n)};
+    zero(g.grad);
+    it = grads_.emplace(name, std::move(g)).first;
+  }
+  return &it->second;
+}
+
+std::vector<std::pair<std::string, Transformer::Grad*>> Transformer::gradients() {
+  std::vector<std::pair<std::string, Grad*>> out;
+  for (auto& kv : grads_) out.emplace_back(kv.first, &kv.second);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+void Transformer::zero_grad() {
+  for (auto& kv : grads_) zero(kv.second.grad);
+}
+
+void Transformer::rmsnorm_backward_rows(const float* x, const float* w, const float* dy, float* dx, int64_t T, int64_t n,
+                                        const std::string& weight_name, bool accumulate_dx) {
+  // Per-thread weight-gradient partials, summed after: no two threads write the same dw.
+  const int threads = pool_.size();
+  std::vector<float> partial(train_base_ ? static_cast<size_t>(threads * n) : 0, 0.f);
+  pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int worker) {
+    float* dw = train_base_ ? partial.data() + worker * n : nullptr;
+    for (int64_t t = t0; t < t1; ++t)
+      rmsnorm_row_backward(x + t * n, w, dy + t * n, dx + t * n, dw, static_cast<int>(n), cfg_.rms_eps, accumulate_dx);
+  });
+  if (train_base_) {
+    Grad* g = grad_for(weight_name, const_cast<float*>(w), n);
+    for (int k = 0; k < threads; ++k)
+      for (int64_t i = 0; i < n; ++i) g->grad.data[i] += partial[k * n + i];
+  }
+}
+
+void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T, const float* dy, float* dx, bool accumulate_dx) {
+  LoraAdapter* lora = layers_[l].lora[which].get();
+  float* W = weight_of(l, which);
+  const int64_t in = which == kO ? cfg_.q_dim() : (which == kDown ? cfg_.intermediate : cfg_.hidden);
+  const int64_t out = (which == kQ) ? cfg_.q_dim()
+                      : (which == kK || which == kV) ? cfg_.kv_dim()
+                      : (which == kGate || which == kUp) ? cfg_.intermediate
+                                                         : cfg_.hidden;
+  const std::string prefix = "model.layers." + std::to_string(l) + "." + linear_prefix(which);
+  cpu::gemm_nn(pool_, dy, out, W, in, dx, in, T, out, in, accumulate_dx);  // dx = dy·W
+  if (train_base_) {
+    Grad* g = grad_for(prefix + ".weight", W, out * in);
+    cpu::gemm_tn(pool_, dy, out, x, in, g->grad.data, in, out, in, T, true);  // dW += dyᵀ·x
+    if (const float* b = bias_of(l, which)) {
+      Grad* gb = grad_for(prefix + ".bias", const_cast<float*>(b), out);
+      for (int64_t t = 0; t < T; ++t) cpu::axpy(1.f, dy + t * out, gb->grad.data, out);
+    }
+  }
+  if (lora && lora_enabled_) {
+    const int64_t r = lora->rank;
+    std::vector<float> xa(static_cast<size_t>(T * r)), dxa(static_cast<size_t>(T * r));
+    cpu::gemm_nt(pool_, x, in, lora->A.data, in, nullptr, xa.data(), r, T, r, in, false);  // x·Aᵀ
+    for (auto& v : xa) v *= lora->scale;
+    cpu::gemm_nn(pool_, dy, out, lora->B.data, r, dxa.data(), r, T, out, r, false);  // dy·B
+    for (auto& v : dxa) v *= lora->scale;
+    if (train_lora_) {
+      Grad* gB = grad_for(prefix + ".lora_B.weight", lora->B.data, out * r);
+      cpu::gemm_tn(pool_, dy, out, xa.data(), r, gB->grad.data, r, out, r, T, true);  // dB += dyᵀ·(s·x·Aᵀ)
+      Grad* gA = grad_for(prefix + ".lora_A.weight", lora->A.data, r * in);
+      cpu::gemm_tn(pool_, dxa.data(), r, x, in, gA->grad.data, in, r, in, T, true);  // dA += (s·dy·B)ᵀ·x
+    }
+    cpu::gemm_nn(pool_, dxa.data(), r, lora->A.data, in, dx, in, T, r, in, true);  // dx += (s·dy·B)·A
+  }
+}
+
+void Transformer::lm_head_backward(const float* hidden, int64_t rows, const int32_t* targets, const float* a, const float* b,
+                                   float* d_hidden) {
+  const int64_t V = cfg_.vocab, H = cfg_.hidden;
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(rows, (16ll << 20) / V));
+  std::vector<float> dz(static_cast<size_t>(chunk * V));
+  Grad* g = train_base_ ? grad_for(cfg_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", lm_head_, V * H) : nullptr;
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, rows - r0);
+    lm_head(hidden + r0 * H, n, dz.data());
+    pool_.parallel_for(n, 1, [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float* z = dz.data() + i * V;
+        float m = -INFINITY;
+        for (int64_t j = 0; j < V; ++j) m = std::max(m, z[j]);
+        double s = 0.0, sz = 0.0;
+        for (int64_t j = 0; j < V; ++j) {
+          double e = std::exp(static_cast<double>(z[j] - m));
+          s += e;
+          sz += e * (z[j] - m);
+        }
+        const double lse = std::log(s);  // relative to m
+        const double Hent = lse - sz / s;
+        const double ai = a[r0 + i], bi = b ? b[r0 + i] : 0.0;
+        for (int64_t j = 0; j < V; ++j) {
+          const double logp = (z[j] - m) - lse;
+          const double p = std::exp(logp);
+          z[j] = static_cast<float>(-ai * p - bi * p * (logp + Hent));  // a·(−p) + b·(−p(log p + H))
+        }
+        const int32_t t = targets[r0 + i];
+        if (t >= 0 && t < V) z[t] += static_cast<float>(ai);  // a·onehot
+      }
+    });
+    cpu::gemm_nn(pool_, dz.data(), V, lm_head_, H, d_hidden + r0 * H, H, n, V, H, false);  // dh = dz·W
+    if (g) cpu::gemm_tn(pool_, dz.data(), V, hidden + r0 * H, H, g->grad.data, H, V, H, n, true);  // dW += dzᵀ·h
+  }
+}
+
+void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidden) {
+  const Config& c = cfg_;
+  const int64_t T = tape.T, H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim(), half = c.head_dim / 2;
+  const int group = c.heads / c.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (static_cast<int64_t>(tape.layers.size()) != c.layers || T <= 0) throw std::logic_error("backward needs a taped forward");
+
+  Buffer dx(T * H), dxn(T * H), dq(T * qd), dk(T * kvd), dv(T * kvd), datt(T * qd), dh(T * I), hbuf(T * I), dup(T * I);
+  zero(dx);
+  // Final norm: only the output rows carry gradient.
+  {
+    Buffer dfinal(T * H);
+    zero(dfinal);
+    for (size_t r = 0; r < tape.out_rows.size(); ++r)
+      std::memcpy(dfinal.data + tape.out_rows[r] * H, d_hidden + r * H, sizeof(float) * H);
+    rmsnorm_backward_rows(tape.x_final.data, final_norm_, dfinal.data, dx.data, T, H, "model.norm.weight", false);
+  }
+
+  // Tape rows of each slot are contiguous; position p of slot s is row first_row[s] + p − first_pos[s].
+  std::vector<int> first_row(cache.slots(), -1), first_pos(cache.slots(), 0), rows_of(cache.slots(), 0);
+  for (int64_t t = 0; t < T; ++t) {
+    int s = tape.token_slot[t];
+    if (first_row[s] < 0) {
+      first_row[s] = static_cast<int>(t);
+      first_pos[s] = tape.token_pos[t];
+    }
+    ++rows_of[s];
+  }
+  std::vector<int> slots_in_batch;
+  for (int s = 0; s < cache.slots(); ++s)
+    if (first_row[s] >= 0) slots_in_batch.push_back(s);
+
+  for (int l = c.layers - 1; l >= 0; --l) {
+    const LayerTape& lt = tape.layers[l];
+    const LayerWeights& w = layers_[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+
+    // ---- MLP: x_out = x_mid + down(silu(gate)·up)
+    pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; ++i) hbuf.data[i] = kernels::silu(lt.gate.data[i]) * lt.up.data[i];
+    });
+    linear_backward(l, kDown, hbuf.data, T, dx.data, dh.data, false);
+    pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float g = lt.gate.data[i];
+        dup.data[i] = dh.data[i] * kernels::silu(g);
+        dh.data[i] = dh.data[i] * lt.up.data[i] * silu_grad(g);  // now d gate
+      }
+    });
+    linear_backward(l, kGate, lt.xn2.data, T, dh.data, dxn.data, false);
+    linear_backward(l, kUp, lt.xn2.data, T, dup.data, dxn.data, true);
+    rmsnorm_backward_rows(lt.x_mid.data, w.mlp_norm, dxn.data, dx.data, T, H, p + "post_attention_layernorm.weight", true);
+
+    // ---- attention: x_mid = x_in + o(attention(q, k, v))
+    linear_backward(l, kO, lt.att.data, T, dx.data, datt.data, false);
+    zero(dk);
+    zero(dv);
+    // One task per (slot, kv head): it alone writes that head's dk/dv rows.
+    const int64_t tasks = static_cast<int64_t>(slots_in_batch.size()) * c.kv_heads;
+    int max_keys = 1;
+    for (int s : slots_in_batch) max_keys = std::max(max_keys, first_pos[s] + rows_of[s]);
+    std::vector<float> scratch(static_cast<size_t>(pool_.size()) * 2 * max_keys);
+    pool_.parallel_for(tasks, 1, [&](int64_t k0, int64_t k1, int worker) {
+      float* probs = scratch.data() + static_cast<int64_t>(worker) * 2 * max_keys;
+      float* dprobs = probs + max_keys;
+      for (int64_t task = k0; task < k1; ++task) {
+        const int s = slots_in_batch[task / c.kv_heads];
+        const int kvh = static_cast<int>(task % c.kv_heads);
+        const float* K = cache.keys(l, s) + kvh * c.head_dim;
+        const float* Vv = cache.values(l, s) + kvh * c.head_dim;
+        for (int64_t t = first_row[s]; t < first_row[s] + rows_of[s]; ++t) {
+          const int n_keys = tape.token_pos[t] + 1;
+          for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+            const float* q = lt.q.data + t * qd + h * c.head_dim;
+            const float* dout = datt.data + t * qd + h * c.head_dim;
+            float* dqh = dq.data + t * qd + h * c.head_dim;
+            float m = -INFINITY;
+            for (int j = 0; j < n_keys; ++j) {
+              probs[j] = cpu::dot(q, K + j * kvd, c.head_dim) * scale;
+              m = std::max(m, probs[j]);
+            }
+            double sum = 0.0;
+            for (int j = 0; j < n_keys; ++j) sum += (probs[j] = std::exp(probs[j] - m));
+            double pd = 0.0;
+            for (int j = 0; j < n_keys; ++j) {
+              probs[j] = static_cast<float>(probs[j] / sum);
+              dprobs[j] = cpu::dot(dout, Vv + j * kvd, c.head_dim);
+              pd += static_cast<double>(probs[j]) * dprobs[j];
+            }
+            std::memset(dqh, 0, sizeof(float) * c.head_dim);
+            for (int j = 0; j < n_keys; ++j) {
+              const float ds = static_cast<float>(probs[j] * (dprobs[j] - pd)) * scale;  // softmax backward
+              cpu::axpy(ds, K + j * kvd, dqh, c.head_dim);
+              const int64_t row = first_row[s] + (j - first_pos[s]);
+              if (j < first_pos[s]) continue;  // keys from an earlier, untaped call get no gradient
+              cpu::axpy(ds, q, dk.data + row * kvd + kvh * c.head_dim, c.head_dim);
+              cpu::axpy(probs[j], dout, dv.data + row * kvd + kvh * c.head_dim, c.head_dim);
+            }
+          }
+        }
+      }
+    });
+    // RoPE and q/k-norm backward, per head; norm weight gradients summed per thread.
+    const int threads = pool_.size();
+    std::vector<float> dqn(w.q_norm && train_base_ ? threads * c.head_dim : 0, 0.f), dkn(dqn.size(), 0.f);
+    pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int worker) {
+      std::vector<float> tmp(c.head_dim), normed(c.head_dim);
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* cs = tape.rope_cos.data + t * half;
+        const float* sn = tape.rope_sin.data + t * half;
+        auto head_backward = [&](float* g, const float* raw, const float* norm_w, float* dnorm) {
+          kernels::rope_apply_backward(g, cs, sn, c.head_dim);
+          if (!norm_w) return;
+          std::memcpy(tmp.data(), g, sizeof(float) * c.head_dim);
+          rmsnorm_row_backward(raw, norm_w, tmp.data(), g, dnorm, c.head_dim, c.rms_eps, false);
+        };
+        for (int h = 0; h < c.heads; ++h)
+          head_backward(dq.data + t * qd + h * c.head_dim, lt.q_raw.data + t * qd + h * c.head_dim, w.q_norm,
+                        dqn.empty() ? nullptr : dqn.data() + worker * c.head_dim);
+        for (int h = 0; h < c.kv_heads; ++h)
+          head_backward(dk.data + t * kvd + h * c.head_dim, lt.k_raw.data + t * kvd + h * c.head_dim, w.k_norm,
+                        dkn.empty() ? nullptr : dkn.data() + worker * c.head_dim);
+      }
+    });
+    if (!dqn.empty()) {
+      Grad* gq = grad_for(p + "self_attn.q_norm.weight", w.q_norm, c.head_dim);
+      Grad* gk = grad_for(p + "self_attn.k_norm.weight", w.k_norm, c.head_dim);
+      for (int k = 0; k < threads; ++k)
+        for (int i = 0; i < c.head_dim; ++i) {
+          gq->grad.data[i] += dqn[k * c.head_dim + i];
+          gk->grad.data[i] += dkn[k * c.head_dim + i];
+        }
+    }
+    linear_backward(l, kQ, lt.xn1.data, T, dq.data, dxn.data, false);
+    linear_backward(l, kK, lt.xn1.data, T, dk.data, dxn.data, true);
+    linear_backward(l, kV, lt.xn1.data, T, dv.data, dxn.data, true);
+    rmsnorm_backward_rows(lt.x_in.data, w.attn_norm, dxn.data, dx.data, T, H, p + "input_layernorm.weight", true);
+  }
+
+  if (train_base_) {
+    Grad* ge = grad_for("model.embed_tokens.weight", embed_, static_cast<int64_t>(c.vocab) * H);
+    for (int64_t t = 0; t < T; ++t) cpu::axpy(1.f, dx.data + t * H, ge->grad.data + static_cast<int64_t>(tape.tokens[t]) * H, H);
+  }
+}
+
+}  // namespace ad::model
