@@ -85,10 +85,40 @@ export interface NativeModel {
   dispose(): void
 }
 
+export interface NativeTensor {
+  name: string
+  shape: number[]
+  data: Float32Array
+}
+
+export interface NativeTrain {
+  /** Taped forward of whole sequences; rows are completion tokens, in sequence order. */
+  forward(
+    model: NativeModel,
+    request: { tokens: Int32Array; lengths: Int32Array; promptLengths: Int32Array; reference?: 'lora-off' | NativeModel },
+  ): Promise<{ logp: Float32Array; entropy: Float32Array; refLogp?: Float32Array }>
+  /** Back-propagates dz = a·(onehot − p) + b·(−p(log p + H)) per completion row of the taped forward. */
+  backward(model: NativeModel, request: { a: Float32Array; b: Float32Array }): Promise<void>
+  optimizerStep(
+    model: NativeModel,
+    o: { step: number; lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; clipGradNorm: number },
+  ): Promise<{ gradNorm: number; skipped: boolean; parameters: number }>
+  attachLora(model: NativeModel, o: { rank: number; alpha: number; targets: string[]; seed: number }): void
+  setTrainable(model: NativeModel, base: boolean, lora: boolean): void
+  setLoraEnabled(model: NativeModel, on: boolean): void
+  zeroGrad(model: NativeModel): void
+  exportTensors(model: NativeModel): NativeTensor[]
+  importTensors(model: NativeModel, tensors: { name: string; data: Float32Array }[]): void
+  exportGradients(model: NativeModel): { name: string; data: Float32Array }[]
+  exportOptimizerState(model: NativeModel): { name: string; m: Float32Array; v: Float32Array }[]
+  importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): void
+}
+
 export interface NativeAddon {
   info(): NativeInfo
   loadModel(config: object, tensors: object[], threads: number): Promise<NativeModel>
   kernels: Record<string, (...args: any[]) => any>
+  train: NativeTrain
 }
 
 let cached: NativeAddon | null = null

@@ -334,6 +334,13 @@ Napi::Value SetTrainable(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+Napi::Value ZeroGrad(const Napi::CallbackInfo& info) {
+  auto m = model_of(info.Env(), info[0]);
+  std::lock_guard<std::mutex> lock(m->mutex());
+  m->zero_grad();
+  return info.Env().Undefined();
+}
+
 Napi::Value SetLoraEnabled(const Napi::CallbackInfo& info) {
   auto m = model_of(info.Env(), info[0]);
   std::lock_guard<std::mutex> lock(m->mutex());
@@ -475,6 +482,7 @@ void RegisterTrainBindings(Napi::Env env, Napi::Object exports) {
   t.Set("optimizerStep", Napi::Function::New(env, OptimizerStep, "optimizerStep"));
   t.Set("attachLora", Napi::Function::New(env, AttachLora, "attachLora"));
   t.Set("setTrainable", Napi::Function::New(env, SetTrainable, "setTrainable"));
+  t.Set("zeroGrad", Napi::Function::New(env, ZeroGrad, "zeroGrad"));
   t.Set("setLoraEnabled", Napi::Function::New(env, SetLoraEnabled, "setLoraEnabled"));
   t.Set("exportTensors", Napi::Function::New(env, ExportTensors, "exportTensors"));
   t.Set("importTensors", Napi::Function::New(env, ImportTensors, "importTensors"));

@@ -1,12 +1,18 @@
 // The typed facade over the native engine: load a Hugging Face folder, generate (batched, n
 // samples per prompt sharing one prefill, per-token statistics from the sampling pass), stream,
 // and teacher-forced scoring with optional KL to a reference model.
+import { existsSync } from 'node:fs'
+import { mkdir, readFile } from 'node:fs/promises'
 import { cpus } from 'node:os'
-import { InvalidArgumentError, NativeAddonError } from './errors.js'
+import { join } from 'node:path'
+import { ConfigError, InvalidArgumentError, NativeAddonError } from './errors.js'
+import { writeFileAtomic } from './hf/atomic.js'
+import { readSafetensorsHeader, readTensorFloat32, writeSafetensors, writeShardedSafetensors } from './hf/safetensors.js'
+import { Trainer, type TrainerOptions } from '../train/trainer.js'
 import { readModelFolder } from './hf/folder.js'
 import type { ChatMessage, ChatTemplateOptions, Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
-import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult } from '../native.js'
+import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult, type NativeTensor } from '../native.js'
 
 export type Device = 'auto' | 'cpu' | 'cuda'
 
@@ -213,8 +219,25 @@ interface Sequence {
   cutAtStopString: boolean
 }
 
+export interface LoraInfo {
+  rank: number
+  alpha: number
+  targets: string[]
+}
+
+export interface SaveOptions {
+  /** With LoRA attached: write a PEFT adapter folder (default) or the merged full model (false). */
+  adapterOnly?: boolean
+  /** Shard model weights above this many bytes per file. Default 5 GB, as transformers. */
+  maxShardBytes?: number
+}
+
+const FOLDER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'chat_template.json']
+
 export class Model {
   private disposed = false
+  /** LoRA adapters attached to this model (by a trainer or loadAdapter), if any. */
+  lora: LoraInfo | null = null
 
   private constructor(
     readonly dir: string,
@@ -477,6 +500,99 @@ export class Model {
     return { ...s.buffer.freeze(k), text: s.text, finishReason: s.finish ?? 'length', promptTokens: s.prompt.length, promptIndex: s.promptIndex, sampleIndex: s.sampleIndex }
   }
 
+  /** A trainer over this model (see src/train/trainer.ts). */
+  async trainer(options: TrainerOptions): Promise<Trainer> {
+    this.assertLive()
+    return Trainer.create(this, options)
+  }
+
+  /** Parameters by name: base tensors, merged with LoRA when `merge`; adapters listed apart. */
+  private async exportWeights(merge: boolean): Promise<{ base: NativeTensor[]; adapters: NativeTensor[] }> {
+    const all = (await nativeAddon()).train.exportTensors(this.handle)
+    const base = all.filter((t) => !t.name.includes('.lora_'))
+    const adapters = all.filter((t) => t.name.includes('.lora_'))
+    if (merge && this.lora) {
+      const scale = this.lora.alpha / this.lora.rank
+      const byName = new Map(base.map((t) => [t.name, t]))
+      for (const A of adapters.filter((t) => t.name.endsWith('.lora_A.weight'))) {
+        const B = adapters.find((t) => t.name === A.name.replace('lora_A', 'lora_B'))!
+        const W = byName.get(A.name.replace('.lora_A.weight', '.weight'))!
+        mergeLowRank(W.data, B.data, A.data, B.shape[0], A.shape[1], A.shape[0], scale)
+      }
+    }
+    return { base, adapters }
+  }
+
+  /** Folds the LoRA adapters into the base weights (W += α/r·B·A) and zeroes B. */
+  async mergeLora(): Promise<void> {
+    if (!this.lora) throw new InvalidArgumentError('lora', 'this model has no LoRA adapters to merge')
+    const { base, adapters } = await this.exportWeights(true)
+    const zeroB = adapters.filter((t) => t.name.includes('lora_B')).map((t) => ({ name: t.name, data: new Float32Array(t.data.length) }))
+    ;(await nativeAddon()).train.importTensors(this.handle, [...base, ...zeroB])
+  }
+
+  async save(dir: string, options: SaveOptions = {}): Promise<void> {
+    this.assertLive()
+    await mkdir(dir, { recursive: true })
+    const adapterOnly = options.adapterOnly ?? this.lora !== null
+    if (adapterOnly) {
+      if (!this.lora) throw new InvalidArgumentError('adapterOnly', 'adapterOnly needs LoRA adapters attached')
+      const { adapters } = await this.exportWeights(false)
+      await writeSafetensors(
+        join(dir, 'adapter_model.safetensors'),
+        adapters.map((t) => ({ name: `base_model.model.${t.name}`, dtype: 'F32' as const, shape: t.shape, data: t.data })),
+      )
+      const adapterConfig = {
+        peft_type: 'LORA',
+        task_type: 'CAUSAL_LM',
+        base_model_name_or_path: this.dir,
+        r: this.lora.rank,
+        lora_alpha: this.lora.alpha,
+        lora_dropout: 0,
+        target_modules: this.lora.targets,
+        bias: 'none',
+        fan_in_fan_out: false,
+        inference_mode: true,
+      }
+      await writeFileAtomic(join(dir, 'adapter_config.json'), JSON.stringify(adapterConfig, null, 2) + '\n')
+      return
+    }
+    const { base } = await this.exportWeights(true)
+    await writeShardedSafetensors(
+      dir,
+      base.map((t) => ({ name: t.name, dtype: 'F32' as const, shape: t.shape, data: t.data })),
+      { maxShardBytes: options.maxShardBytes ?? 5e9 },
+    )
+    const config = JSON.parse(await readFile(join(this.dir, 'config.json'), 'utf8')) as Record<string, unknown>
+    config.torch_dtype = 'float32'
+    await writeFileAtomic(join(dir, 'config.json'), JSON.stringify(config, null, 2) + '\n')
+    for (const f of FOLDER_FILES) {
+      const src = join(this.dir, f)
+      if (existsSync(src) && join(dir, f) !== src) await writeFileAtomic(join(dir, f), await readFile(src))
+    }
+  }
+
+  /** Attaches a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors). */
+  async loadAdapter(dir: string): Promise<void> {
+    this.assertLive()
+    if (this.lora) throw new InvalidArgumentError('adapter', 'this model already has LoRA adapters attached')
+    const configPath = join(dir, 'adapter_config.json')
+    const cfg = JSON.parse(await readFile(configPath, 'utf8').catch((e: Error) => {
+      throw new ConfigError(configPath, null, `${configPath}: cannot read the adapter config (${e.message})`)
+    })) as { r?: number; lora_alpha?: number; target_modules?: string[] | string }
+    const targets = typeof cfg.target_modules === 'string' ? [cfg.target_modules] : cfg.target_modules
+    if (!Number.isInteger(cfg.r) || !(Number(cfg.lora_alpha) > 0) || !Array.isArray(targets))
+      throw new ConfigError(configPath, 'r', `${configPath}: needs integer r, positive lora_alpha and target_modules`)
+    const header = await readSafetensorsHeader(join(dir, 'adapter_model.safetensors'))
+    const train = (await nativeAddon()).train
+    train.attachLora(this.handle, { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets, seed: 0 })
+    this.lora = { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets }
+    const tensors = await Promise.all(
+      header.tensors.map(async (ref) => ({ name: ref.name.replace(/^base_model\.model\./, '').replace('.lora_A.default.', '.lora_A.').replace('.lora_B.default.', '.lora_B.'), data: await readTensorFloat32(ref) })),
+    )
+    train.importTensors(this.handle, tensors)
+  }
+
   /** Teacher-forced per-token statistics of each completion given its prompt. */
   async score(pairs: ScorePair[], options: ScoreOptions = {}): Promise<Scored[]> {
     this.assertLive()
@@ -542,6 +658,16 @@ export class Model {
       refCache?.dispose()
     }
   }
+}
+
+/** W[out × in] += scale · B[out × r] · A[r × in], in place. */
+function mergeLowRank(W: Float32Array, B: Float32Array, A: Float32Array, out: number, inDim: number, rank: number, scale: number): void {
+  for (let o = 0; o < out; ++o)
+    for (let k = 0; k < rank; ++k) {
+      const b = scale * B[o * rank + k]
+      if (b === 0) continue
+      for (let i = 0; i < inDim; ++i) W[o * inDim + i] += b * A[k * inDim + i]
+    }
 }
 
 /** Loads a Hugging Face model folder (Llama, Qwen2, Qwen3) onto the engine. */

@@ -1,0 +1,279 @@
+// The trainer: micro-batched taped forwards on the engine, the objective's loss and per-token
+// coefficients in float64 TypeScript, backward, AdamW with clipping and a schedule. A step whose
+// loss or gradient is not finite is skipped and reported, never applied.
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { InvalidArgumentError } from '../engine/errors.js'
+import { writeFileAtomic } from '../engine/hf/atomic.js'
+import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
+import type { Model } from '../engine/model.js'
+import { nativeAddon, type NativeModel, type NativeTrain } from '../native.js'
+import {
+  createObjective,
+  globalNormalizer,
+  NonFiniteError,
+  type BatchNormalizer,
+  type DpoSequence,
+  type Objective,
+  type ObjectiveSpec,
+  type PolicySequence,
+  type SftSequence,
+  type TokenSequence,
+} from './objectives.js'
+import { createSchedule, type Schedule, type ScheduleOptions } from './schedule.js'
+
+export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const
+
+export interface LoraOptions {
+  rank: number
+  alpha: number
+  /** PEFT target module names; default all seven linears. */
+  targets?: string[]
+  seed?: number
+}
+
+export interface OptimizerOptions {
+  lr: number
+  beta1?: number
+  beta2?: number
+  eps?: number
+  weightDecay?: number
+}
+
+export interface TrainerOptions {
+  objective: ObjectiveSpec
+  /** Train LoRA adapters (base frozen) instead of every weight. */
+  lora?: LoraOptions | null
+  optimizer: OptimizerOptions
+  schedule?: ScheduleOptions
+  /** Global gradient-norm clip; 0 = off. Default 1. */
+  clipGradNorm?: number
+  /** Sequences per forward/backward; gradients accumulate over a step's micro-batches. Default 8. */
+  microBatchSize?: number
+  /** For KL and DPO: 'lora-off' (the base weights, default with LoRA) or a frozen copy. */
+  reference?: 'lora-off' | Model
+}
+
+/** One completion and what the objective needs of it. Token ids: prompt then completion. */
+export interface TrainSequence {
+  prompt: readonly number[]
+  completion: readonly number[]
+  /** policy: sampling-time logprobs per completion token (from generate). */
+  oldLogprobs?: ArrayLike<number>
+  /** policy: one advantage for the sequence or one per completion token. */
+  advantages?: number | ArrayLike<number>
+  /** Per-sample weight (COSE Eq. 4–5, UID Eq. 7). Default 1. */
+  weight?: number
+  /** Optional per-completion-token mask. */
+  mask?: ArrayLike<number>
+}
+
+export interface TrainBatch {
+  sequences?: TrainSequence[]
+  /** dpo: preference pairs as indices into `sequences` [chosen, rejected]. */
+  pairs?: [number, number][]
+}
+
+export interface StepMetrics {
+  step: number
+  loss: number
+  lr: number
+  gradNorm: number
+  skipped: boolean
+  skipReason?: string
+  tokens: number
+  tokensPerSecond: number
+  /** The objective's own metrics (policy: kl, entropy, clip fractions, approxKl …), averaged over micro-batches. */
+  objective: Record<string, number | null>
+}
+
+function chunk<T>(items: T[], size: number): T[][] {
+  const out: T[][] = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+export class Trainer {
+  private stepCount = 0
+  private readonly objective: Objective
+  private readonly schedule: Schedule
+  private readonly clip: number
+  private readonly micro: number
+  private readonly adam: Required<OptimizerOptions>
+
+  private constructor(
+    private readonly model: Model,
+    private readonly train: NativeTrain,
+    private readonly options: TrainerOptions,
+  ) {
+    this.objective = createObjective(options.objective)
+    if (this.objective.kind !== 'token')
+      throw new InvalidArgumentError('objective', `objective '${this.objective.name}' needs a score head, which the engine does not train yet`)
+    this.schedule = createSchedule(options.schedule)
+    this.clip = options.clipGradNorm ?? 1
+    this.micro = options.microBatchSize ?? 8
+    if (!Number.isInteger(this.micro) || this.micro < 1) throw new InvalidArgumentError('microBatchSize', 'microBatchSize must be a positive integer')
+    const o = options.optimizer
+    if (!o || !(o.lr >= 0)) throw new InvalidArgumentError('optimizer.lr', 'optimizer.lr must be a non-negative number')
+    this.adam = { lr: o.lr, beta1: o.beta1 ?? 0.9, beta2: o.beta2 ?? 0.999, eps: o.eps ?? 1e-8, weightDecay: o.weightDecay ?? 0 }
+  }
+
+  static async create(model: Model, options: TrainerOptions): Promise<Trainer> {
+    const train = (await nativeAddon()).train
+    const t = new Trainer(model, train, options)
+    const lora = options.lora
+    if (lora) {
+      if (!Number.isInteger(lora.rank) || lora.rank < 1) throw new InvalidArgumentError('lora.rank', 'lora.rank must be a positive integer')
+      if (!(lora.alpha > 0)) throw new InvalidArgumentError('lora.alpha', 'lora.alpha must be positive')
+      const targets = lora.targets ?? [...LORA_TARGETS]
+      for (const x of targets) if (!(LORA_TARGETS as readonly string[]).includes(x)) throw new InvalidArgumentError('lora.targets', `unknown LoRA target '${x}'`)
+      if (!model.lora) {
+        train.attachLora(model.handle, { rank: lora.rank, alpha: lora.alpha, targets, seed: lora.seed ?? 0 })
+        model.lora = { rank: lora.rank, alpha: lora.alpha, targets }
+      }
+      train.setTrainable(model.handle, false, true)
+    } else {
+      train.setTrainable(model.handle, true, false)
+    }
+    return t
+  }
+
+  get steps(): number {
+    return this.stepCount
+  }
+
+  private referenceFor(): 'lora-off' | NativeModel | undefined {
+    const needs = this.objective.name === 'dpo' || (this.objective.name === 'policy' && this.objective.config.klCoef > 0)
+    if (!needs) return undefined
+    const ref = this.options.reference ?? (this.model.lora ? 'lora-off' : undefined)
+    if (ref === undefined)
+      throw new InvalidArgumentError('reference', `objective '${this.objective.name}' needs a reference: train LoRA (reference = base weights) or pass a frozen model`)
+    return ref === 'lora-off' ? 'lora-off' : ref.handle
+  }
+
+  /** One optimizer step over the batch (gradients accumulated over micro-batches). */
+  async step(batch: TrainBatch): Promise<StepMetrics> {
+    const seqs = batch.sequences ?? []
+    if (!seqs.length) throw new InvalidArgumentError('batch.sequences', 'a training batch needs at least one sequence')
+    seqs.forEach((s, i) => {
+      if (!s.prompt?.length || !s.completion?.length) throw new InvalidArgumentError(`batch.sequences[${i}]`, 'every sequence needs a non-empty prompt and completion')
+    })
+    const started = process.hrtime.bigint()
+    const reference = this.referenceFor()
+    const isDpo = this.objective.name === 'dpo'
+    // DPO pairs must stay inside one micro-batch: group sequences by pair.
+    const groups: number[][] = isDpo
+      ? (batch.pairs ?? []).map(([c, r]) => [c, r])
+      : seqs.map((_, i) => [i])
+    if (isDpo && !groups.length) throw new InvalidArgumentError('batch.pairs', 'a DPO batch needs pairs')
+    const micro = chunk(groups, Math.max(1, isDpo ? Math.floor(this.micro / 2) : this.micro))
+    const normalizer = this.normalizerOf(seqs, batch.pairs?.length ?? 0)
+    let loss = 0
+    let tokens = 0
+    const metricSums: Record<string, number> = {}
+    let metricCount = 0
+    try {
+      for (const group of micro) {
+        const ids = group.flat()
+        const local = new Map(ids.map((id, k) => [id, k]))
+        const lengths = Int32Array.from(ids, (i) => seqs[i].prompt.length + seqs[i].completion.length)
+        const fwd = await this.train.forward(this.model.handle, {
+          tokens: Int32Array.from(ids.flatMap((i) => [...seqs[i].prompt, ...seqs[i].completion])),
+          lengths,
+          promptLengths: Int32Array.from(ids, (i) => seqs[i].prompt.length),
+          reference,
+        })
+        let row = 0
+        const rows = ids.map((i) => {
+          const n = seqs[i].completion.length
+          const r = { logp: fwd.logp.subarray(row, row + n), entropy: fwd.entropy.subarray(row, row + n), ref: fwd.refLogp?.subarray(row, row + n) }
+          row += n
+          return r
+        })
+        tokens += row
+        const result = this.computeObjective(ids, seqs, rows, isDpo ? group.map(([c, r]) => [local.get(c)!, local.get(r)!] as [number, number]) : [], normalizer)
+        loss += result.loss
+        for (const [k, v] of Object.entries(result.metrics)) if (typeof v === 'number') metricSums[k] = (metricSums[k] ?? 0) + v
+        metricCount++
+        await this.train.backward(this.model.handle, {
+          a: Float32Array.from(result.a.flatMap((x) => Array.from(x))),
+          b: Float32Array.from(result.b.flatMap((x) => Array.from(x))),
+        })
+      }
+    } catch (error) {
+      if (!(error instanceof NonFiniteError)) throw error
+      this.train.zeroGrad(this.model.handle)
+      return this.report(NaN, 0, NaN, true, `non-finite ${error.message}`, tokens, started, metricSums, metricCount)
+    }
+    const stepNumber = this.stepCount + 1
+    const lr = this.adam.lr * this.schedule(stepNumber)
+    const opt = await this.train.optimizerStep(this.model.handle, { step: stepNumber, ...this.adam, lr, clipGradNorm: this.clip })
+    if (opt.skipped) return this.report(loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokens, started, metricSums, metricCount)
+    this.stepCount = stepNumber
+    return this.report(loss, lr, opt.gradNorm, false, undefined, tokens, started, metricSums, metricCount)
+  }
+
+  private report(loss: number, lr: number, gradNorm: number, skipped: boolean, skipReason: string | undefined, tokens: number, started: bigint, sums: Record<string, number>, count: number): StepMetrics {
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9
+    const objective: Record<string, number | null> = {}
+    for (const [k, v] of Object.entries(sums)) objective[k] = v / Math.max(1, count)
+    return { step: this.stepCount, loss, lr, gradNorm, skipped, ...(skipReason ? { skipReason } : {}), tokens, tokensPerSecond: tokens / seconds, objective }
+  }
+
+  private normalizerOf(seqs: TrainSequence[], pairs: number): BatchNormalizer {
+    const stub = seqs.map((s) => ({ logp: new Float64Array(s.completion.length), mask: s.mask }) as TokenSequence)
+    return { ...globalNormalizer([{ sequences: stub }]), pairs }
+  }
+
+  private computeObjective(
+    ids: number[],
+    seqs: TrainSequence[],
+    rows: { logp: Float32Array; entropy: Float32Array; ref?: Float32Array }[],
+    pairs: [number, number][],
+    normalizer: BatchNormalizer,
+  ) {
+    const o = this.objective
+    if (o.name === 'policy') {
+      const sequences: PolicySequence[] = ids.map((i, k) => {
+        const s = seqs[i]
+        if (s.advantages === undefined) throw new InvalidArgumentError(`batch.sequences[${i}].advantages`, 'the policy objective needs advantages')
+        return { logp: rows[k].logp, entropy: rows[k].entropy, oldLogp: s.oldLogprobs, refLogp: rows[k].ref, advantages: s.advantages, weight: s.weight, mask: s.mask }
+      })
+      return o.compute({ sequences }, normalizer)
+    }
+    if (o.name === 'sft') {
+      const sequences: SftSequence[] = ids.map((i, k) => ({ logp: rows[k].logp, weight: seqs[i].weight, mask: seqs[i].mask }))
+      return o.compute({ sequences }, normalizer)
+    }
+    if (o.name === 'dpo') {
+      const sequences: DpoSequence[] = ids.map((i, k) => ({ logp: rows[k].logp, refLogp: rows[k].ref!, mask: seqs[i].mask }))
+      return o.compute({ sequences, pairs }, normalizer)
+    }
+    throw new InvalidArgumentError('objective', `objective '${o.name}' is not a token objective`)
+  }
+
+  /** Saves the optimizer moments and step so a run resumes bit for bit (pair with model.save). */
+  async saveState(dir: string): Promise<void> {
+    const state = this.train.exportOptimizerState(this.model.handle)
+    const tensors = state.flatMap((s) => [
+      { name: `${s.name}::m`, dtype: 'F32' as const, shape: [s.m.length], data: s.m },
+      { name: `${s.name}::v`, dtype: 'F32' as const, shape: [s.v.length], data: s.v },
+    ])
+    await writeSafetensors(join(dir, 'optimizer.safetensors'), tensors)
+    await writeFileAtomic(join(dir, 'trainer_state.json'), JSON.stringify({ step: this.stepCount, format: 1 }, null, 2) + '\n')
+  }
+
+  async loadState(dir: string): Promise<void> {
+    const meta = JSON.parse(await readFile(join(dir, 'trainer_state.json'), 'utf8')) as { step: number }
+    const header = await readSafetensorsHeader(join(dir, 'optimizer.safetensors'))
+    const byName = new Map<string, { m?: Float32Array; v?: Float32Array }>()
+    for (const ref of header.tensors) {
+      const [name, part] = ref.name.split('::')
+      const entry = byName.get(name) ?? {}
+      entry[part as 'm' | 'v'] = await readTensorFloat32(ref)
+      byName.set(name, entry)
+    }
+    this.train.importOptimizerState(this.model.handle, [...byName].map(([name, e]) => ({ name, m: e.m!, v: e.v! })))
+    this.stepCount = meta.step
+  }
+}
