@@ -1,0 +1,480 @@
+// Scripted, deliberately imperfect teachers: they write the synthetic SFT transcripts the bundled
+// toy model learns every role from. Every one is a pure function of an Rng, so a seed fixes the
+// corpus. The rates below are the designed ones; the tests measure the realised ones.
+//
+// How they err (rates indexed by level, index 0 unused, index 6 = beyond level 5):
+// - Solver: with probability SOLVER_SLIP_RATE[level] one step of the trace carries an arithmetic
+//   slip (±1, ±10, a dropped carry, swapped digits, a sign error, a factor off by one); later steps
+//   compute correctly from the slipped value, so the final answer is wrong. The slipped step is
+//   drawn with weight digits(a) + digits(b) (+2 for ×): bigger steps go wrong more. With
+//   probability SOLVER_FORMAT_ERROR_RATE the output is malformed (truncated, answer missing or
+//   empty, think unclosed).
+// - Proposer: asked for level L, it proposes a good level-L question, or (PROPOSER_RATES) a good
+//   question one level off, a trivial one, a malformed one, one beyond level 5, or breaks the tags.
+// - Validator: believes the right class of the question except with VALIDATOR_ERROR_RATE
+//   (by true class; higher for trivial and too-hard questions, and for good ones at higher levels),
+//   then scores by its belief: good 9–10, too-hard 4–5, trivial 4–5, malformed 1–3.
+// - Judge: with JUDGE_LAZY_RATE[level] it skims ("looks fine", score 7–8) whatever the response;
+//   otherwise it recomputes the problem (slipping with JUDGE_SLIP_RATE[level]) and compares its
+//   value with the response's answer: match 8–10, mismatch 1–3, no readable answer 1.
+// - Decompose: one subtask per operation (decomposeExpr); with DECOMPOSE_ERROR_RATE[level] it
+//   miscopies one literal, so the decomposition no longer computes the question.
+// - Subtask solver: like the Solver on one operation, slipping with SUBTASK_SLIP_RATE[level]
+//   (lower per subtask than the one-shot rate per problem, so composing usually beats one-shot
+//   answering, the premise of J-Zero's subtask-amplification pairs).
+// - Compose: copies the last sub-answer, miscopying it with COMPOSE_SLIP_RATE.
+// Hedges: a completion's thinking carries a hedge ("maybe …", "I think …", "…, not sure") with
+// HEDGE_RATE.right when the teacher's output is right and HEDGE_RATE.wrong when it is wrong, and
+// a hedged score sits one step closer to the middle (e.g. 8 instead of 9–10), so the wording — and
+// a trained model's token entropy — carries signal about correctness.
+
+import {
+  evaluate,
+  formatStep,
+  parseExpr,
+  printExpr,
+  solutionSteps,
+  type Expr,
+  type Op,
+  type Step,
+} from './expr.js'
+import { parseSolution } from './formats.js'
+import { difficultyOf, generateExpr, LEVEL_BEYOND, MAX_LEVEL, MIN_LEVEL, sampleShape, type GenerateOptions } from './levels.js'
+import { Rng } from './prng.js'
+import { checkDecomposition, classifyQuestion, decomposeExpr, type QuestionClass } from './verify.js'
+
+/** P(one slip) per problem for the one-shot Solver, by level (index 6: beyond level 5). */
+export const SOLVER_SLIP_RATE: readonly number[] = [0, 0.05, 0.12, 0.25, 0.4, 0.55, 0.7]
+/** P(malformed output) for the Solver, at every level. */
+export const SOLVER_FORMAT_ERROR_RATE = 0.02
+/** P(slip) per subtask for the J-Zero subtask solver, by level of the whole problem. */
+export const SUBTASK_SLIP_RATE: readonly number[] = [0, 0.02, 0.03, 0.05, 0.07, 0.1, 0.12]
+/** P(miscopied literal) in a decomposition, by level. */
+export const DECOMPOSE_ERROR_RATE: readonly number[] = [0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12]
+/** P(miscopied final answer) when composing. */
+export const COMPOSE_SLIP_RATE = 0.03
+/** What the Proposer does instead of a good level-L question (the rest: a good level-L question). */
+export const PROPOSER_RATES = { tagError: 0.02, malformed: 0.06, trivial: 0.06, tooHard: 0.02, offLevel: 0.1 } as const
+/** P(wrong belief about the question's class) for the Validator, by true class. `good` is by level. */
+export const VALIDATOR_ERROR_RATE = {
+  good: [0, 0.06, 0.07, 0.08, 0.1, 0.12, 0.12] as readonly number[],
+  malformed: 0.08,
+  trivial: 0.2,
+  tooHard: 0.3,
+} as const
+/** P(the Judge skims instead of recomputing), by level. */
+export const JUDGE_LAZY_RATE: readonly number[] = [0, 0.06, 0.08, 0.1, 0.12, 0.14, 0.16]
+/** P(a slip in the Judge's own recomputation), by level: half the Solver's. */
+export const JUDGE_SLIP_RATE: readonly number[] = SOLVER_SLIP_RATE.map((r) => r / 2)
+/** P(hedged wording) when the teacher's output is right / wrong. */
+export const HEDGE_RATE = { right: 0.08, wrong: 0.55 } as const
+
+export const HEDGE_PHRASES: readonly string[] = ['maybe', 'I think', 'not sure']
+
+/** Whether a text carries one of the hedge phrases. */
+export function isHedged(text: string): boolean {
+  return /\bmaybe\b|\bI think\b|\bnot sure\b/.test(text)
+}
+
+function hedge(rng: Rng, text: string): string {
+  const i = rng.int(0, HEDGE_PHRASES.length - 1)
+  return i === 2 ? `${text}, not sure` : `${HEDGE_PHRASES[i]} ${text}`
+}
+
+function levelIndex(level: number | null): number {
+  if (level === null) return LEVEL_BEYOND
+  return Math.min(Math.max(level, MIN_LEVEL), LEVEL_BEYOND)
+}
+
+function digits(v: bigint): number {
+  return (v < 0n ? -v : v).toString().length
+}
+
+// --- Slips -------------------------------------------------------------------------------------
+
+/** A wrong result for a step, plausible for a hurried calculator. Never equals the true result. */
+export function slipResult(rng: Rng, step: { op: Op; a: bigint; b: bigint; result: bigint }): bigint {
+  const v = step.result
+  const cands: bigint[] = [v + 1n, v - 1n]
+  if (digits(v) >= 2) cands.push(v + 10n, v - 10n)
+  const s = (v < 0n ? -v : v).toString()
+  for (let i = 0; i + 1 < s.length; i++) {
+    if (s[i] !== s[i + 1] && !(i === 0 && s[i + 1] === '0')) {
+      const t = s.slice(0, i) + s[i + 1] + s[i] + s.slice(i + 2)
+      cands.push(v < 0n ? -BigInt(t) : BigInt(t))
+      break
+    }
+  }
+  if (step.op === '-' && v !== 0n) cands.push(-v)
+  if (step.op === '*') cands.push(v + step.a, v - step.a)
+  if (step.op === '+' && step.a >= 0n && step.b >= 0n) {
+    // dropped carry: digit-wise sum mod 10
+    const x = step.a.toString().padStart(20, '0')
+    const y = step.b.toString().padStart(20, '0')
+    let out = ''
+    for (let i = 0; i < 20; i++) out += String((Number(x[i]) + Number(y[i])) % 10)
+    cands.push(BigInt(out))
+  }
+  const wrong = cands.filter((c) => c !== v)
+  return rng.pick(wrong)
+}
+
+/** Post-order trace where step `slipAt` (if ≥ 0) is slipped and the error propagates. */
+function tracedSteps(rng: Rng, e: Expr, refs: readonly bigint[], slipAt: number): { steps: Step[]; value: bigint } | null {
+  const steps: Step[] = []
+  const walk = (n: Expr): bigint | null => {
+    if (n.kind === 'num') return n.value
+    if (n.kind === 'ref') return n.index >= 1 && n.index <= refs.length ? refs[n.index - 1] : null
+    const a = walk(n.left)
+    if (a === null) return null
+    const b = walk(n.right)
+    if (b === null) return null
+    const exact = n.op === '+' ? a + b : n.op === '-' ? a - b : a * b
+    const result = steps.length === slipAt ? slipResult(rng, { op: n.op, a, b, result: exact }) : exact
+    steps.push({ op: n.op, a, b, result })
+    return result
+  }
+  const value = walk(e)
+  return value === null ? null : { steps, value }
+}
+
+/** Which step slips: weight digits(a) + digits(b), +2 for multiplication. */
+function chooseSlipStep(rng: Rng, e: Expr, refs: readonly bigint[]): number {
+  const steps = solutionSteps(e, refs) ?? []
+  if (steps.length === 0) return -1
+  return rng.weighted(steps.map((s) => digits(s.a) + digits(s.b) + (s.op === '*' ? 2 : 0)))
+}
+
+// --- Solver -------------------------------------------------------------------------------------
+
+export interface SolverOutput {
+  completion: string
+  /** The answer written, or null when the output is malformed. */
+  given: bigint | null
+  /** The true value. */
+  truth: bigint
+  /** Index of the slipped step, or −1. */
+  slipStep: number
+  hedged: boolean
+  /** The completion was deliberately malformed. */
+  malformed: boolean
+}
+
+export interface SolverTeacherOptions {
+  /** Override the slip probability (e.g. to make Judge inputs balanced). */
+  slipRate?: number
+  /** Override the malformed-output probability. */
+  formatErrorRate?: number
+  /** Values of #1, #2, … for subtasks. */
+  refs?: readonly bigint[]
+  /** Slip rate table to use by level when slipRate is not given (default SOLVER_SLIP_RATE). */
+  slipTable?: readonly number[]
+  /** Level whose rate applies (default: difficultyOf the expression). */
+  level?: number
+}
+
+function malform(rng: Rng, think: string, answer: string): string {
+  switch (rng.int(0, 3)) {
+    case 0: {
+      const full = `<think>${think}</think><answer>${answer}</answer>`
+      return full.slice(0, rng.int(1, full.length - '</answer>'.length))
+    }
+    case 1:
+      return `<think>${think}</think>`
+    case 2:
+      return `<think>${think}</think><answer></answer>`
+    default:
+      return `<think>${think}<answer>${answer}</answer>`
+  }
+}
+
+/** The scripted Solver on a well-formed expression (subtasks: pass `refs`). Null for a missing reference. */
+export function scriptedSolve(rng: Rng, e: Expr, opts: SolverTeacherOptions = {}): SolverOutput | null {
+  const refs = opts.refs ?? []
+  const truth = evaluate(e, refs)
+  if (truth === null) return null
+  const level = levelIndex(opts.level ?? difficultyOf(e))
+  const rate = opts.slipRate ?? (opts.slipTable ?? SOLVER_SLIP_RATE)[level]
+  const slipAt = rng.chance(rate) ? chooseSlipStep(rng, e, refs) : -1
+  const traced = tracedSteps(rng, e, refs, slipAt)!
+  const wrong = traced.value !== truth
+  const hedged = rng.chance(wrong ? HEDGE_RATE.wrong : HEDGE_RATE.right) && traced.steps.length > 0
+  const texts = traced.steps.map(formatStep)
+  if (hedged) {
+    const at = slipAt >= 0 ? slipAt : rng.int(0, texts.length - 1)
+    texts[at] = hedge(rng, texts[at])
+  }
+  const think = texts.length > 0 ? texts.join('; ') : `${traced.value}`
+  const answer = traced.value.toString()
+  if (rng.chance(opts.formatErrorRate ?? SOLVER_FORMAT_ERROR_RATE)) {
+    const completion = malform(rng, think, answer)
+    const r = parseSolution(completion)
+    return { completion, given: r.ok ? r.value.answer : null, truth, slipStep: slipAt, hedged, malformed: true }
+  }
+  return { completion: `<think>${think}</think><answer>${answer}</answer>`, given: traced.value, truth, slipStep: slipAt, hedged, malformed: false }
+}
+
+// --- Proposer -----------------------------------------------------------------------------------
+
+export type ProposalKind = 'good' | 'off-level' | 'trivial' | 'malformed' | 'too-hard' | 'tag-error'
+
+export interface ProposerOutput {
+  completion: string
+  /** The question text inside the tags ('' when none could be placed). */
+  question: string
+  kind: ProposalKind
+  /** The question's true class. */
+  cls: QuestionClass
+}
+
+function corrupt(rng: Rng, text: string): string {
+  for (let tries = 0; tries < 8; tries++) {
+    let s: string
+    const i = rng.int(0, text.length)
+    switch (rng.int(0, 5)) {
+      case 0: // unbalanced parenthesis
+        s = text.includes(')') ? text.replace(')', '') : `(${text}`
+        break
+      case 1: // doubled operator
+        s = text.replace(/[+\-*]/, (m) => m + rng.pick(['+', '*', '-']))
+        break
+      case 2: // trailing operator
+        s = `${text}${rng.pick(['+', '-', '*'])}`
+        break
+      case 3: // a stray letter
+        s = text.slice(0, i) + rng.pick(['x', 'a', '?', '=']) + text.slice(i)
+        break
+      case 4: // empty parentheses
+        s = text.slice(0, i) + '()' + text.slice(i)
+        break
+      default: // leading unary minus / operator
+        s = `${rng.pick(['-', '*', '+'])}${text}`
+    }
+    if (parseExpr(s) === null) return s
+  }
+  return `${text})(`
+}
+
+function trivialQuestion(rng: Rng, level: number): string {
+  const d = Math.min(level, 3)
+  const n = (): string => String(rng.int(d === 1 ? 2 : 10 ** (d - 1), 10 ** d - 1))
+  switch (rng.int(0, 4)) {
+    case 0:
+      return n()
+    case 1:
+      return `${n()}*1`
+    case 2:
+      return `${n()}+0`
+    case 3: {
+      const x = n()
+      return `${x}-${x}`
+    }
+    default:
+      return `1*${n()}`
+  }
+}
+
+function tooHardQuestion(rng: Rng): string {
+  for (;;) {
+    const e = sampleShape(rng, rng.int(5, 6), 3)
+    if (classifyQuestion(printExpr(e)) === 'too-hard') return printExpr(e)
+  }
+}
+
+export interface ProposerTeacherOptions extends GenerateOptions {
+  /** Override PROPOSER_RATES (e.g. more bad questions for Validator training inputs). */
+  rates?: Partial<Record<keyof typeof PROPOSER_RATES, number>>
+}
+
+/** The scripted Proposer/Challenger asked for a level-`level` problem. */
+export function scriptedPropose(rng: Rng, level: number, opts: ProposerTeacherOptions = {}): ProposerOutput {
+  const r = { ...PROPOSER_RATES, ...opts.rates }
+  const kinds: ProposalKind[] = ['tag-error', 'malformed', 'trivial', 'too-hard', 'off-level', 'good']
+  const weights = [r.tagError, r.malformed, r.trivial, r.tooHard, r.offLevel]
+  weights.push(Math.max(0, 1 - weights.reduce((a, b) => a + b, 0)))
+  const kind = kinds[rng.weighted(weights)]
+  const gen = (l: number): string => printExpr(generateExpr(rng, l, opts))
+  let question: string
+  switch (kind) {
+    case 'good':
+    case 'tag-error':
+      question = gen(level)
+      break
+    case 'off-level': {
+      const l = level === MIN_LEVEL ? level + 1 : level === MAX_LEVEL ? level - 1 : level + (rng.chance(0.5) ? 1 : -1)
+      question = gen(l)
+      break
+    }
+    case 'malformed':
+      question = corrupt(rng, gen(level))
+      break
+    case 'trivial':
+      question = trivialQuestion(rng, level)
+      break
+    case 'too-hard':
+      question = tooHardQuestion(rng)
+      break
+  }
+  let completion = `<question>${question}</question>`
+  if (kind === 'tag-error') {
+    completion = rng.pick([
+      `<question>${question}`,
+      `${question}</question>`,
+      `<question>${question}</question></question>`,
+      `<question><question>${question}</question>`,
+      `<question></question>`,
+      `question: ${question}`,
+    ])
+  }
+  return { completion, question, kind, cls: classifyQuestion(question) }
+}
+
+// --- Validator ----------------------------------------------------------------------------------
+
+export interface ScoreTeacherOutput {
+  completion: string
+  score: number
+  /** Whether the verdict (score ≥ SCORE_PASS) agrees with the truth. */
+  verdictCorrect: boolean
+  hedged: boolean
+}
+
+export interface ValidatorOutput extends ScoreTeacherOutput {
+  cls: QuestionClass
+  belief: QuestionClass
+}
+
+function countOps(text: string): number {
+  return (text.match(/[+\-*\u00d7\u2212]/g) ?? []).length
+}
+
+/** The scripted Validator on a raw question text. */
+export function scriptedValidate(rng: Rng, question: string): ValidatorOutput {
+  const cls = classifyQuestion(question)
+  const level = levelIndex(difficultyOf(question))
+  const err =
+    cls === 'good'
+      ? VALIDATOR_ERROR_RATE.good[level]
+      : cls === 'malformed'
+        ? VALIDATOR_ERROR_RATE.malformed
+        : cls === 'trivial'
+          ? VALIDATOR_ERROR_RATE.trivial
+          : VALIDATOR_ERROR_RATE.tooHard
+  let belief: QuestionClass = cls
+  if (rng.chance(err)) belief = cls === 'good' ? rng.pick(['malformed', 'trivial'] as const) : 'good'
+  const verdictCorrect = (belief === 'good') === (cls === 'good')
+  const hedged = rng.chance(verdictCorrect ? HEDGE_RATE.right : HEDGE_RATE.wrong)
+  const ops = countOps(question)
+  let think: string
+  let score: number
+  switch (belief) {
+    case 'good':
+      think = `ok; ${ops} ops; not trivial`
+      score = hedged ? 8 : rng.pick([9, 10])
+      break
+    case 'too-hard':
+      think = `ok; ${ops} ops; too big`
+      score = hedged ? 5 : 4
+      break
+    case 'trivial':
+      think = `ok; ${ops} ops; trivial`
+      score = hedged ? 5 : 4
+      break
+    case 'malformed':
+      think = 'bad syntax'
+      score = hedged ? 3 : rng.pick([1, 2])
+      break
+  }
+  if (hedged) think = hedge(rng, think)
+  return { completion: `<think>${think}</think><score>${score}</score>`, score, verdictCorrect, hedged, cls, belief }
+}
+
+// --- Judge --------------------------------------------------------------------------------------
+
+export interface JudgeOutput extends ScoreTeacherOutput {
+  /** Whether the judged response states the true answer (its strict parse). */
+  candidateCorrect: boolean
+  lazy: boolean
+}
+
+/** The scripted Judge on a well-formed question and a raw Solver response. */
+export function scriptedJudge(rng: Rng, question: Expr, response: string): JudgeOutput {
+  const truth = evaluate(question)!
+  const level = levelIndex(difficultyOf(question))
+  const parsed = parseSolution(response)
+  const given = parsed.ok ? parsed.value.answer : null
+  const candidateCorrect = given !== null && given === truth
+  if (given === null) {
+    const hedged = rng.chance(HEDGE_RATE.right)
+    const think = hedged ? hedge(rng, 'no answer') : 'no answer'
+    return { completion: `<think>${think}</think><score>1</score>`, score: 1, verdictCorrect: true, hedged, candidateCorrect, lazy: false }
+  }
+  const lazy = rng.chance(JUDGE_LAZY_RATE[level])
+  let think: string
+  let saysRight: boolean
+  if (lazy) {
+    think = 'looks fine'
+    saysRight = true
+  } else {
+    const slipAt = rng.chance(JUDGE_SLIP_RATE[level]) ? chooseSlipStep(rng, question, []) : -1
+    const own = tracedSteps(rng, question, [], slipAt)!
+    saysRight = own.value === given
+    think = `${own.steps.map(formatStep).join('; ')}. got ${given}: ${saysRight ? 'right' : 'wrong'}`
+  }
+  const verdictCorrect = saysRight === candidateCorrect
+  const hedged = rng.chance(verdictCorrect ? HEDGE_RATE.right : HEDGE_RATE.wrong)
+  if (hedged) think = hedge(rng, think)
+  const score = saysRight ? (lazy ? (hedged ? 7 : 8) : hedged ? 8 : rng.pick([9, 10])) : hedged ? 3 : rng.pick([1, 2])
+  return { completion: `<think>${think}</think><score>${score}</score>`, score, verdictCorrect, hedged, candidateCorrect, lazy }
+}
+
+// --- J-Zero decompose / subtask / compose ------------------------------------------------------
+
+export interface DecomposeOutput {
+  completion: string
+  subtasks: string[]
+  /** Whether the decomposition computes the question (no miscopied literal). */
+  faithful: boolean
+}
+
+function miscopy(rng: Rng, sub: string): string {
+  const lits = [...sub.matchAll(/\d+/g)].filter((m) => m.index === 0 || sub[m.index - 1] !== '#')
+  if (lits.length === 0) return sub
+  const m = rng.pick(lits)
+  const v = BigInt(m[0])
+  const w = rng.pick([v + 1n, v > 2n ? v - 1n : v + 2n, v + 10n])
+  return sub.slice(0, m.index) + w.toString() + sub.slice(m.index + m[0].length)
+}
+
+export function scriptedDecompose(rng: Rng, question: Expr): DecomposeOutput {
+  const level = levelIndex(difficultyOf(question))
+  const subtasks = decomposeExpr(question)
+  let faithful = true
+  if (subtasks.length > 0 && rng.chance(DECOMPOSE_ERROR_RATE[level])) {
+    // the first subtask always has literals on both sides; later ones may be all references
+    const candidates = subtasks.map((s, i) => ({ s, i })).filter(({ s }) => /(^|[^#\d])\d/.test(s))
+    const { i } = rng.pick(candidates)
+    const before = subtasks[i]
+    subtasks[i] = miscopy(rng, before)
+    faithful = checkDecomposition(printExpr(question), subtasks) === true
+  }
+  return { completion: subtasks.map((s, i) => `${i + 1}. ${s}`).join('\n'), subtasks, faithful }
+}
+
+/** The scripted subtask solver: one subtask (an expression over `#k`) given the known values. */
+export function scriptedSolveSubtask(rng: Rng, subtask: Expr, known: readonly bigint[], level: number): SolverOutput | null {
+  return scriptedSolve(rng, subtask, { refs: known, slipTable: SUBTASK_SLIP_RATE, level, formatErrorRate: SOLVER_FORMAT_ERROR_RATE / 2 })
+}
+
+export interface ComposeOutput {
+  completion: string
+  given: bigint | null
+}
+
+/** The scripted composer: the last sub-answer, miscopied with COMPOSE_SLIP_RATE. */
+export function scriptedCompose(rng: Rng, answers: readonly (bigint | null)[]): ComposeOutput {
+  const last = answers.length > 0 ? answers[answers.length - 1] : null
+  if (last === null) return { completion: '<think>no sub-answer</think><answer>0</answer>', given: 0n }
+  const given = rng.chance(COMPOSE_SLIP_RATE) ? slipResult(rng, { op: '+', a: last, b: 0n, result: last }) : last
+  return { completion: `<answer>${given}</answer>`, given }
+}
