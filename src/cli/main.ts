@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // The `autodidact` command.
+import { AutodidactError } from '../engine/errors.js'
 import { doctorReport, formatDoctor } from './doctor.js'
+import { evolveCommand } from './evolve.js'
 
 const USAGE = `usage: autodidact <command> [options]
 
 commands:
   doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
+  evolve --method cose  self-evolution on the bundled toy model (or --model DIR); --help for options
   help                this text`
 
 async function main(argv: string[]): Promise<number> {
@@ -16,6 +19,8 @@ async function main(argv: string[]): Promise<number> {
       console.log(rest.includes('--json') ? JSON.stringify(report, null, 2) : formatDoctor(report))
       return report.native ? 0 : 1
     }
+    case 'evolve':
+      return evolveCommand(rest)
     case undefined:
     case 'help':
     case '--help':
@@ -32,6 +37,6 @@ main(process.argv.slice(2)).then(
   (code) => (process.exitCode = code),
   (error: Error) => {
     console.error(`autodidact: ${error.message}`)
-    process.exitCode = 1
+    process.exitCode = error instanceof AutodidactError ? 2 : 1
   },
 )

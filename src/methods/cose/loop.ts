@@ -1,0 +1,284 @@
+// COSE (Confidence-Orchestrated Self-Evolution, §3): one backbone, four prompt roles. Each step:
+// the Proposer proposes, the Validator scores (v, c_V), accepted questions enter the
+// confidence-prioritized replay (Eq. 6); the Solver answers n times, the Judge scores each answer
+// (p(q,a), c_J); p(q) is updated (Eq. 1); rewards (Eq. 7–8), weights (Eq. 4–5), advantages; one
+// PPO update on Proposer and Solver trajectories only (Validator and Judge are inference-only).
+import { mkdir, readFile, rename, rm } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { loadModel, type Completion, type Model } from '../../engine/model.js'
+import { writeFileAtomic } from '../../engine/hf/atomic.js'
+import { PrioritizedReplay } from '../../replay/index.js'
+import { computeAdvantages } from '../../rl/advantages.js'
+import { coseProposerReward, coseProposerWeight, coseSolverReward, coseSolverWeight, solveRate } from '../../rl/cose.js'
+import { sequenceConfidence } from '../../signals/confidence.js'
+import type { StepMetrics, Trainer, TrainSequence } from '../../train/trainer.js'
+import { Rng } from '../../util/prng.js'
+import type { CoseConfig } from './config.js'
+import type { CoseWorld } from './world.js'
+
+export interface QuestionItem {
+  question: string
+}
+
+/** Summary statistics of a list of numbers (for the metrics line). */
+export interface Spread {
+  mean: number
+  min: number
+  max: number
+  n: number
+}
+
+function spread(xs: number[]): Spread {
+  const v = xs.filter((x) => Number.isFinite(x))
+  if (!v.length) return { mean: NaN, min: NaN, max: NaN, n: 0 }
+  return { mean: v.reduce((a, b) => a + b, 0) / v.length, min: Math.min(...v), max: Math.max(...v), n: v.length }
+}
+
+export interface CoseStepRecord {
+  step: number
+  proposals: number
+  proposerFormatRate: number
+  acceptRate: number
+  validatorFormatRate: number
+  bufferSize: number
+  prioritySpread: { min: number; max: number }
+  questionsSolved: number
+  solverFormatRate: number
+  judgeFormatRate: number
+  rewardSolver: Spread
+  rewardProposer: Spread
+  weightSolver: Spread
+  weightProposer: Spread
+  confidenceValidator: Spread
+  confidenceJudge: Spread
+  solveRate: Spread
+  train: StepMetrics | null
+  heldOutAccuracy?: number
+  generatedTokens: number
+  seconds: number
+}
+
+interface Trajectory {
+  prompt: number[]
+  completion: Completion
+}
+
+/** Deterministic per-(step, role) sampling seed, so a resumed run samples what the original did. */
+function seedFor(runSeed: number, step: number, role: number): number {
+  return (runSeed * 1_000_003 + step * 8 + role) % Number.MAX_SAFE_INTEGER
+}
+
+export interface CoseRunState {
+  format: 'autodidact.cose.run'
+  version: 1
+  step: number
+  rng: [number, number, number, number]
+  baseModel: string
+  config: CoseConfig
+}
+
+export class CoseRun {
+  private constructor(
+    readonly config: CoseConfig,
+    readonly world: CoseWorld,
+    readonly model: Model,
+    private readonly trainer: Trainer,
+    readonly replay: PrioritizedReplay<QuestionItem>,
+    private readonly reference: Model | null,
+    private rng: Rng,
+    private stepIndex: number,
+    readonly baseModel: string,
+  ) {}
+
+  /** A fresh run on the model folder `baseModel`. */
+  static async start(baseModel: string, config: CoseConfig, world: CoseWorld, threads?: number): Promise<CoseRun> {
+    const model = await loadModel(baseModel, { threads })
+    const reference = config.ppo.loraRank === 0 && config.ppo.klCoef > 0 ? await loadModel(baseModel, { threads: 1 }) : null
+    const trainer = await model.trainer(trainerOptions(config, reference))
+    const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
+    return new CoseRun(config, world, model, trainer, replay, reference, new Rng(config.seed), 0, baseModel)
+  }
+
+  /** Continues from a checkpoint folder written by `checkpoint()`. */
+  static async resume(dir: string, world: CoseWorld, threads?: number): Promise<CoseRun> {
+    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as CoseRunState
+    const config = state.config
+    const lora = config.ppo.loraRank > 0
+    const model = await loadModel(lora ? state.baseModel : join(dir, 'model'), { threads })
+    if (lora) await model.loadAdapter(join(dir, 'model'))
+    const reference = !lora && config.ppo.klCoef > 0 ? await loadModel(state.baseModel, { threads: 1 }) : null
+    const trainer = await model.trainer(trainerOptions(config, reference))
+    await trainer.loadState(dir)
+    const replay = await PrioritizedReplay.load<QuestionItem>(join(dir, 'replay.json'))
+    return new CoseRun(config, world, model, trainer, replay, reference, Rng.fromState(state.rng), state.step, state.baseModel)
+  }
+
+  get step(): number {
+    return this.stepIndex
+  }
+
+  dispose(): void {
+    this.model.dispose()
+    this.reference?.dispose()
+  }
+
+  private confidence(c: Completion): number {
+    return sequenceConfidence(this.config.confidence, {
+      entropy: c.entropy,
+      maxLogit: c.maxLogit,
+      margin: c.margin,
+      topKLogits: c.topK?.logits,
+      topK: c.topK?.k,
+      vocabSize: this.model.config.vocabSize,
+    })
+  }
+
+  private async sample(prompts: string[], o: { n: number; temperature: number; maxTokens: number }, role: number): Promise<Trajectory[][]> {
+    if (!prompts.length) return []
+    const topK = this.config.confidence === 'self-certainty-topk' ? 25 : 0
+    const out = await this.model.generate(prompts, { ...o, seed: seedFor(this.config.seed, this.stepIndex, role), stats: { topK } })
+    return out.map((group, i) => group.map((completion) => ({ prompt: this.model.encodePrompt(prompts[i]), completion })))
+  }
+
+  /** One COSE iteration; returns its metrics line. */
+  async runStep(): Promise<CoseStepRecord> {
+    const started = process.hrtime.bigint()
+    const c = this.config
+    const w = this.world
+    const weighting = { enabled: c.switches.weighting }
+    let generatedTokens = 0
+    const count = (groups: Trajectory[][]) => groups.forEach((g) => g.forEach((t) => (generatedTokens += t.completion.tokens.length)))
+
+    // ---- Proposer / Validator phase (every K steps)
+    interface Proposal { traj: Trajectory; fP: boolean; question: string | null; key: string | null; v: number; cV: number; accepted: boolean }
+    const proposals: Proposal[] = []
+    let validatorFormatOk = 0
+    if (this.stepIndex % c.proposeEvery === 0) {
+      const levels = Array.from({ length: c.proposer.count }, () => c.proposer.levels[this.rng.nextInt(c.proposer.levels.length)])
+      const proposed = await this.sample(levels.map((l) => w.proposerPrompt(l)), { n: 1, temperature: c.proposer.temperature, maxTokens: c.proposer.maxTokens }, 0)
+      count(proposed)
+      for (const [traj] of proposed) {
+        const parsed = w.parseQuestion(traj.completion.text)
+        proposals.push({ traj, fP: parsed.ok, question: parsed.question, key: parsed.key, v: 0, cV: 0, accepted: false })
+      }
+      const wellFormed = proposals.filter((p) => p.fP)
+      const verdicts = await this.sample(wellFormed.map((p) => w.validatorPrompt(p.question!)), { n: 1, temperature: c.validator.temperature, maxTokens: c.validator.maxTokens }, 1)
+      count(verdicts)
+      wellFormed.forEach((p, i) => {
+        const verdict = verdicts[i][0].completion
+        const v = w.parseScore(verdict.text)
+        if (v !== null) validatorFormatOk++
+        p.v = v ?? 0 // a malformed verdict validates nothing
+        p.cV = this.confidence(verdict)
+        p.accepted = p.v >= c.validator.acceptThreshold
+        if (p.accepted && !this.replay.has(p.key!)) this.replay.add(p.key!, { question: p.question! }, { v: p.v, cV: p.cV })
+      })
+    }
+
+    // ---- Solver / Judge phase on questions from the replay buffer
+    // This step's accepted proposals are solved first, so their r_P (Eq. 8) uses a measured p(q);
+    // the rest of the batch is drawn by priority (Eq. 6).
+    const chosen = new Map<string, { question: string; v: number; cV: number }>()
+    for (const p of proposals) if (p.accepted && chosen.size < c.solver.questions) chosen.set(p.key!, { question: p.question!, v: p.v, cV: p.cV })
+    const room = Math.min(c.solver.questions - chosen.size, this.replay.size - chosen.size)
+    if (room > 0) for (const e of this.replay.sample(room + chosen.size).filter((e) => !chosen.has(e.id)).slice(0, room)) chosen.set(e.id, { question: e.item.question, v: e.v, cV: e.cV })
+    const questions = [...chosen]
+    const answers = await this.sample(questions.map(([, q]) => w.solverPrompt(q.question)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens }, 2)
+    count(answers)
+    const flat = answers.flatMap((group, qi) => group.map((traj) => ({ qi, traj })))
+    const judged = await this.sample(flat.map(({ qi, traj }) => w.judgePrompt(questions[qi][1].question, traj.completion.text)), { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, 3)
+    count(judged)
+    let judgeFormatOk = 0
+    const solverRows = flat.map(({ qi, traj }, i) => {
+      const verdict = judged[i][0].completion
+      const score = w.parseScore(verdict.text)
+      if (score !== null) judgeFormatOk++
+      return { qi, traj, fS: w.solverFormat(traj.completion.text), pqa: score ?? 0, cJ: this.confidence(verdict) }
+    })
+    const solveRates = questions.map((_, qi) => solveRate(solverRows.filter((r) => r.qi === qi).map((r) => r.pqa))) // Eq. 1
+    questions.forEach(([key], qi) => this.replay.setSolveRate(key, solveRates[qi]))
+    const pOf = new Map(questions.map(([key], qi) => [key, solveRates[qi]]))
+
+    // ---- Rewards (Eq. 7–8), weights (Eq. 4–5), advantages
+    const rS = solverRows.map((r) => coseSolverReward(r.fS, r.pqa))
+    const wS = solverRows.map((r) => coseSolverWeight(questions[r.qi][1].v, questions[r.qi][1].cV, r.cJ, weighting))
+    const aS = computeAdvantages(c.ppo.advantage, rS, solverRows.map((r) => r.qi))
+    // A question not solved this step (rejected or malformed) has no measured p(q): learnability 0.
+    const rP = proposals.map((p) => coseProposerReward(p.fP, p.v, p.accepted && pOf.has(p.key!) ? pOf.get(p.key!)! : UNSOLVED_SOLVE_RATE))
+    const wP = proposals.map((p) => coseProposerWeight(p.v, p.cV, weighting))
+    const aP = computeAdvantages(c.ppo.advantage, rP, proposals.map(() => 0))
+
+    const sequences: TrainSequence[] = [
+      ...proposals.map((p, i) => toSequence(p.traj, aP[i], wP[i])),
+      ...solverRows.map((r, i) => toSequence(r.traj, aS[i], wS[i])),
+    ].filter((s) => s.completion.length > 0)
+    const train = sequences.length ? await this.trainer.step({ sequences }) : null
+
+    this.stepIndex++
+    const priorities = this.replay.size ? [...chosen.keys()].map((k) => this.replay.priority(k) ?? NaN) : []
+    const record: CoseStepRecord = {
+      step: this.stepIndex,
+      proposals: proposals.length,
+      proposerFormatRate: proposals.length ? proposals.filter((p) => p.fP).length / proposals.length : NaN,
+      acceptRate: proposals.length ? proposals.filter((p) => p.accepted).length / proposals.length : NaN,
+      validatorFormatRate: proposals.some((p) => p.fP) ? validatorFormatOk / proposals.filter((p) => p.fP).length : NaN,
+      bufferSize: this.replay.size,
+      prioritySpread: { min: Math.min(...priorities), max: Math.max(...priorities) },
+      questionsSolved: questions.length,
+      solverFormatRate: solverRows.length ? solverRows.filter((r) => r.fS).length / solverRows.length : NaN,
+      judgeFormatRate: solverRows.length ? judgeFormatOk / solverRows.length : NaN,
+      rewardSolver: spread(rS),
+      rewardProposer: spread(rP),
+      weightSolver: spread(wS),
+      weightProposer: spread(wP),
+      confidenceValidator: spread(proposals.filter((p) => p.fP).map((p) => p.cV)),
+      confidenceJudge: spread(solverRows.map((r) => r.cJ)),
+      solveRate: spread(solveRates),
+      train,
+      generatedTokens,
+      seconds: Number(process.hrtime.bigint() - started) / 1e9,
+    }
+    return record
+  }
+
+  /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
+  async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
+    const items = this.world.evalSet(level, size)
+    const out = await this.model.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
+    return out.filter((g, i) => this.world.verify(items[i].question, g[0].text)).length / items.length
+  }
+
+  /** Writes model, optimizer, replay and RNG under `dir` (a complete folder, renamed into place). */
+  async checkpoint(dir: string): Promise<void> {
+    const tmp = `${dir}.tmp-${process.pid}`
+    await rm(tmp, { recursive: true, force: true })
+    await mkdir(tmp, { recursive: true })
+    await this.model.save(join(tmp, 'model'))
+    await this.trainer.saveState(tmp)
+    await this.replay.save(join(tmp, 'replay.json'))
+    const state: CoseRunState = { format: 'autodidact.cose.run', version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
+    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
+    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
+    await rename(tmp, dir)
+  }
+}
+
+/** p(q) used in Eq. 8 for a proposal no Solver answered (rejected or malformed): learnability 4p(1−p) = 0. */
+const UNSOLVED_SOLVE_RATE = 0
+
+function toSequence(t: Trajectory, advantage: number, weight: number): TrainSequence {
+  return { prompt: t.prompt, completion: Array.from(t.completion.tokens), oldLogprobs: t.completion.logprobs, advantages: advantage, weight }
+}
+
+function trainerOptions(c: CoseConfig, reference: Model | null) {
+  return {
+    objective: { name: 'policy' as const, clip: c.ppo.clip, klCoef: c.ppo.klCoef, entropyCoef: c.ppo.entropyCoef },
+    lora: c.ppo.loraRank > 0 ? { rank: c.ppo.loraRank, alpha: c.ppo.loraAlpha || 2 * c.ppo.loraRank } : null,
+    optimizer: { lr: c.ppo.lr },
+    schedule: { kind: 'cosine' as const, warmupSteps: Math.min(c.ppo.warmupSteps, c.steps - 1), totalSteps: c.steps, minLrRatio: c.ppo.minLrRatio },
+    clipGradNorm: c.ppo.clipGradNorm,
+    microBatchSize: c.ppo.microBatchSize,
+    reference: reference ?? (c.ppo.loraRank > 0 ? ('lora-off' as const) : undefined),
+  }
+}
