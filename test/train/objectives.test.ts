@@ -191,7 +191,7 @@ function verlReference(batch: PolicyBatch, cfg: Required<Omit<PolicyObjectiveCon
   const aggLoss = (m: Float64Array[], mode: LossAggregation) => {
     const rowSum = m.map((row, i) => row.reduce((s, x, t) => s + x * msk[i][t], 0))
     const rowCnt = msk.map((row) => row.reduce((s, x) => s + x, 0))
-    const seqMask = rowCnt.map((c) => (c > 0 ? 1 : 0))
+    const seqMask = rowCnt.map((c): number => (c > 0 ? 1 : 0))
     const nSeq = seqMask.reduce((s, x) => s + x, 0)
     const nTok = rowCnt.reduce((s, x) => s + x, 0)
     // verl: `if is_zero_denom(denom): return loss_mat.sum() * 0.0`
