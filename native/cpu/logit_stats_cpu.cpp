@@ -148,54 +148,88 @@ inline uint32_t topk_candidates(vf v, const TopKEntry* heap, int n_heap, int cap
   return n_heap < cap ? kAllLanes : mask_above<false>(v, heap[0].value);
 }
 
-// The fused pass's top-K: a best-first array in SoA form. An insert finds its slot with a few
-// vector compares and shifts the tail: ~20 cycles, where a heap's sift branches mispredict.
-// Elements arrive in ascending id order, so a value ties after every equal value present.
-struct SortedTopK {
-  float v[kMaxLogitTopK];  // best first; NaN past n, so no compare counts an empty slot
-  int32_t id[kMaxLogitTopK];
-  int n = 0, cap = 0;
+inline uint32_t first_lanes(int64_t n) { return n >= 32 ? ~0u : (1u << n) - 1; }
 
-  explicit SortedTopK(int capacity) : cap(capacity) { std::fill(v, v + kMaxLogitTopK, NAN); }
+// The fused pass's top-K: a min-heap of 64-bit keys (value in the high word, mapped so that
+// unsigned order is float order; inverted id in the low word), so "ranks before" is one integer
+// compare and the sift is branch-free: replacing the root walks the hole down to a leaf along
+// the worse child (picked with a compare, not a branch; UINT64_MAX pads missing children), then
+// lifts the newcomer, which rarely moves. ~25% cheaper than the (value, id) heap of the header,
+// whose sift compares mispredict.
+inline uint32_t orderable_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b ^ ((b >> 31) ? 0xFFFFFFFFu : 0x80000000u);
+}
 
-  // Below this nothing enters (−inf would still enter a non-full array: compare with `>` only once full).
-  bool full() const { return n == cap; }
-  float threshold() const { return v[cap - 1]; }
+inline float from_orderable_bits(uint32_t o) {
+  const uint32_t b = (o & 0x80000000u) ? (o ^ 0x80000000u) : ~o;
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
 
-  // Entries ranking before a newcomer of value x: those with value ≥ x (v is descending).
-  int rank_of(float x) const {
-    int r = 0;
-    for (int j = 0; j < n; j += static_cast<int>(kLanes)) r += __builtin_popcount(mask_above<true>(load(v + j), x));
-    return r;
+inline uint64_t topk_key(float value, int64_t id) {
+  return (static_cast<uint64_t>(orderable_bits(value)) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
+}
+
+inline TopKEntry entry_of(uint64_t key) {
+  return TopKEntry{from_orderable_bits(static_cast<uint32_t>(key >> 32)),
+                   static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(key))};
+}
+
+struct KeyHeap {
+  uint64_t h[2 * kMaxLogitTopK + 2];  // h[0]: the K-th best key; UINT64_MAX past n
+  int n = 0, cap;
+  float threshold = kNegInf;  // values below it cannot enter: a seeded bound, then the root's value
+
+  explicit KeyHeap(int capacity) : cap(capacity) { std::fill(h, h + 2 * kMaxLogitTopK + 2, ~uint64_t(0)); }
+
+  void offer(float value, int64_t id) {
+    if (!(value >= threshold)) return;  // below a seeded bound (or NaN): never ranks
+    const uint64_t x = topk_key(value, id);
+    int i;
+    if (n < cap) {
+      i = n++;
+    } else {
+      if (x <= h[0]) return;
+      i = 0;
+      for (int l = 1; l < n; l = 2 * i + 1) {  // hole to a leaf along the worse child
+        const int c = l + (h[l + 1] < h[l]);
+        h[i] = h[c];
+        i = c;
+      }
+    }
+    for (int p; i > 0 && h[p = (i - 1) / 2] > x; i = p) h[i] = h[p];
+    h[i] = x;
+    if (n == cap) threshold = from_orderable_bits(static_cast<uint32_t>(h[0] >> 32));
   }
 
-  void offer(float x, int32_t i) {
-    if (x != x || (full() && !(x > threshold()))) return;  // NaN never ranks
-    const int r = rank_of(x);
-    const int last = full() ? cap - 1 : n++;  // the slot that falls off (full) or opens (not full)
-    std::memmove(v + r + 1, v + r, static_cast<size_t>(last - r) * sizeof(float));
-    std::memmove(id + r + 1, id + r, static_cast<size_t>(last - r) * sizeof(int32_t));
-    v[r] = x;
-    id[r] = i;
-  }
-
-  // The lanes of a vector worth offering.
-  uint32_t candidates(vf x) const { return full() ? mask_above<false>(x, threshold()) : kAllLanes; }
+  // The lanes of v worth offering (value ≥ threshold; an equal value enters only on a lower id,
+  // which the key compare decides).
+  uint32_t candidates(vf v) const { return mask_above<true>(v, threshold); }
 
   void offer_lanes(const float* p, uint32_t lanes, int64_t base) {
     for (; lanes; lanes &= lanes - 1) {
       const int j = lowest_bit(lanes);
-      offer(p[j], static_cast<int32_t>(base + j));
+      offer(p[j], base + j);
     }
+  }
+
+  // Best first into out; returns the count.
+  int sorted(TopKEntry* out) const {
+    uint64_t keys[2 * kMaxLogitTopK + 2];
+    std::copy(h, h + n, keys);
+    std::sort(keys, keys + n, [](uint64_t a, uint64_t b) { return a > b; });
+    for (int j = 0; j < n; ++j) out[j] = entry_of(keys[j]);
+    return n;
   }
 };
 
-inline uint32_t first_lanes(int64_t n) { return n >= 32 ? ~0u : (1u << n) - 1; }
-
 // Pass A over one block: maxima of z and y, and top-K candidates (one compare per vector against
-// the current K-th value once the heap is full; ids ascend, so an equal value never enters).
+// the current K-th value once the heap is full).
 template <bool kRef>
-BlockMax block_max_and_topk(const float* z, const float* y, int64_t n, int64_t base, SortedTopK& top) {
+BlockMax block_max_and_topk(const float* z, const float* y, int64_t n, int64_t base, KeyHeap& top) {
   vf mz = splat(kNegInf), my = splat(kNegInf);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -271,9 +305,25 @@ struct Partial {
   int n_top = 0;
 };
 
+// A lower bound on a chunk's K-th largest value from its first block, so the heap does not take
+// in most of that block while it is not yet full: the K-th largest of the block's per-vector
+// maxima (K maxima are K distinct elements). −inf when the block has fewer than K vectors or a NaN.
+float seed_threshold(const float* z, int64_t n, int cap) {
+  const int64_t vecs = std::min<int64_t>(n, kBlock) / kLanes;
+  if (vecs < cap) return kNegInf;
+  float maxima[kBlock / kLanes];
+  for (int64_t v = 0; v < vecs; ++v) {
+    maxima[v] = hmax(load(z + v * kLanes));
+    if (maxima[v] != maxima[v]) return kNegInf;
+  }
+  std::nth_element(maxima, maxima + (cap - 1), maxima + vecs, [](float a, float b) { return a > b; });
+  return maxima[cap - 1];
+}
+
 template <bool kRef>
 void scan_chunk(const float* z, const float* y, int64_t begin, int64_t end, int cap, Partial& p) {
-  SortedTopK top(cap);
+  KeyHeap top(cap);
+  top.threshold = seed_threshold(z + begin, end - begin, cap);
   for (int64_t b = begin; b < end; b += kBlock) {
     const int64_t n = std::min(kBlock, end - b);
     BlockMax bm = block_max_and_topk<kRef>(z + b, kRef ? y + b : nullptr, n, b, top);
@@ -281,8 +331,7 @@ void scan_chunk(const float* z, const float* y, int64_t begin, int64_t end, int 
     if (kRef && bm.y > p.st.my) softmax_rescale_y(p.st, bm.y);
     block_sums<kRef>(z + b, kRef ? y + b : nullptr, n, p.st);
   }
-  p.n_top = top.n;
-  for (int j = 0; j < top.n; ++j) p.top[j] = TopKEntry{top.v[j], top.id[j]};
+  p.n_top = top.sorted(p.top);
 }
 
 void scan(const float* z, const float* y, int64_t begin, int64_t end, int cap, Partial& p) {
@@ -334,14 +383,23 @@ void write_row(const LogitStatsOut& out, int64_t r, const float* z, const float*
   write_row_stats(out, r, K, s, p.top, p.n_top, y != nullptr);
 }
 
-// Vocabulary chunks per row: 1 when rows alone keep every thread busy.
+// Vocabulary chunks per row: the count c whose makespan ceil(rows·c / threads) · (vocab / c) is
+// least (fewest chunks on ties), with chunks of at least kMinChunk. 1 when rows alone balance.
 int64_t chunks_per_row(int64_t rows, int64_t vocab, int threads) {
-  if (rows >= threads) return 1;
-  int64_t want = (threads + rows - 1) / rows;
-  return std::max<int64_t>(1, std::min(want, vocab / kMinChunk));
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(4 * threads, vocab / kMinChunk));
+  int64_t best = 1;
+  double best_span = static_cast<double>((rows + threads - 1) / threads);
+  for (int64_t c = 2; c <= most; ++c) {
+    const double span = static_cast<double>((rows * c + threads - 1) / threads) / static_cast<double>(c);
+    if (span < best_span * 0.999) {
+      best = c;
+      best_span = span;
+    }
+  }
+  return best;
 }
 
-// Chunk c of `chunks` over [0, vocab), boundaries on 16-element lanes.
+// Chunk c of `chunks` over [0, vocab), boundaries on whole vectors.
 int64_t chunk_begin(int64_t vocab, int64_t chunks, int64_t c) {
   if (c >= chunks) return vocab;
   return (vocab * c / chunks) & ~(kLanes - 1);
@@ -398,11 +456,6 @@ void logit_stats_scalar(ThreadPool& pool, const float* logits, int64_t rows, int
 // Naive multi-pass baseline
 
 namespace {
-
-struct NaiveRow {
-  double lse, entropy;
-  float max_logit;
-};
 
 float naive_max(const float* z, int64_t n) {
   float m = kNegInf;
@@ -560,6 +613,69 @@ int64_t indices_at_least(const float* x, int64_t n, float cutoff, int32_t* ids) 
     if (x[i] >= cutoff) ids[count++] = static_cast<int32_t>(i);
   }
   return count;
+}
+
+int64_t indices_between(const float* x, int64_t n, float lo, float hi, int32_t* ids) {
+  int64_t count = 0, i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const vf v = load(x + i);
+    for (uint32_t m = mask_above<false>(v, lo) & ~mask_above<false>(v, hi); m; m &= m - 1) {
+      ids[count++] = static_cast<int32_t>(i + lowest_bit(m));
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] > lo && x[i] <= hi) ids[count++] = static_cast<int32_t>(i);
+  }
+  return count;
+}
+
+double sum_above(const float* x, int64_t n, float thr, int64_t* count) {
+  double total = 0;
+  int64_t c = 0, i = 0;
+  while (i < n) {
+    const int64_t end = std::min(n, i + kBlock);
+    vf acc[4] = {splat(0.0f), splat(0.0f), splat(0.0f), splat(0.0f)};  // independent chains
+    vi hits = vi{};  // lane counts, as −1 per true compare
+    for (; i + 4 * kLanes <= end; i += 4 * kLanes) {
+      for (int k = 0; k < 4; ++k) {
+        const vf v = load(x + i + k * kLanes);
+        const vi above = v > thr;
+        acc[k] += above ? v : splat(0.0f);
+        hits += above;
+      }
+    }
+    for (; i < end; i += kLanes) {
+      const vf v = load_partial(x + i, std::min(kLanes, end - i), kNegInf);
+      const vi above = v > thr;
+      acc[0] += above ? v : splat(0.0f);
+      hits += above;
+    }
+    total += hsum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    for (int k = 0; k < kLanes; ++k) c -= hits[k];
+  }
+  *count = c;
+  return total;
+}
+
+void zero_unless_above(float* x, int64_t n, float thr, float floor) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const vf v = load(x + i);
+    store(x + i, (v > thr) & (v >= floor) ? v : splat(0.0f));
+  }
+  for (; i < n; ++i) x[i] = (x[i] > thr && x[i] >= floor) ? x[i] : 0.0f;
+}
+
+int64_t argmax_first(const float* x, int64_t n) {
+  const float m = max_f32(x, n);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    if (uint32_t hit = mask_above<true>(load(x + i), m)) return i + lowest_bit(hit);
+  }
+  for (; i < n; ++i) {
+    if (x[i] >= m) return i;
+  }
+  return 0;
 }
 
 }  // namespace ad::cpu

@@ -1,7 +1,9 @@
 // CPU backend of the one-pass logit statistics (math in kernels/logit_stats.h): each row is read
-// from memory once, in L1-sized blocks that are scanned twice while hot (block max + top-K
-// candidates, then SIMD exp sums); threads split rows, and split each row into vocabulary chunks
-// when there are fewer rows than threads.
+// from memory once, in L1-sized blocks that are scanned twice while hot (pass A: block maxima and
+// top-K candidates, one compare per vector against the current K-th value; pass B: a polynomial
+// SIMD exp and the softmax sums in f32 lanes, folded into f64 every block). Threads split rows,
+// and split rows into vocabulary chunks (merged with the header's combine helpers) when rows alone
+// would leave threads idle.
 #pragma once
 #include <cstdint>
 
@@ -62,5 +64,17 @@ void topk_scan(const float* x, int64_t n, int32_t base, TopKEntry* heap, int& n_
 
 // Writes to ids the indices i with x[i] >= cutoff (in ascending order); returns their count.
 int64_t indices_at_least(const float* x, int64_t n, float cutoff, int32_t* ids);
+
+// Writes to ids the indices i with lo < x[i] <= hi (in ascending order); returns their count.
+int64_t indices_between(const float* x, int64_t n, float lo, float hi, int32_t* ids);
+
+// Σ x[i] over x[i] > thr (in double) and, in *count, how many there are.
+double sum_above(const float* x, int64_t n, float thr, int64_t* count);
+
+// x[i] = 0 where x[i] <= thr or x[i] < floor.
+void zero_unless_above(float* x, int64_t n, float thr, float floor);
+
+// The lowest index holding the maximum (0 for n == 0 or a row of NaN).
+int64_t argmax_first(const float* x, int64_t n);
 
 }  // namespace ad::cpu

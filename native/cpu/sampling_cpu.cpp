@@ -1,6 +1,7 @@
 #include "cpu/sampling_cpu.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -12,13 +13,14 @@ namespace {
 constexpr int kHeapTopK = 256;              // top-k up to this: a bounded heap; beyond: nth_element
 constexpr int64_t kCdfBlock = 256;          // inverse CDF: block sums first, then one block's elements
 constexpr int64_t kSortedPickMax = 2048;    // kept sets up to this are sorted by id, larger are scattered
-constexpr float kNucleusCutoff = 1.0f / 1024;  // top-p's first candidates: mass ≥ max/1024
+constexpr int64_t kBracketMax = 1024;        // top-p bisection stops when this few tokens are undecided
 
 // Regions of the caller's scratch.
 struct Scratch {
   float* w;         // [V] penalized, scaled logits; later masses
   float* km;        // [V] masses of the kept tokens, aligned with ids
   int32_t* ids;     // [V] penalty marks, then kept ids
+  int32_t* tmp;     // [V] indices while compacting the kept list
   double* block;    // [V/kCdfBlock + 1] inverse-CDF block sums
   TopKEntry* heap;  // [kHeapTopK]
   uint64_t* pairs;  // [kSortedPickMax] (id << 32 | mass bits), sorted for the pick
@@ -40,12 +42,13 @@ size_t layout(char* base, int64_t vocab, Scratch* s) {
   char* w = take(V * sizeof(float));
   char* km = take(V * sizeof(float));
   char* ids = take(V * sizeof(int32_t));
+  char* tmp = take(V * sizeof(int32_t));
   char* block = take((V / kCdfBlock + 1) * sizeof(double));
   char* heap = take(kHeapTopK * sizeof(TopKEntry));
   char* pairs = take(kSortedPickMax * sizeof(uint64_t));
   if (s) {
     *s = Scratch{reinterpret_cast<float*>(w), reinterpret_cast<float*>(km), reinterpret_cast<int32_t*>(ids),
-                 reinterpret_cast<double*>(block), reinterpret_cast<TopKEntry*>(heap),
+                 reinterpret_cast<int32_t*>(tmp), reinterpret_cast<double*>(block), reinterpret_cast<TopKEntry*>(heap),
                  reinterpret_cast<uint64_t*>(pairs)};
   }
   return off;
@@ -85,15 +88,6 @@ void penalized_logits(const float* z, int64_t V, const SamplingParams& p, const 
   for (int64_t i = 0; i < ng; ++i) rewrite(generated[i]);
 }
 
-// Lowest id holding the maximum.
-int32_t argmax_lowest(const float* w, int64_t V) {
-  const float m = max_f32(w, V);
-  for (int64_t i = 0; i < V; ++i) {
-    if (w[i] == m) return static_cast<int32_t>(i);
-  }
-  return 0;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Steps 4–7: the kept set as parallel lists ids[j], km[j] (unnormalized mass e^{w − max})
 
@@ -116,16 +110,6 @@ double gather(const float* mass, const int32_t* ids, int64_t n, float* km) {
   double sum = 0;
   for (int64_t j = 0; j < n; ++j) sum += (km[j] = mass[ids[j]]);
   return sum;
-}
-
-// Top-p without top-k: the tokens with mass ≥ max/1024 when they already hold `need`
-// (almost always), else every token.
-int64_t nucleus_candidates(const float* mass, int64_t V, double need, Scratch& s) {
-  int64_t n = indices_at_least(mass, V, kNucleusCutoff, s.ids);
-  if (gather(mass, s.ids, n, s.km) >= need) return n;
-  std::iota(s.ids, s.ids + V, 0);
-  std::memcpy(s.km, mass, static_cast<size_t>(V) * sizeof(float));
-  return V;
 }
 
 struct KeptList {
@@ -200,6 +184,71 @@ int64_t apply_min_p(const KeptList& l, int64_t n, float min_p) {
   return kept;
 }
 
+// Step 6 without top-k, over the dense masses w of the whole row (max mass 1), in O(V): bisect a
+// mass threshold until at most kBracketMax tokens are undecided. Tokens above `cut` hold less
+// than `need` and are all kept; the undecided ones (cut_lo, cut] go to weighted quickselect.
+struct DenseNucleus {
+  float cut;         // every token with mass > cut is kept
+  int64_t n_above;   // how many
+  int64_t n_edge;    // plus s.ids/s.km[0, n_edge): the nucleus's last tokens, at or below cut
+};
+
+float float_of_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+uint32_t bits_of_float(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// Keeps the list entries with lo < km <= hi (order preserved); returns how many.
+int64_t compact_between(const KeptList& l, int64_t n, float lo, float hi, int32_t* tmp) {
+  const int64_t kept = indices_between(l.km, n, lo, hi, tmp);
+  for (int64_t t = 0; t < kept; ++t) {  // tmp ascends and tmp[t] >= t: in place is safe
+    l.ids[t] = l.ids[tmp[t]];
+    l.km[t] = l.km[tmp[t]];
+  }
+  return kept;
+}
+
+DenseNucleus dense_nucleus(const float* w, int64_t V, double need, Scratch& s) {
+  // Masses are ≥ 0, so their bit patterns order like their values: bisect on the bits.
+  uint32_t lo = 0, hi = bits_of_float(1.0f);  // the mass above lo reaches need, above hi it does not
+  int64_t n_lo = 0, n_hi = 0;
+  double s_hi = 0;
+  if (sum_above(w, V, 0.0f, &n_lo) < need) return {0.0f, n_lo, 0};  // rounding: all of it
+  auto step = [&](double s_mid, int64_t n_mid, uint32_t mid) {
+    if (s_mid >= need) {
+      lo = mid, n_lo = n_mid;
+    } else {
+      hi = mid, s_hi = s_mid, n_hi = n_mid;
+    }
+  };
+  // Over the whole row while many tokens are undecided, ...
+  while (n_lo - n_hi > std::max<int64_t>(kBracketMax, V / 8) && hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    int64_t n_mid = 0;
+    const double s_mid = sum_above(w, V, float_of_bits(mid), &n_mid);
+    step(s_mid, n_mid, mid);
+  }
+  // ... then over the undecided tokens only, compacted after each step.
+  KeptList edge{s.ids, s.km};
+  int64_t n = indices_between(w, V, float_of_bits(lo), float_of_bits(hi), s.ids);
+  gather(w, s.ids, n, s.km);
+  while (n > kBracketMax && hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    int64_t n_in = 0;
+    const double s_in = sum_above(s.km, n, float_of_bits(mid), &n_in);
+    step(s_hi + s_in, n_hi + n_in, mid);
+    n = compact_between(edge, n, float_of_bits(lo), float_of_bits(hi), s.tmp);
+  }
+  return {float_of_bits(hi), n_hi, nucleus_prefix(edge, n, need - s_hi)};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Step 8: inverse CDF in ascending id order
 
@@ -265,6 +314,25 @@ int32_t pick_from_list(const KeptList& l, int64_t n, int64_t V, float u, Scratch
   return last;
 }
 
+// Step 7–8 for a dense nucleus: as a sorted list when small, else as the dense row with the
+// tokens outside the nucleus (and below min-p) zeroed.
+int32_t pick_dense_nucleus(float* w, int64_t V, const DenseNucleus& nu, float min_p, float u, Scratch& s) {
+  KeptList kept{s.ids, s.km};
+  if (nu.n_above + nu.n_edge <= kSortedPickMax) {
+    const float above = std::nextafter(nu.cut, INFINITY);
+    const int64_t n_above = indices_at_least(w, V, above, s.ids + nu.n_edge);
+    gather(w, s.ids + nu.n_edge, n_above, s.km + nu.n_edge);
+    const int64_t n = nu.n_edge + n_above;
+    return pick_from_list(kept, min_p > 0 ? apply_min_p(kept, n, min_p) : n, V, u, s);
+  }
+  const float floor = min_p > 0 ? min_p : 0.0f;  // max mass is 1
+  zero_unless_above(w, V, nu.cut, floor);
+  for (int64_t j = 0; j < nu.n_edge; ++j) {
+    if (s.km[j] >= floor) w[s.ids[j]] = s.km[j];
+  }
+  return pick_dense(w, V, u, s.block);
+}
+
 // No top-k, no top-p: every token, min-p as a floor on the mass.
 int32_t sample_dense(float* w, int64_t V, float max_w, float min_p, float u, Scratch& s) {
   exp_shifted(w, V, max_w, w, min_p > 0 ? min_p : 0.0f);  // the max's mass is exactly e^0 = 1
@@ -283,24 +351,22 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p
   layout(static_cast<char*>(scratch), vocab, &s);
   penalized_logits(logits, vocab, p, history, n_history, generated, n_generated, s.w, s.ids);
   const float max_w = max_f32(s.w, vocab);
-  if (sampling_is_greedy(p) || !(max_w > kNegInf)) return argmax_lowest(s.w, vocab);
+  if (sampling_is_greedy(p) || !(max_w > kNegInf)) return static_cast<int32_t>(argmax_first(s.w, vocab));
 
   const float u = sampling_uniform(p, position);
   const bool use_top_k = p.top_k > 0 && p.top_k < vocab;
   const bool use_top_p = p.top_p < 1.0f;
   if (!use_top_k && !use_top_p) return sample_dense(s.w, vocab, max_w, p.min_p, u, s);
 
-  KeptList kept{s.ids, s.km};
-  int64_t n;
-  double total;
-  if (use_top_k) {
-    n = select_top_k(s.w, vocab, p.top_k, s);
-    gather(s.w, s.ids, n, s.km);
-    total = exp_shifted(s.km, n, max_w, s.km);  // the max is always among the top k
-  } else {
-    total = exp_shifted(s.w, vocab, max_w, s.w);
-    n = nucleus_candidates(s.w, vocab, static_cast<double>(p.top_p) * total, s);
+  if (!use_top_k) {  // top-p over the whole row
+    const double total = exp_shifted(s.w, vocab, max_w, s.w);
+    const DenseNucleus nu = dense_nucleus(s.w, vocab, static_cast<double>(p.top_p) * total, s);
+    return pick_dense_nucleus(s.w, vocab, nu, p.min_p, u, s);
   }
+  KeptList kept{s.ids, s.km};
+  int64_t n = select_top_k(s.w, vocab, p.top_k, s);
+  gather(s.w, s.ids, n, s.km);
+  const double total = exp_shifted(s.km, n, max_w, s.km);  // the max is always among the top k
   if (use_top_p) n = nucleus_prefix(kept, n, static_cast<double>(p.top_p) * total);
   if (p.min_p > 0) n = apply_min_p(kept, n, p.min_p);
   return pick_from_list(kept, n, vocab, u, s);

@@ -12,7 +12,7 @@ namespace ad::cpu {
 using SamplingParams = ad::SamplingParams;
 
 // Bytes of caller-provided scratch sample_token needs for a row of `vocab` logits, any alignment
-// (about 12·vocab + 20 KiB). One scratch per concurrent caller.
+// (about 16·vocab + 20 KiB). One scratch per concurrent caller.
 size_t sampling_scratch_bytes(int64_t vocab);
 
 // One token from one row of raw logits. history = prompt + generated ids (repetition penalty),
