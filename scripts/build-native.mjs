@@ -2,7 +2,7 @@
 // Builds the native addon: cmake-js (CUDA when nvcc is found) with node-gyp as the CPU-only
 // fallback. AUTODIDACT_CUDA=AUTO|ON|OFF and AUTODIDACT_NATIVE_ARCH=ON|OFF pass through to CMake.
 import { spawnSync } from 'node:child_process'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { ADDON_RELATIVE_PATH, STAMP_RELATIVE_PATH, nativeSourceStamp } from './native-stamp.mjs'
@@ -26,7 +26,16 @@ function buildWithCmakeJs() {
     `--CDAUTODIDACT_CUDA=${process.env.AUTODIDACT_CUDA ?? 'AUTO'}`,
     `--CDAUTODIDACT_NATIVE_ARCH=${process.env.AUTODIDACT_NATIVE_ARCH ?? 'ON'}`,
   ]
-  return run(process.execPath, [cmakeJs, 'compile', '--parallel', jobs, ...defines])
+  // cmake-js compile keeps a configured build's cached switches: reconfigure when they change.
+  const record = join(root, 'build', 'autodidact-switches.json')
+  const previous = existsSync(record) ? readFileSync(record, 'utf8') : null
+  const verb = previous === JSON.stringify(defines) ? 'compile' : 'rebuild'
+  const ok = run(process.execPath, [cmakeJs, verb, '--parallel', jobs, ...defines])
+  if (ok) {
+    mkdirSync(dirname(record), { recursive: true })
+    writeFileSync(record, JSON.stringify(defines))
+  }
+  return ok
 }
 
 function buildWithNodeGyp() {
