@@ -15,7 +15,7 @@ const arg = (name, fallback) => {
 }
 const threads = Number(arg('threads', cpus().length))
 const SHAPES = {
-  small: { hidden: 256, intermediate: 768, layers: 4, heads: 4, kv_heads: 2, head_dim: 64, vocab: 32000, batch: 4, seq: 128, reps: 3 },
+  small: { hidden: 256, intermediate: 768, layers: 4, heads: 4, kv_heads: 2, head_dim: 64, vocab: 151936, batch: 4, seq: 128, reps: 3 },
   'qwen3-0.6b': { hidden: 1024, intermediate: 3072, layers: 28, heads: 16, kv_heads: 8, head_dim: 128, vocab: 151936, batch: 1, seq: 128, reps: 2 },
 }
 

@@ -35,7 +35,10 @@ class Layer(torch.nn.Module):
         k = rope(self.kn(self.k(h).view(b, t, NKV, D)).transpose(1, 2), cos, sin)
         v = self.v(h).view(b, t, NKV, D).transpose(1, 2)
         k = k.repeat_interleave(NH // NKV, 1); v = v.repeat_interleave(NH // NKV, 1)
-        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # torch 1.13 (Debian) has no scaled_dot_product_attention: the eager formula
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+        s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        a = torch.softmax(s, -1) @ v
         x = x + self.o(a.transpose(1, 2).reshape(b, t, NH * D))
         h = self.n2(x)
         return x + self.d(torch.nn.functional.silu(self.g(h)) * self.u(h))

@@ -244,9 +244,15 @@ export class CoseRun {
 
   /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
   async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
+    const correct = await this.evaluateItems(level, size)
+    return correct.filter(Boolean).length / correct.length
+  }
+
+  /** Per held-out question: does the greedy Solver answer it correctly? */
+  async evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
     const items = this.world.evalSet(level, size)
     const out = await this.model.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
-    return out.filter((g, i) => this.world.verify(items[i].question, g[0].text)).length / items.length
+    return out.map((g, i) => this.world.verify(items[i].question, g[0].text))
   }
 
   /** Writes model, optimizer, replay and RNG under `dir` (a complete folder, renamed into place). */
