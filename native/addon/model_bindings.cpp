@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "addon/marshal.h"
 #include "addon/model_handle.h"
 #include "addon/registry.h"
 #include "cpu/logit_stats_cpu.h"
@@ -54,20 +55,11 @@ template <typename T, napi_typedarray_type Kind>
 std::vector<T> typed_field(const Napi::Object& o, const char* key, size_t expected, bool optional = false) {
   Napi::Value v = o.Get(key);
   if ((v.IsUndefined() || v.IsNull()) && optional) return {};
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != Kind)
-    throw_type(o.Env(), std::string("field '") + key + "' must be a typed array of the right element type");
-  auto arr = v.As<Napi::TypedArrayOf<T>>();
-  if (expected != SIZE_MAX && arr.ElementLength() != expected)
-    throw_type(o.Env(), std::string("field '") + key + "' has " + std::to_string(arr.ElementLength()) + " elements, expected " +
+  auto out = typed_vector<T, Kind>(o.Env(), v, std::string("field '") + key + "'");
+  if (expected != SIZE_MAX && out.size() != expected)
+    throw_type(o.Env(), std::string("field '") + key + "' has " + std::to_string(out.size()) + " elements, expected " +
                             std::to_string(expected));
-  return std::vector<T>(arr.Data(), arr.Data() + arr.ElementLength());
-}
-
-template <typename T>
-Napi::Value to_typed(Napi::Env env, const std::vector<T>& v) {
-  auto arr = Napi::TypedArrayOf<T>::New(env, v.size());
-  std::copy(v.begin(), v.end(), arr.Data());
-  return arr;
+  return out;
 }
 
 // ---------------------------------------------------------------- handles
@@ -392,22 +384,22 @@ class StepWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     Napi::Object o = Napi::Object::New(env);
     o.Set("rows", static_cast<double>(res_.rows));
-    o.Set("tokens", to_typed(env, res_.tokens));
-    o.Set("chosenLogprob", to_typed(env, res_.chosen));
-    o.Set("logsumexp", to_typed(env, res_.lse));
-    o.Set("entropy", to_typed(env, res_.entropy));
-    o.Set("maxLogit", to_typed(env, res_.max_logit));
-    o.Set("margin", to_typed(env, res_.margin));
+    o.Set("tokens", typed_array(env, res_.tokens));
+    o.Set("chosenLogprob", typed_array(env, res_.chosen));
+    o.Set("logsumexp", typed_array(env, res_.lse));
+    o.Set("entropy", typed_array(env, res_.entropy));
+    o.Set("maxLogit", typed_array(env, res_.max_logit));
+    o.Set("margin", typed_array(env, res_.margin));
     o.Set("topK", res_.topk);
-    o.Set("topkIds", to_typed(env, res_.topk_ids));
-    o.Set("topkLogits", to_typed(env, res_.topk_logits));
+    o.Set("topkIds", typed_array(env, res_.topk_ids));
+    o.Set("topkLogits", typed_array(env, res_.topk_logits));
     if (res_.with_ref) {
-      o.Set("k1", to_typed(env, res_.k1));
-      o.Set("k2", to_typed(env, res_.k2));
-      o.Set("k3", to_typed(env, res_.k3));
-      o.Set("klExact", to_typed(env, res_.kl));
+      o.Set("k1", typed_array(env, res_.k1));
+      o.Set("k2", typed_array(env, res_.k2));
+      o.Set("k3", typed_array(env, res_.k3));
+      o.Set("klExact", typed_array(env, res_.kl));
     }
-    if (res_.with_logits) o.Set("logits", to_typed(env, res_.logits));
+    if (res_.with_logits) o.Set("logits", typed_array(env, res_.logits));
     deferred_.Resolve(o);
   }
   void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "addon/marshal.h"
 #include "addon/registry.h"
 #include "addon/model_handle.h"
 #include "cpu/logit_stats_cpu.h"
@@ -39,21 +40,6 @@ std::shared_ptr<TrainState> state_of(const std::shared_ptr<Transformer>& m) {
   auto& slot = m->train_state();
   if (!slot) slot = std::make_shared<TrainState>();
   return std::static_pointer_cast<TrainState>(slot);
-}
-
-template <typename T, napi_typedarray_type Kind>
-std::vector<T> typed_arg(Napi::Env env, Napi::Value v, const char* what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != Kind)
-    throw Napi::TypeError::New(env, std::string(what) + " must be a typed array of the right element type");
-  auto arr = v.As<Napi::TypedArrayOf<T>>();
-  return std::vector<T>(arr.Data(), arr.Data() + arr.ElementLength());
-}
-
-template <typename T>
-Napi::Value typed_out(Napi::Env env, const T* data, size_t n) {
-  auto arr = Napi::TypedArrayOf<T>::New(env, n);
-  std::memcpy(arr.Data(), data, n * sizeof(T));
-  return arr;
 }
 
 // Logits of the given hidden rows → chosen-token logprob and entropy, chunk by chunk.
@@ -135,9 +121,9 @@ class TrainForwardWorker : public Napi::AsyncWorker {
   void OnOK() override {
     Napi::Env env = Env();
     Napi::Object o = Napi::Object::New(env);
-    o.Set("logp", typed_out(env, logp.data(), logp.size()));
-    o.Set("entropy", typed_out(env, entropy.data(), entropy.size()));
-    if (!ref_logp.empty()) o.Set("refLogp", typed_out(env, ref_logp.data(), ref_logp.size()));
+    o.Set("logp", typed_array(env, logp.data(), logp.size()));
+    o.Set("entropy", typed_array(env, entropy.data(), entropy.size()));
+    if (!ref_logp.empty()) o.Set("refLogp", typed_array(env, ref_logp.data(), ref_logp.size()));
     deferred.Resolve(o);
   }
   void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
@@ -151,9 +137,9 @@ Napi::Value TrainForward(const Napi::CallbackInfo& info) {
   std::unique_ptr<TrainForwardWorker> guard(w);
   w->model = m;
   w->state = state_of(m);
-  w->tokens = typed_arg<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
-  w->lengths = typed_arg<int32_t, napi_int32_array>(env, req.Get("lengths"), "lengths");
-  w->prompt_lengths = typed_arg<int32_t, napi_int32_array>(env, req.Get("promptLengths"), "promptLengths");
+  w->tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
+  w->lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("lengths"), "lengths");
+  w->prompt_lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("promptLengths"), "promptLengths");
   if (w->lengths.empty() || w->lengths.size() != w->prompt_lengths.size())
     throw Napi::TypeError::New(env, "lengths and promptLengths must be non-empty and of equal length");
   int64_t total = 0;
@@ -215,8 +201,8 @@ Napi::Value TrainBackward(const Napi::CallbackInfo& info) {
   std::unique_ptr<TrainBackwardWorker> guard(w);
   w->model = m;
   w->state = state_of(m);
-  w->a = typed_arg<float, napi_float32_array>(env, req.Get("a"), "a");
-  w->b = typed_arg<float, napi_float32_array>(env, req.Get("b"), "b");
+  w->a = typed_vector<float, napi_float32_array>(env, req.Get("a"), "a");
+  w->b = typed_vector<float, napi_float32_array>(env, req.Get("b"), "b");
   Napi::Promise p = w->deferred.Promise();
   guard.release()->Queue();
   return p;
@@ -363,7 +349,7 @@ Napi::Value ExportTensors(const Napi::CallbackInfo& info) {
     Napi::Array s = Napi::Array::New(env);
     for (size_t i = 0; i < shape.size(); ++i) s.Set(static_cast<uint32_t>(i), static_cast<double>(shape[i]));
     o.Set("shape", s);
-    o.Set("data", typed_out(env, data, static_cast<size_t>(n)));
+    o.Set("data", typed_array(env, data, static_cast<size_t>(n)));
     out.Set(k++, o);
   };
   std::vector<std::string> names;
@@ -406,7 +392,7 @@ Napi::Value ImportTensors(const Napi::CallbackInfo& info) {
   for (uint32_t i = 0; i < arr.Length(); ++i) {
     Napi::Object o = arr.Get(i).As<Napi::Object>();
     std::string name = o.Get("name").As<Napi::String>().Utf8Value();
-    auto data = typed_arg<float, napi_float32_array>(env, o.Get("data"), "data");
+    auto data = typed_vector<float, napi_float32_array>(env, o.Get("data"), "data");
     int64_t n = 0;
     float* dst = find_param(*m, name, &n);
     if (!dst) throw Napi::TypeError::New(env, "the model has no parameter named " + name);
@@ -428,7 +414,7 @@ Napi::Value ExportGradients(const Napi::CallbackInfo& info) {
   for (auto& [name, g] : m->gradients()) {
     Napi::Object o = Napi::Object::New(env);
     o.Set("name", name);
-    o.Set("data", typed_out(env, g->grad.data, static_cast<size_t>(g->grad.size)));
+    o.Set("data", typed_array(env, g->grad.data, static_cast<size_t>(g->grad.size)));
     out.Set(k++, o);
   }
   return out;
@@ -447,8 +433,8 @@ Napi::Value ExportOptimizerState(const Napi::CallbackInfo& info) {
   for (auto& name : names) {
     Napi::Object o = Napi::Object::New(env);
     o.Set("name", name);
-    o.Set("m", typed_out(env, st->moments[name].m.data, st->moments[name].m.size));
-    o.Set("v", typed_out(env, st->moments[name].v.data, st->moments[name].v.size));
+    o.Set("m", typed_array(env, st->moments[name].m.data, st->moments[name].m.size));
+    o.Set("v", typed_array(env, st->moments[name].v.data, st->moments[name].v.size));
     out.Set(k++, o);
   }
   return out;
@@ -463,8 +449,8 @@ Napi::Value ImportOptimizerState(const Napi::CallbackInfo& info) {
   st->moments.clear();
   for (uint32_t i = 0; i < arr.Length(); ++i) {
     Napi::Object o = arr.Get(i).As<Napi::Object>();
-    auto mv = typed_arg<float, napi_float32_array>(env, o.Get("m"), "m");
-    auto vv = typed_arg<float, napi_float32_array>(env, o.Get("v"), "v");
+    auto mv = typed_vector<float, napi_float32_array>(env, o.Get("m"), "m");
+    auto vv = typed_vector<float, napi_float32_array>(env, o.Get("v"), "v");
     Moments mo{model::Buffer(static_cast<int64_t>(mv.size())), model::Buffer(static_cast<int64_t>(vv.size()))};
     std::memcpy(mo.m.data, mv.data(), mv.size() * 4);
     std::memcpy(mo.v.data, vv.data(), vv.size() * 4);

@@ -51,11 +51,7 @@ void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& 
   for (int l = 0; l < cfg_.layers; ++l) {
     for (Linear which : targets) {
       auto a = std::make_unique<LoraAdapter>();
-      const int64_t in = which == kO ? cfg_.q_dim() : (which == kDown ? cfg_.intermediate : cfg_.hidden);
-      const int64_t out = (which == kQ) ? cfg_.q_dim()
-                          : (which == kK || which == kV) ? cfg_.kv_dim()
-                          : (which == kGate || which == kUp) ? cfg_.intermediate
-                                                             : cfg_.hidden;
+      const auto [in, out] = linear_dims(which);
       a->rank = rank;
       a->in = static_cast<int>(in);
       a->out = static_cast<int>(out);
@@ -119,11 +115,7 @@ void Transformer::rmsnorm_backward_rows(const float* x, const float* w, const fl
 void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T, const float* dy, float* dx, bool accumulate_dx) {
   LoraAdapter* lora = layers_[l].lora[which].get();
   float* W = weight_of(l, which);
-  const int64_t in = which == kO ? cfg_.q_dim() : (which == kDown ? cfg_.intermediate : cfg_.hidden);
-  const int64_t out = (which == kQ) ? cfg_.q_dim()
-                      : (which == kK || which == kV) ? cfg_.kv_dim()
-                      : (which == kGate || which == kUp) ? cfg_.intermediate
-                                                         : cfg_.hidden;
+  const auto [in, out] = linear_dims(which);
   const std::string prefix = "model.layers." + std::to_string(l) + "." + linear_prefix(which);
   cpu::gemm_nn(pool_, dy, out, W, in, dx, in, T, out, in, accumulate_dx);  // dx = dy·W
   if (train_base_) {

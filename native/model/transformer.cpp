@@ -205,21 +205,23 @@ const float* Transformer::bias_of(int l, Linear which) {
 }
 
 // y (=|+=) x·Wᵀ + b, plus the LoRA delta scale·(x·Aᵀ)·Bᵀ when an adapter is attached and on.
+std::pair<int64_t, int64_t> Transformer::linear_dims(Linear which) const {
+  switch (which) {
+    case kQ: return {cfg_.hidden, cfg_.q_dim()};
+    case kK: case kV: return {cfg_.hidden, cfg_.kv_dim()};
+    case kO: return {cfg_.q_dim(), cfg_.hidden};
+    case kGate: case kUp: return {cfg_.hidden, cfg_.intermediate};
+    default: return {cfg_.intermediate, cfg_.hidden};
+  }
+}
+
 void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* y, bool accumulate) {
   const LoraAdapter* lora = layers_[l].lora[which].get();
-  const int in = lora ? lora->in : 0;
-  int64_t in_dim, out_dim;
-  switch (which) {
-    case kQ: in_dim = cfg_.hidden, out_dim = cfg_.q_dim(); break;
-    case kK: case kV: in_dim = cfg_.hidden, out_dim = cfg_.kv_dim(); break;
-    case kO: in_dim = cfg_.q_dim(), out_dim = cfg_.hidden; break;
-    case kGate: case kUp: in_dim = cfg_.hidden, out_dim = cfg_.intermediate; break;
-    default: in_dim = cfg_.intermediate, out_dim = cfg_.hidden; break;
-  }
+  const auto [in_dim, out_dim] = linear_dims(which);
   cpu::gemm_nt(pool_, x, in_dim, weight_of(l, which), in_dim, bias_of(l, which), y, out_dim, T, out_dim, in_dim, accumulate);
   if (lora && lora_enabled_) {
     std::vector<float> xa(static_cast<size_t>(T * lora->rank));
-    cpu::gemm_nt(pool_, x, in, lora->A.data, in, nullptr, xa.data(), lora->rank, T, lora->rank, in, false);
+    cpu::gemm_nt(pool_, x, in_dim, lora->A.data, in_dim, nullptr, xa.data(), lora->rank, T, lora->rank, in_dim, false);
     for (auto& v : xa) v *= lora->scale;
     cpu::gemm_nt(pool_, xa.data(), lora->rank, lora->B.data, lora->rank, nullptr, y, out_dim, T, out_dim, lora->rank, true);
   }

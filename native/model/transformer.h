@@ -170,6 +170,8 @@ class Transformer {
   void attention_layer(KVCache& cache, int layer, const std::vector<BatchEntry>& batch,
                        const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T);
 
+  // (in, out) features of a layer's linear map.
+  std::pair<int64_t, int64_t> linear_dims(Linear which) const;
   void linear(int layer, Linear which, const float* x, int64_t T, float* y, bool accumulate);
   void linear_backward(int layer, Linear which, const float* x, int64_t T, const float* dy, float* dx, bool accumulate_dx);
   float* weight_of(int layer, Linear which);
