@@ -103,6 +103,10 @@ export interface NativeTrain {
     model: NativeModel,
     o: { step: number; lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; clipGradNorm: number },
   ): Promise<{ gradNorm: number; skipped: boolean; parameters: number }>
+  /** Scores of whole sequences from the score head on each last token ([sequences × labels]); taped unless tape: false. */
+  scoreForward(model: NativeModel, request: { tokens: Int32Array; lengths: Int32Array; tape?: boolean }): Promise<Float32Array>
+  scoreBackward(model: NativeModel, request: { dScores: Float32Array }): Promise<void>
+  attachScoreHead(model: NativeModel, o: { labels: number; std: number; seed: number }): void
   attachLora(model: NativeModel, o: { rank: number; alpha: number; targets: string[]; seed: number }): void
   setTrainable(model: NativeModel, base: boolean, lora: boolean): void
   setLoraEnabled(model: NativeModel, on: boolean): void

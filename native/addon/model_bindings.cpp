@@ -156,6 +156,8 @@ model::Config parse_config(const Napi::Object& o) {
   c.qkv_bias = bool_field(o, "qkvBias", false);
   c.o_bias = bool_field(o, "oBias", false);
   c.qk_norm = bool_field(o, "qkNorm", false);
+  Napi::Value labels = o.Get("scoreLabels");
+  c.score_labels = labels.IsNumber() ? labels.As<Napi::Number>().Int32Value() : 0;
   Napi::Value rs = o.Get("ropeScaling");
   if (rs.IsObject()) {
     Napi::Object s = rs.As<Napi::Object>();

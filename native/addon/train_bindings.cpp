@@ -33,6 +33,7 @@ struct TrainState {
   std::vector<float> hidden;
   std::vector<int32_t> targets;
   int64_t rows = 0;
+  bool score_mode = false;
   std::unordered_map<std::string, Moments> moments;
 };
 
@@ -92,6 +93,7 @@ class TrainForwardWorker : public Napi::AsyncWorker {
       state->hidden.assign(model->hidden_out(), model->hidden_out() + R * H);
       state->targets = targets;
       state->rows = R;
+      state->score_mode = false;
       logp.assign(R, NAN);
       entropy.assign(R, NAN);
       row_stats(*model, state->hidden.data(), R, targets.data(), logp.data(), entropy.data());
@@ -162,6 +164,132 @@ Napi::Value TrainForward(const Napi::CallbackInfo& info) {
   return p;
 }
 
+double num(const Napi::Object& o, const char* key);
+
+// ---------------------------------------------------------------- score head (reward models)
+
+// Taped forward of whole sequences; the score head reads each sequence's last token.
+class ScoreForwardWorker : public Napi::AsyncWorker {
+ public:
+  explicit ScoreForwardWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise::Deferred deferred;
+  std::shared_ptr<Transformer> model;
+  std::shared_ptr<TrainState> state;
+  std::vector<int32_t> tokens, lengths;
+  bool tape = true;
+  std::vector<float> scores;
+
+  void Execute() override {
+    try {
+      std::lock_guard<std::mutex> lock(model->mutex());
+      std::lock_guard<std::mutex> slock(state->mutex);
+      if (model->score_labels() == 0) throw std::runtime_error("this model has no score head");
+      std::vector<BatchEntry> batch;
+      int capacity = 1;
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        batch.push_back({static_cast<int>(i), lengths[i], 1});
+        capacity = std::max(capacity, lengths[i]);
+      }
+      auto cache = std::make_unique<KVCache>(model->config(), static_cast<int>(lengths.size()), capacity);
+      model::Tape local;
+      const int64_t R = model->forward(*cache, batch, tokens.data(), tape ? &local : nullptr);
+      std::vector<float> hidden(model->hidden_out(), model->hidden_out() + R * model->config().hidden);
+      scores.assign(R * model->score_labels(), NAN);
+      model->score_head(hidden.data(), R, scores.data());
+      if (tape) {
+        state->cache = std::move(cache);
+        state->tape = std::move(local);
+        state->hidden = std::move(hidden);
+        state->rows = R;
+        state->score_mode = true;
+      }
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+  void OnOK() override { deferred.Resolve(typed_array(Env(), scores)); }
+  void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
+};
+
+Napi::Value ScoreForward(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto m = model_of(env, info[0]);
+  Napi::Object req = info[1].As<Napi::Object>();
+  auto* w = new ScoreForwardWorker(env);
+  std::unique_ptr<ScoreForwardWorker> guard(w);
+  w->model = m;
+  w->state = state_of(m);
+  w->tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
+  w->lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("lengths"), "lengths");
+  w->tape = !req.Get("tape").IsBoolean() || req.Get("tape").As<Napi::Boolean>().Value();
+  int64_t total = 0;
+  for (int32_t n : w->lengths) {
+    if (n < 1) throw Napi::RangeError::New(env, "every sequence needs at least one token");
+    total += n;
+  }
+  if (w->lengths.empty() || total != static_cast<int64_t>(w->tokens.size()))
+    throw Napi::TypeError::New(env, "tokens.length must equal the sum of lengths (and lengths be non-empty)");
+  Napi::Promise p = w->deferred.Promise();
+  guard.release()->Queue();
+  return p;
+}
+
+class ScoreBackwardWorker : public Napi::AsyncWorker {
+ public:
+  explicit ScoreBackwardWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise::Deferred deferred;
+  std::shared_ptr<Transformer> model;
+  std::shared_ptr<TrainState> state;
+  std::vector<float> d_scores;
+
+  void Execute() override {
+    try {
+      std::lock_guard<std::mutex> lock(model->mutex());
+      std::lock_guard<std::mutex> slock(state->mutex);
+      if (!state->cache || !state->score_mode) throw std::runtime_error("scoreBackward needs a taped scoreForward first");
+      if (static_cast<int64_t>(d_scores.size()) != state->rows * model->score_labels())
+        throw std::runtime_error("dScores needs one value per sequence and label");
+      std::vector<float> dh(state->rows * model->config().hidden);
+      model->score_head_backward(state->hidden.data(), state->rows, d_scores.data(), dh.data());
+      model->backward(*state->cache, state->tape, dh.data());
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+    state->cache.reset();
+    state->tape = model::Tape();
+    state->hidden.clear();
+    state->score_mode = false;
+  }
+  void OnOK() override { deferred.Resolve(Env().Undefined()); }
+  void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
+};
+
+Napi::Value ScoreBackward(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto m = model_of(env, info[0]);
+  auto* w = new ScoreBackwardWorker(env);
+  std::unique_ptr<ScoreBackwardWorker> guard(w);
+  w->model = m;
+  w->state = state_of(m);
+  w->d_scores = typed_vector<float, napi_float32_array>(env, info[1].As<Napi::Object>().Get("dScores"), "dScores");
+  Napi::Promise p = w->deferred.Promise();
+  guard.release()->Queue();
+  return p;
+}
+
+Napi::Value AttachScoreHead(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto m = model_of(env, info[0]);
+  Napi::Object o = info[1].As<Napi::Object>();
+  std::lock_guard<std::mutex> lock(m->mutex());
+  try {
+    m->attach_score_head(static_cast<int>(num(o, "labels")), static_cast<float>(num(o, "std")), static_cast<uint64_t>(num(o, "seed")));
+  } catch (const std::invalid_argument& e) {
+    throw Napi::TypeError::New(env, e.what());
+  }
+  return env.Undefined();
+}
+
 // ---------------------------------------------------------------- backward
 
 class TrainBackwardWorker : public Napi::AsyncWorker {
@@ -176,7 +304,7 @@ class TrainBackwardWorker : public Napi::AsyncWorker {
     try {
       std::lock_guard<std::mutex> lock(model->mutex());
       std::lock_guard<std::mutex> slock(state->mutex);
-      if (!state->cache) throw std::runtime_error("trainBackward needs a trainForward first");
+      if (!state->cache || state->score_mode) throw std::runtime_error("trainBackward needs a trainForward first");
       if (static_cast<int64_t>(a.size()) != state->rows || static_cast<int64_t>(b.size()) != state->rows)
         throw std::runtime_error("a and b must have one coefficient per completion token (" + std::to_string(state->rows) + ")");
       std::vector<float> dh(state->rows * model->config().hidden);
@@ -466,6 +594,9 @@ void RegisterTrainBindings(Napi::Env env, Napi::Object exports) {
   t.Set("forward", Napi::Function::New(env, TrainForward, "forward"));
   t.Set("backward", Napi::Function::New(env, TrainBackward, "backward"));
   t.Set("optimizerStep", Napi::Function::New(env, OptimizerStep, "optimizerStep"));
+  t.Set("scoreForward", Napi::Function::New(env, ScoreForward, "scoreForward"));
+  t.Set("scoreBackward", Napi::Function::New(env, ScoreBackward, "scoreBackward"));
+  t.Set("attachScoreHead", Napi::Function::New(env, AttachScoreHead, "attachScoreHead"));
   t.Set("attachLora", Napi::Function::New(env, AttachLora, "attachLora"));
   t.Set("setTrainable", Napi::Function::New(env, SetTrainable, "setTrainable"));
   t.Set("zeroGrad", Napi::Function::New(env, ZeroGrad, "zeroGrad"));

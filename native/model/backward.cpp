@@ -68,6 +68,29 @@ void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& 
   has_lora_ = true;
 }
 
+void Transformer::attach_score_head(int labels, float std, uint64_t seed) {
+  if (score_) throw std::invalid_argument("this model already has a score head");
+  if (labels <= 0) throw std::invalid_argument("a score head needs at least one label");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n(0.f, std);
+  Tensor t;
+  t.shape = {labels, cfg_.hidden};
+  t.buf = Buffer(static_cast<int64_t>(labels) * cfg_.hidden);
+  for (int64_t i = 0; i < t.buf.size; ++i) t.buf.data[i] = n(rng);
+  tensors_["score.weight"] = std::move(t);
+  score_ = tensors_["score.weight"].buf.data;
+  score_labels_ = labels;
+  cfg_.score_labels = labels;
+}
+
+void Transformer::score_head_backward(const float* hidden, int64_t rows, const float* d_scores, float* d_hidden) {
+  const int64_t H = cfg_.hidden, L = score_labels_;
+  cpu::gemm_nn(pool_, d_scores, L, score_, H, d_hidden, H, rows, L, H, false);  // dh = ds·W
+  // The head is trained with the base, or alone when only adapters train (a fresh head must learn).
+  Grad* g = grad_for("score.weight", score_, L * H);
+  cpu::gemm_tn(pool_, d_scores, L, hidden, H, g->grad.data, H, L, H, rows, true);  // dW += dsᵀ·h
+}
+
 void Transformer::set_trainable(bool base, bool lora) {
   train_base_ = base;
   train_lora_ = lora;

@@ -101,7 +101,12 @@ void Transformer::finalize() {
   const Config& c = cfg_;
   embed_ = get("model.embed_tokens.weight", {c.vocab, c.hidden});
   final_norm_ = get("model.norm.weight", {c.hidden});
-  lm_head_ = c.tie_embeddings ? embed_ : get("lm_head.weight", {c.vocab, c.hidden});
+  // A sequence-classification model has score.weight and usually no LM head.
+  lm_head_ = c.tie_embeddings ? embed_ : get("lm_head.weight", {c.vocab, c.hidden}, c.score_labels == 0);
+  if (c.score_labels > 0) {
+    score_ = get("score.weight", {c.score_labels, c.hidden});
+    score_labels_ = c.score_labels;
+  }
   layers_.clear();
   layers_.resize(c.layers);
   for (int l = 0; l < c.layers; ++l) {
@@ -355,7 +360,13 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
   return static_cast<int64_t>(out_rows.size());
 }
 
+void Transformer::score_head(const float* hidden, int64_t rows, float* scores) {
+  if (!score_) throw std::runtime_error("this model has no score head");
+  cpu::gemm_nt(pool_, hidden, cfg_.hidden, score_, cfg_.hidden, nullptr, scores, score_labels_, rows, score_labels_, cfg_.hidden, false);
+}
+
 void Transformer::lm_head(const float* hidden, int64_t rows, float* logits) {
+  if (!lm_head_) throw std::runtime_error("this model has no LM head (a sequence-classification model scores, it does not generate)");
   cpu::gemm_nt(pool_, hidden, cfg_.hidden, lm_head_, cfg_.hidden, nullptr, logits, cfg_.vocab, rows, cfg_.vocab, cfg_.hidden,
                false);
 }

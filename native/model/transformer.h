@@ -20,6 +20,8 @@ struct Config {
   double rope_theta = 10000.0;
   kernels::Llama3RopeScaling rope_scaling{false, 1, 1, 1, 1};
   bool tie_embeddings = false, qkv_bias = false, o_bias = false, qk_norm = false;
+  // > 0: a *ForSequenceClassification model, score.weight [score_labels × hidden] on the last token.
+  int score_labels = 0;
 
   int q_dim() const { return heads * head_dim; }
   int kv_dim() const { return kv_heads * head_dim; }
@@ -137,6 +139,14 @@ class Transformer {
   // it dies with the model.
   std::shared_ptr<void>& train_state() { return train_state_; }
   float* lm_head_weight() { return lm_head_; }
+  bool has_lm_head() const { return lm_head_ != nullptr; }
+  int score_labels() const { return score_labels_; }
+  // Adds a score head (HF score.weight, N(0, std²) from `seed`) to a model that has none.
+  void attach_score_head(int labels, float std, uint64_t seed);
+  // scores[rows × labels] = hidden[rows × hidden] · scoreᵀ
+  void score_head(const float* hidden, int64_t rows, float* scores);
+  // d hidden = d scores · score; d score += d scoresᵀ · hidden (when training the base or the head).
+  void score_head_backward(const float* hidden, int64_t rows, const float* d_scores, float* d_hidden);
   // Adds LoRA adapters (A ~ U(±1/sqrt(in)) from `seed`, B = 0) to the listed linears of every layer.
   void attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed);
   bool has_lora() const { return has_lora_; }
@@ -188,7 +198,8 @@ class Transformer {
   std::mutex mutex_;
   std::unordered_map<std::string, Tensor> tensors_;
   std::vector<LayerWeights> layers_;
-  float *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr;
+  float *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr, *score_ = nullptr;
+  int score_labels_ = 0;
   std::vector<double> inv_freq_;
   // scratch, grown on demand
   Buffer x_, xn_, q_, k_, v_, att_, gate_, up_, rope_cos_, rope_sin_, probs_, out_hidden_;

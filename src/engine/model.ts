@@ -238,6 +238,8 @@ export class Model {
   private disposed = false
   /** LoRA adapters attached to this model (by a trainer or loadAdapter), if any. */
   lora: LoraInfo | null = null
+  /** Labels of the score head (a *ForSequenceClassification reward model), 0 when there is none. */
+  scoreLabels = 0
 
   private constructor(
     readonly dir: string,
@@ -261,10 +263,13 @@ export class Model {
     }
     const folder = await readModelFolder(dir)
     const extra = new Set(folder.extraTensors)
-    const native = await addon.loadModel(folder.config, folder.tensors.filter((t) => !extra.has(t.name)), threads).catch((e: Error) => {
+    const scoreLabels = folder.head.kind === 'sequence-classification' ? folder.head.numLabels : 0
+    const native = await addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads).catch((e: Error) => {
       throw new NativeAddonError(`loading ${dir} failed: ${e.message}`, { cause: e })
     })
-    return new Model(dir, folder.config, folder.tokenizer, folder.generationConfig as Record<string, unknown> | null, 'cpu', native)
+    const model = new Model(dir, folder.config, folder.tokenizer, folder.generationConfig as Record<string, unknown> | null, 'cpu', native)
+    model.scoreLabels = scoreLabels
+    return model
   }
 
   /** The native handle (for the trainer and benchmarks). */
@@ -523,6 +528,22 @@ export class Model {
     return { base, adapters }
   }
 
+  /** Adds a score head (HF `score.weight`, N(0, 0.02²) as transformers initializes it) to make a reward model. */
+  async attachScoreHead(options: { labels?: number; seed?: number } = {}): Promise<void> {
+    const labels = options.labels ?? 1
+    if (!Number.isInteger(labels) || labels < 1) throw new InvalidArgumentError('labels', 'labels must be a positive integer')
+    ;(await nativeAddon()).train.attachScoreHead(this.handle, { labels, std: 0.02, seed: options.seed ?? 0 })
+    this.scoreLabels = labels
+  }
+
+  /** Reward-model scores of whole sequences (prompt then completion), from the score head on the last token. */
+  async rewardScores(pairs: ScorePair[]): Promise<Float32Array> {
+    if (!this.scoreLabels) throw new InvalidArgumentError('model', 'this model has no score head (load a *ForSequenceClassification folder or attachScoreHead())')
+    if (!pairs.length) return new Float32Array(0)
+    const seqs = pairs.map((p) => [...this.encodePrompt(p.prompt), ...(typeof p.completion === 'string' ? this.tokenizer.encode(p.completion, { addSpecialTokens: false }) : this.checkIds(p.completion, 'completion'))])
+    return (await nativeAddon()).train.scoreForward(this.handle, { tokens: Int32Array.from(seqs.flat()), lengths: Int32Array.from(seqs, (s) => s.length), tape: false })
+  }
+
   /** Folds the LoRA adapters into the base weights (W += α/r·B·A) and zeroes B. */
   async mergeLora(): Promise<void> {
     if (!this.lora) throw new InvalidArgumentError('lora', 'this model has no LoRA adapters to merge')
@@ -557,7 +578,8 @@ export class Model {
       await writeFileAtomic(join(dir, 'adapter_config.json'), JSON.stringify(adapterConfig, null, 2) + '\n')
       return
     }
-    const { base } = await this.exportWeights(true)
+    const { base: all } = await this.exportWeights(true)
+    const base = this.scoreLabels ? all.filter((t) => t.name !== 'lm_head.weight') : all
     await writeShardedSafetensors(
       dir,
       base.map((t) => ({ name: t.name, dtype: 'F32' as const, shape: t.shape, data: t.data })),
@@ -565,6 +587,14 @@ export class Model {
     )
     const config = JSON.parse(await readFile(join(this.dir, 'config.json'), 'utf8')) as Record<string, unknown>
     config.torch_dtype = 'float32'
+    if (this.scoreLabels) {
+      // a reward model saves as transformers' *ForSequenceClassification, score head, no LM head
+      const family = { llama: 'Llama', qwen2: 'Qwen2', qwen3: 'Qwen3' }[this.config.architecture]
+      config.architectures = [`${family}ForSequenceClassification`]
+      config.num_labels = this.scoreLabels
+      delete config.id2label
+      delete config.label2id
+    }
     await writeFileAtomic(join(dir, 'config.json'), JSON.stringify(config, null, 2) + '\n')
     for (const f of FOLDER_FILES) {
       const src = join(this.dir, f)

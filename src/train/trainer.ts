@@ -107,8 +107,8 @@ export class Trainer {
     private readonly options: TrainerOptions,
   ) {
     this.objective = createObjective(options.objective)
-    if (this.objective.kind !== 'token')
-      throw new InvalidArgumentError('objective', `objective '${this.objective.name}' needs a score head, which the engine does not train yet`)
+    if (this.objective.kind === 'score' && !model.scoreLabels)
+      throw new InvalidArgumentError('objective', `objective '${this.objective.name}' trains a score head: load a *ForSequenceClassification folder or call model.attachScoreHead() first`)
     this.schedule = createSchedule(options.schedule)
     this.clip = options.clipGradNorm ?? 1
     this.micro = options.microBatchSize ?? 8
@@ -159,6 +159,7 @@ export class Trainer {
       if (!s.prompt?.length || !s.completion?.length) throw new InvalidArgumentError(`batch.sequences[${i}]`, 'every sequence needs a non-empty prompt and completion')
     })
     const started = process.hrtime.bigint()
+    if (this.objective.kind === 'score') return this.scoreStep(seqs, batch.pairs ?? [], started)
     const reference = this.referenceFor()
     const isDpo = this.objective.name === 'dpo'
     // DPO pairs must stay inside one micro-batch: group sequences by pair.
@@ -211,6 +212,35 @@ export class Trainer {
     if (opt.skipped) return this.report(loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokens, started, metricSums, metricCount)
     this.stepCount = stepNumber
     return this.report(loss, lr, opt.gradNorm, false, undefined, tokens, started, metricSums, metricCount)
+  }
+
+  // Bradley–Terry (JZ Eq. 13) on the score head: one taped forward of every sequence (pairs may
+  // share sequences), the objective's ∂L/∂s, one backward.
+  private async scoreStep(seqs: TrainSequence[], pairs: [number, number][], started: bigint): Promise<StepMetrics> {
+    if (!pairs.length) throw new InvalidArgumentError('batch.pairs', 'a score objective needs preference pairs [chosen, rejected]')
+    if (this.model.scoreLabels !== 1) throw new InvalidArgumentError('model', 'Bradley–Terry needs a score head with one label')
+    const tokens = seqs.map((s) => [...s.prompt, ...s.completion])
+    const scores = await this.train.scoreForward(this.model.handle, { tokens: Int32Array.from(tokens.flat()), lengths: Int32Array.from(tokens, (t) => t.length) })
+    const sums: Record<string, number> = {}
+    let result
+    try {
+      result = (this.objective as Extract<Objective, { kind: 'score' }>).compute({ scores, pairs })
+    } catch (error) {
+      // the taped forward is released by a zero backward, then the step is skipped
+      await this.train.scoreBackward(this.model.handle, { dScores: new Float32Array(scores.length) })
+      this.train.zeroGrad(this.model.handle)
+      if (!(error instanceof NonFiniteError)) throw error
+      return this.report(NaN, 0, NaN, true, `non-finite ${error.message}`, 0, started, sums, 1)
+    }
+    for (const [k, v] of Object.entries(result.metrics)) if (typeof v === 'number') sums[k] = v
+    await this.train.scoreBackward(this.model.handle, { dScores: Float32Array.from(result.dScores) })
+    const stepNumber = this.stepCount + 1
+    const lr = this.adam.lr * this.schedule(stepNumber)
+    const opt = await this.train.optimizerStep(this.model.handle, { step: stepNumber, ...this.adam, lr, clipGradNorm: this.clip })
+    const tokenCount = tokens.reduce((a, t) => a + t.length, 0)
+    if (opt.skipped) return this.report(result.loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokenCount, started, sums, 1)
+    this.stepCount = stepNumber
+    return this.report(result.loss, lr, opt.gradNorm, false, undefined, tokenCount, started, sums, 1)
   }
 
   private report(loss: number, lr: number, gradNorm: number, skipped: boolean, skipReason: string | undefined, tokens: number, started: bigint, sums: Record<string, number>, count: number): StepMetrics {

@@ -1,0 +1,354 @@
+// Evaluation of a model in the arithmetic world, on the held-out sets (evalSet) only:
+// - Solver: accuracy by difficulty, greedy and mean@k of k samples at temperature 1 (plus pass@k
+//   and the strict-format rate), each with a seeded percentile bootstrap interval over questions.
+// - Validator: agreement of its verdict (score ≥ SCORE_PASS) with the verifier's class (good vs
+//   malformed / trivial / too-hard) on held-out good questions and held-out bad ones.
+// - Judge: agreement of its verdict with the verifier on the model's own sampled Solver responses.
+// - For both: how well the normalized-entropy confidence of the feedback (COSE Eq. 2–3, mean over
+//   the output tokens of 1 − H_t / log|V|) separates right from wrong verdicts (AUROC).
+// Works on any model that speaks the toy prompts (the bundled one, or one trained from it).
+
+import type { Completion, Model } from '../engine/model.js'
+import { normalizedEntropyConfidence } from '../signals/confidence.js'
+import { Rng } from '../util/prng.js'
+import {
+  classifyQuestion,
+  deriveSeed,
+  evalSet,
+  judgePrompt,
+  parseScore,
+  parseSolution,
+  Rng as WorldRng,
+  SCORE_PASS,
+  scriptedPropose,
+  solverPrompt,
+  validatorPrompt,
+  type EvalItem,
+} from '../worlds/arith/index.js'
+
+export interface Interval {
+  estimate: number
+  lo: number
+  hi: number
+}
+
+/** Mean of per-question values with a seeded percentile bootstrap over questions (95% by default). */
+export function bootstrapMean(values: ArrayLike<number>, opts: { replicates?: number; seed?: number | string; alpha?: number } = {}): Interval {
+  const n = values.length
+  if (n === 0) return { estimate: NaN, lo: NaN, hi: NaN }
+  let s = 0
+  for (let i = 0; i < n; i++) s += values[i]
+  const B = opts.replicates ?? 2000
+  const alpha = opts.alpha ?? 0.05
+  const rng = new Rng(opts.seed ?? 'toymodel-bootstrap')
+  const reps = new Float64Array(B)
+  for (let b = 0; b < B; b++) {
+    let t = 0
+    for (let i = 0; i < n; i++) t += values[rng.nextInt(n)]
+    reps[b] = t / n
+  }
+  reps.sort()
+  const q = (p: number) => reps[Math.min(B - 1, Math.max(0, Math.round(p * (B - 1))))]
+  return { estimate: s / n, lo: q(alpha / 2), hi: q(1 - alpha / 2) }
+}
+
+/** Area under the ROC curve of `scores` for positives vs negatives (Mann–Whitney U, ties count ½). NaN if a class is empty. */
+export function auroc(positives: readonly number[], negatives: readonly number[]): number {
+  if (positives.length === 0 || negatives.length === 0) return NaN
+  const all = [...positives.map((v) => ({ v, p: 1 })), ...negatives.map((v) => ({ v, p: 0 }))].sort((a, b) => a.v - b.v)
+  let rankSumPos = 0
+  for (let i = 0; i < all.length; ) {
+    let j = i
+    while (j < all.length && all[j].v === all[i].v) j++
+    const mid = (i + 1 + j) / 2
+    for (let k = i; k < j; k++) if (all[k].p) rankSumPos += mid
+    i = j
+  }
+  const P = positives.length
+  return (rankSumPos - (P * (P + 1)) / 2) / (P * negatives.length)
+}
+
+export interface ToyEvalOptions {
+  /** Solver levels (default 1..5). */
+  levels?: number[]
+  /** Held-out questions per level (default 100). */
+  size?: number
+  /** Samples per question for mean@k (default 8; 0 = greedy only, and no Judge eval). */
+  k?: number
+  temperature?: number
+  /** Sampling seed (default 1). */
+  seed?: number
+  /** Validator items per level (default 40: half held-out good questions, half bad ones). */
+  validatorSize?: number
+  /** Solver responses judged per question (default 2, taken from the mean@k samples). */
+  judgePerQuestion?: number
+  /** Also judge with one sample at temperature 1 (default true). */
+  judgeSampled?: boolean
+  /** Bootstrap replicates (default 2000). */
+  replicates?: number
+  /** Sequences decoded together (default 512). */
+  maxBatch?: number
+  log?: (line: string) => void
+}
+
+export interface SolverLevelReport {
+  level: number
+  questions: number
+  greedy: Interval
+  greedyFormat: number
+  /** mean@k: per question the fraction of k samples that are right, averaged. */
+  meanK: Interval
+  passK: number
+  sampledFormat: number
+}
+
+export interface FeedbackReport {
+  items: number
+  /** Fraction of outputs the strict parser accepts. */
+  format: number
+  /** Fraction of all items whose verdict agrees with the verifier (unparseable = disagree). */
+  agreement: number
+  agreementInterval: Interval
+  /** Of the parseable outputs: right and wrong verdicts, and the AUROC of their confidence. */
+  right: number
+  wrong: number
+  auroc: number
+  meanConfidenceRight: number
+  meanConfidenceWrong: number
+  /** By level (judge) or by true class (validator). */
+  breakdown: Record<string, { items: number; agreement: number; auroc: number }>
+}
+
+export interface ToyEvalReport {
+  model: string
+  options: Required<Omit<ToyEvalOptions, 'log'>>
+  vocabSize: number
+  solver: SolverLevelReport[]
+  validator: FeedbackReport
+  judge: { greedy: FeedbackReport; sampled: FeedbackReport | null; positiveRate: number } | null
+  sampling: { sequences: number; tokens: number; seconds: number; tokensPerSecond: number; n: number; maxBatch: number }
+  seconds: number
+}
+
+function solverCorrect(c: Completion, item: EvalItem): { ok: boolean; format: boolean } {
+  const r = parseSolution(c.text)
+  return { format: r.ok, ok: r.ok && r.value.answer !== null && r.value.answer.toString() === item.answer }
+}
+
+interface FeedbackItem {
+  group: string
+  truth: boolean
+  completion: Completion
+}
+
+function feedbackReport(items: FeedbackItem[], vocabSize: number, seed: string, replicates: number): FeedbackReport {
+  const agree: number[] = []
+  const confRight: number[] = []
+  const confWrong: number[] = []
+  const groups = new Map<string, { agree: number[]; right: number[]; wrong: number[] }>()
+  let parsed = 0
+  for (const it of items) {
+    const r = parseScore(it.completion.text)
+    const g = groups.get(it.group) ?? { agree: [], right: [], wrong: [] }
+    groups.set(it.group, g)
+    if (!r.ok) {
+      agree.push(0)
+      g.agree.push(0)
+      continue
+    }
+    parsed++
+    const right = r.value.score >= SCORE_PASS === it.truth
+    const conf = normalizedEntropyConfidence(it.completion.entropy, vocabSize) // COSE Eq. 2–3
+    agree.push(right ? 1 : 0)
+    g.agree.push(right ? 1 : 0)
+    ;(right ? confRight : confWrong).push(conf)
+    ;(right ? g.right : g.wrong).push(conf)
+  }
+  const mean = (a: number[]) => (a.length ? a.reduce((s, v) => s + v, 0) / a.length : NaN)
+  const breakdown: FeedbackReport['breakdown'] = {}
+  for (const [k, g] of [...groups].sort(([a], [b]) => (a < b ? -1 : 1))) breakdown[k] = { items: g.agree.length, agreement: mean(g.agree), auroc: auroc(g.right, g.wrong) }
+  const interval = bootstrapMean(agree, { seed, replicates })
+  return {
+    items: items.length,
+    format: items.length ? parsed / items.length : NaN,
+    agreement: interval.estimate,
+    agreementInterval: interval,
+    right: confRight.length,
+    wrong: confWrong.length,
+    auroc: auroc(confRight, confWrong),
+    meanConfidenceRight: mean(confRight),
+    meanConfidenceWrong: mean(confWrong),
+    breakdown,
+  }
+}
+
+/** Held-out Validator inputs of a level: half good (from the evaluation set), half bad (malformed, trivial, too hard). */
+export function validatorEvalItems(level: number, size: number): { question: string; good: boolean }[] {
+  const half = Math.ceil(size / 2)
+  const good = evalSet(level, Math.min(half, level === 1 ? 100 : 1000)).map((it) => it.question)
+  const rng = new WorldRng(deriveSeed('toymodel-eval-validator-v1', level))
+  const out: { question: string; good: boolean }[] = []
+  for (let i = 0; out.length < size; i++) {
+    if (i % 2 === 0 && good.length) out.push({ question: good.shift()!, good: true })
+    else {
+      const p = scriptedPropose(rng, level, { rates: { tagError: 0, malformed: 0.4, trivial: 0.4, tooHard: 0.2, offLevel: 0 } })
+      out.push({ question: p.question, good: classifyQuestion(p.question) === 'good' })
+    }
+  }
+  return out
+}
+
+/** Evaluates a model on the held-out sets (see the file comment). */
+export async function evaluateToyModel(model: Model, options: ToyEvalOptions = {}): Promise<ToyEvalReport> {
+  const started = Date.now()
+  const o: Required<Omit<ToyEvalOptions, 'log'>> = {
+    levels: options.levels ?? [1, 2, 3, 4, 5],
+    size: options.size ?? 100,
+    k: options.k ?? 8,
+    temperature: options.temperature ?? 1,
+    seed: options.seed ?? 1,
+    validatorSize: options.validatorSize ?? 40,
+    judgePerQuestion: options.judgePerQuestion ?? 2,
+    judgeSampled: options.judgeSampled ?? true,
+    replicates: options.replicates ?? 2000,
+    maxBatch: options.maxBatch ?? 512,
+  }
+  const log = options.log ?? (() => {})
+  const V = model.config.vocabSize
+  const maxTokens = 192
+  const solver: SolverLevelReport[] = []
+  const judgeInputs: { level: number; question: string; response: string; correct: boolean }[] = []
+  const speed = { sequences: 0, tokens: 0, seconds: 0 }
+  for (const level of o.levels) {
+    const items = evalSet(level, Math.min(o.size, level === 1 ? 100 : 1000))
+    const prompts = items.map((it) => solverPrompt(it.question))
+    const greedy = await model.generate(prompts, { n: 1, temperature: 0, maxTokens, maxBatch: o.maxBatch })
+    const g = greedy.map(([c], i) => solverCorrect(c, items[i]))
+    const greedyAcc = bootstrapMean(g.map((x) => (x.ok ? 1 : 0)), { seed: `solver-greedy-${level}`, replicates: o.replicates })
+    let meanK: Interval = { estimate: NaN, lo: NaN, hi: NaN }
+    let passK = NaN
+    let sampledFormat = NaN
+    if (o.k > 0) {
+      const t0 = process.hrtime.bigint()
+      const samples = await model.generate(prompts, { n: o.k, temperature: o.temperature, topP: 1, seed: o.seed + level, maxTokens, maxBatch: o.maxBatch })
+      speed.seconds += Number(process.hrtime.bigint() - t0) / 1e9
+      const perQ: number[] = []
+      let pass = 0
+      let fmt = 0
+      samples.forEach((cs, i) => {
+        const rs = cs.map((c) => solverCorrect(c, items[i]))
+        speed.sequences += cs.length
+        for (const c of cs) speed.tokens += c.tokens.length
+        perQ.push(rs.filter((r) => r.ok).length / rs.length)
+        if (rs.some((r) => r.ok)) pass++
+        fmt += rs.filter((r) => r.format).length
+        for (let j = 0; j < Math.min(o.judgePerQuestion, cs.length); j++)
+          judgeInputs.push({ level, question: items[i].question, response: cs[j].text, correct: rs[j].ok })
+      })
+      meanK = bootstrapMean(perQ, { seed: `solver-meank-${level}`, replicates: o.replicates })
+      passK = pass / items.length
+      sampledFormat = fmt / (items.length * o.k)
+    }
+    const rep: SolverLevelReport = {
+      level,
+      questions: items.length,
+      greedy: greedyAcc,
+      greedyFormat: g.filter((x) => x.format).length / g.length,
+      meanK,
+      passK,
+      sampledFormat,
+    }
+    solver.push(rep)
+    log(`solver L${level}: greedy ${pct(rep.greedy.estimate)}  mean@${o.k} ${pct(rep.meanK.estimate)}  format ${pct(rep.greedyFormat)}`)
+  }
+
+  // Validator: greedy verdicts on held-out good and bad questions.
+  const vItems = o.levels.flatMap((level) => validatorEvalItems(level, o.validatorSize).map((it) => ({ ...it, level })))
+  const vOut = await model.generate(vItems.map((it) => validatorPrompt(it.question)), { n: 1, temperature: 0, maxTokens: 64, maxBatch: o.maxBatch })
+  const validator = feedbackReport(
+    vItems.map((it, i) => ({ group: it.good ? 'good' : classifyQuestion(it.question), truth: it.good, completion: vOut[i][0] })),
+    V,
+    'validator',
+    o.replicates,
+  )
+  log(`validator: agreement ${pct(validator.agreement)}  AUROC ${validator.auroc.toFixed(3)}`)
+
+  // Judge: the model's own sampled Solver responses, judged greedily (and once at temperature 1).
+  let judge: ToyEvalReport['judge'] = null
+  if (judgeInputs.length) {
+    const prompts = judgeInputs.map((j) => judgePrompt(j.question, j.response))
+    const asItems = (out: Completion[][]) => judgeInputs.map((j, i) => ({ group: `L${j.level}`, truth: j.correct, completion: out[i][0] }))
+    const gOut = await model.generate(prompts, { n: 1, temperature: 0, maxTokens, maxBatch: o.maxBatch })
+    const greedyRep = feedbackReport(asItems(gOut), V, 'judge-greedy', o.replicates)
+    let sampledRep: FeedbackReport | null = null
+    if (o.judgeSampled) {
+      const sOut = await model.generate(prompts, { n: 1, temperature: o.temperature, seed: o.seed + 100, maxTokens, maxBatch: o.maxBatch })
+      sampledRep = feedbackReport(asItems(sOut), V, 'judge-sampled', o.replicates)
+    }
+    judge = { greedy: greedyRep, sampled: sampledRep, positiveRate: judgeInputs.filter((j) => j.correct).length / judgeInputs.length }
+    log(`judge: agreement ${pct(greedyRep.agreement)}  AUROC ${greedyRep.auroc.toFixed(3)}`)
+  }
+
+  return {
+    model: model.dir,
+    options: o,
+    vocabSize: V,
+    solver,
+    validator,
+    judge,
+    sampling: { ...speed, tokensPerSecond: speed.seconds > 0 ? speed.tokens / speed.seconds : NaN, n: o.k, maxBatch: o.maxBatch },
+    seconds: (Date.now() - started) / 1000,
+  }
+}
+
+function pct(x: number): string {
+  return Number.isFinite(x) ? `${(100 * x).toFixed(1)}%` : '—'
+}
+
+function iv(i: Interval): string {
+  return Number.isFinite(i.estimate) ? `${pct(i.estimate)} [${(100 * i.lo).toFixed(1)}, ${(100 * i.hi).toFixed(1)}]` : '—'
+}
+
+function feedbackRow(name: string, r: FeedbackReport): string {
+  return `| ${name} | ${r.items} | ${pct(r.format)} | ${iv(r.agreementInterval)} | ${r.right}/${r.wrong} | ${r.auroc.toFixed(3)} | ${r.meanConfidenceRight.toFixed(3)} / ${r.meanConfidenceWrong.toFixed(3)} |`
+}
+
+/** The report as Markdown tables (what the model card shows). */
+export function formatToyEvalTable(r: ToyEvalReport): string {
+  const k = r.options.k
+  const lines = [
+    `Solver, held-out accuracy (95% bootstrap interval over questions; mean@${k} at temperature ${r.options.temperature}):`,
+    '',
+    `| level | questions | greedy | mean@${k} | pass@${k} | format (greedy / sampled) |`,
+    '|---|---|---|---|---|---|',
+    ...r.solver.map((s) => `| ${s.level} | ${s.questions} | ${iv(s.greedy)} | ${iv(s.meanK)} | ${pct(s.passK)} | ${pct(s.greedyFormat)} / ${pct(s.sampledFormat)} |`),
+    '',
+    'Validator and Judge verdicts (score ≥ 6) against the verifier; confidence = COSE Eq. 2–3 normalized-entropy confidence, AUROC for right vs wrong verdicts:',
+    '',
+    '| role | items | format | agreement | right/wrong | AUROC | mean conf. right / wrong |',
+    '|---|---|---|---|---|---|---|',
+    feedbackRow('validator (greedy)', r.validator),
+  ]
+  if (r.judge) {
+    lines.push(feedbackRow('judge (greedy)', r.judge.greedy))
+    if (r.judge.sampled) lines.push(feedbackRow(`judge (T=${r.options.temperature})`, r.judge.sampled))
+  }
+  lines.push('')
+  if (r.judge) {
+    const b = r.judge.greedy.breakdown
+    lines.push(
+      `Judge (greedy) by level — inputs: ${r.options.judgePerQuestion} of the model's own sampled Solver responses per question, ${pct(r.judge.positiveRate)} of them right:`,
+      '',
+      '| level | items | agreement | AUROC |',
+      '|---|---|---|---|',
+      ...Object.entries(b).map(([g, x]) => `| ${g.slice(1)} | ${x.items} | ${pct(x.agreement)} | ${x.auroc.toFixed(3)} |`),
+      '',
+    )
+  }
+  const vb = r.validator.breakdown
+  lines.push(`Validator by true class: ${Object.entries(vb).map(([g, x]) => `${g} ${pct(x.agreement)} (${x.items})`).join(', ')}`)
+  lines.push(
+    `Sampling: ${r.sampling.sequences} Solver sequences (n=${r.sampling.n} per prompt, up to ${r.sampling.maxBatch} decoded together), ${r.sampling.tokens} tokens in ${r.sampling.seconds.toFixed(1)} s = ${r.sampling.tokensPerSecond.toFixed(0)} tokens/s. Eval took ${r.seconds.toFixed(0)} s.`,
+  )
+  return lines.join('\n')
+}

@@ -1,0 +1,222 @@
+// The recipe of the bundled toy model: a from-scratch Qwen3 (init.ts) fitted with our own SFT
+// objective on the arithmetic world's synthetic corpus of deliberately imperfect role transcripts
+// (buildCorpus), every role, one pass over fresh items (no item is seen twice).
+//
+// Each corpus item becomes one training sequence: prompt = its toy role prompt, completion = the
+// teacher's completion + <|im_end|>; the loss is the mean token NLL over completion tokens
+// (prompt tokens are context only). AdamW, linear warmup then cosine decay to a floor, global
+// gradient-norm clipping. Deterministic in (seed, options): the corpus is a pure function of the
+// seed, batches are consecutive corpus items, the init is seeded and the CPU engine is
+// deterministic.
+
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import { writeJsonAtomic } from '../engine/hf/safetensors.js'
+import { loadModel, type Model } from '../engine/model.js'
+import { packageRoot } from '../native.js'
+import { buildCorpus, parseSolution, referenceSolution, solverPrompt, type CorpusItem, type Role } from '../worlds/arith/index.js'
+import { TOY_ARCHITECTURE, writeInitialToyModel, parameterCount, type ToyArchitecture } from './init.js'
+import { TOY_IDS } from './tokenizer.js'
+
+/** Where the bundled model lives in the package: models/arith-qwen3-tiny. */
+export const DEFAULT_TOY_MODEL_DIR = join(packageRoot, 'models', 'arith-qwen3-tiny')
+
+export interface ToyRecipeOptions {
+  /** Seeds the init and the corpus. Default 1. */
+  seed?: number
+  /** Where the trained Hugging Face folder goes. */
+  outDir: string
+  /** Optimizer steps (default 1600). */
+  steps?: number
+  /** Sequences per step (default 32). */
+  batchSize?: number
+  /** Peak learning rate (default 2e-3). */
+  lr?: number
+  /** Linear warmup steps (default min(100, steps/10)). */
+  warmupSteps?: number
+  /** Cosine floor as a fraction of the peak (default 0.1). */
+  minLrRatio?: number
+  /** AdamW decoupled weight decay (default 0.1). */
+  weightDecay?: number
+  beta2?: number
+  clipGradNorm?: number
+  /** Sequences per forward/backward (default 16). */
+  microBatchSize?: number
+  arch?: ToyArchitecture
+  /** Role weights (default: the world's DEFAULT_MIX). */
+  mix?: Partial<Record<Role, number>>
+  /** Weights of levels 1..5 (default uniform). */
+  levelWeights?: readonly number[]
+  /** Greedy Solver accuracy on dev questions (not the held-out sets) every this many steps; 0 = never. Default 200. */
+  evalEvery?: number
+  /** Dev questions per level (default 40). */
+  devSize?: number
+  /** CPU threads (default: all). */
+  threads?: number
+  log?: (line: string) => void
+}
+
+export interface ToyRecipeResult {
+  outDir: string
+  parameters: number
+  steps: number
+  seconds: number
+  trainTokens: number
+  /** Mean training loss over each logging window. */
+  curve: { step: number; loss: number; gradNorm: number; lr: number; tokensPerSecond: number; seconds: number }[]
+  dev: { step: number; accuracy: Record<string, number>; refNll: Record<string, number> }[]
+  model: Model
+}
+
+/** The recipe's resolved options (what recipe.json records). */
+export function resolveRecipe(o: ToyRecipeOptions) {
+  const steps = o.steps ?? 1600
+  return {
+    seed: o.seed ?? 1,
+    steps,
+    batchSize: o.batchSize ?? 32,
+    lr: o.lr ?? 2e-3,
+    warmupSteps: o.warmupSteps ?? Math.max(1, Math.min(100, Math.floor(steps / 10))),
+    minLrRatio: o.minLrRatio ?? 0.1,
+    weightDecay: o.weightDecay ?? 0.1,
+    beta2: o.beta2 ?? 0.99,
+    clipGradNorm: o.clipGradNorm ?? 1,
+    microBatchSize: o.microBatchSize ?? 16,
+    arch: o.arch ?? TOY_ARCHITECTURE,
+    mix: o.mix ?? null,
+    levelWeights: o.levelWeights ?? null,
+    evalEvery: o.evalEvery ?? 200,
+    devSize: o.devSize ?? 40,
+  }
+}
+
+function toSequence(model: Model, it: CorpusItem) {
+  return {
+    prompt: model.tokenizer.encode(it.prompt, { addSpecialTokens: false }),
+    completion: [...model.tokenizer.encode(it.completion, { addSpecialTokens: false }), TOY_IDS.imEnd],
+  }
+}
+
+/**
+ * Dev metrics per level on questions drawn from a seed apart from the corpus and the held-out
+ * sets: greedy Solver accuracy, and the mean token NLL of the reference (slip-free) solution.
+ */
+export async function devMetrics(model: Model, seed: number, size: number): Promise<{ accuracy: Record<string, number>; refNll: Record<string, number> }> {
+  const accuracy: Record<string, number> = {}
+  const refNll: Record<string, number> = {}
+  const items: { level: number; question: string; truth: string }[] = []
+  for (let level = 1; level <= 5; level++) {
+    const c = buildCorpus({ seed: `toymodel-dev-${seed}`, size, mix: { solver: 1 }, levelWeights: [1, 2, 3, 4, 5].map((l) => (l === level ? 1 : 0)) })
+    for (const it of c) items.push({ level, question: it.meta.question, truth: it.meta.truth! })
+  }
+  const prompts = items.map((it) => solverPrompt(it.question))
+  const gen = await model.generate(prompts, { n: 1, temperature: 0, maxTokens: 160 })
+  const scored = await model.score(items.map((it, i) => ({ prompt: prompts[i], completion: [...model.tokenizer.encode(referenceSolution(it.question)!, { addSpecialTokens: false }), TOY_IDS.imEnd] })))
+  for (let level = 1; level <= 5; level++) {
+    const idx = items.map((it, i) => (it.level === level ? i : -1)).filter((i) => i >= 0)
+    const ok = idx.filter((i) => {
+      const r = parseSolution(gen[i][0].text)
+      return r.ok && r.value.answer !== null && r.value.answer.toString() === items[i].truth
+    }).length
+    accuracy[`L${level}`] = ok / idx.length
+    let nll = 0
+    let n = 0
+    for (const i of idx) for (const lp of scored[i].logprobs) (nll -= lp), n++
+    refNll[`L${level}`] = nll / n
+  }
+  return { accuracy, refNll }
+}
+
+/**
+ * Builds the toy model: init, SFT, save to `outDir` (config.json, model.safetensors,
+ * tokenizer.json, tokenizer_config.json, generation_config.json, recipe.json). Returns the
+ * trained model, still loaded (the caller disposes it).
+ */
+export async function buildToyModel(options: ToyRecipeOptions): Promise<ToyRecipeResult> {
+  const r = resolveRecipe(options)
+  const log = options.log ?? (() => {})
+  const started = Date.now()
+  const initDir = await mkdtemp(join(tmpdir(), 'toymodel-init-'))
+  let model: Model
+  try {
+    await writeInitialToyModel(initDir, r.seed, r.arch)
+    model = await loadModel(initDir, { threads: options.threads })
+  } catch (e) {
+    await rm(initDir, { recursive: true, force: true })
+    throw e
+  }
+  try {
+    const parameters = parameterCount(r.arch)
+    log(`toy model: ${parameters} parameters, ${r.steps} steps × ${r.batchSize} sequences, lr ${r.lr}, seed ${r.seed}`)
+    const trainer = await model.trainer({
+      objective: { name: 'sft' },
+      optimizer: { lr: r.lr, weightDecay: r.weightDecay, beta1: 0.9, beta2: r.beta2 },
+      schedule: { kind: 'cosine', warmupSteps: r.warmupSteps, totalSteps: Math.max(r.steps, r.warmupSteps + 1), minLrRatio: r.minLrRatio },
+      clipGradNorm: r.clipGradNorm,
+      microBatchSize: r.microBatchSize,
+    })
+    const corpus = buildCorpus({
+      seed: r.seed,
+      size: r.steps * r.batchSize,
+      ...(r.mix ? { mix: r.mix } : {}),
+      ...(r.levelWeights ? { levelWeights: r.levelWeights } : {}),
+    })
+    const curve: ToyRecipeResult['curve'] = []
+    const dev: ToyRecipeResult['dev'] = []
+    const window = { loss: 0, grad: 0, tokens: 0, seconds: 0, n: 0 }
+    const logEvery = Math.max(1, Math.min(50, Math.floor(r.steps / 20)))
+    let trainTokens = 0
+    for (let step = 1; step <= r.steps; step++) {
+      const batch = corpus.slice((step - 1) * r.batchSize, step * r.batchSize).map((it) => toSequence(model, it))
+      const t0 = process.hrtime.bigint()
+      const m = await trainer.step({ sequences: batch })
+      const dt = Number(process.hrtime.bigint() - t0) / 1e9
+      if (m.skipped) log(`step ${step}: skipped (${m.skipReason})`)
+      else {
+        window.loss += m.loss
+        window.grad += m.gradNorm
+        window.n++
+      }
+      window.tokens += batch.reduce((s, q) => s + q.prompt.length + q.completion.length, 0)
+      window.seconds += dt
+      trainTokens += m.tokens
+      if (step % logEvery === 0 || step === r.steps) {
+        const point = {
+          step,
+          loss: window.loss / Math.max(1, window.n),
+          gradNorm: window.grad / Math.max(1, window.n),
+          lr: m.lr,
+          tokensPerSecond: window.tokens / window.seconds,
+          seconds: (Date.now() - started) / 1000,
+        }
+        curve.push(point)
+        log(`step ${step}/${r.steps}  loss ${point.loss.toFixed(4)}  |g| ${point.gradNorm.toFixed(2)}  lr ${point.lr.toExponential(2)}  ${point.tokensPerSecond.toFixed(0)} tok/s  ${point.seconds.toFixed(0)} s`)
+        Object.assign(window, { loss: 0, grad: 0, tokens: 0, seconds: 0, n: 0 })
+      }
+      if (r.evalEvery > 0 && (step % r.evalEvery === 0 || step === r.steps)) {
+        const d = await devMetrics(model, r.seed, r.devSize)
+        dev.push({ step, ...d })
+        log(`  dev greedy Solver accuracy: ${Object.entries(d.accuracy).map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`).join('  ')}   reference NLL: ${Object.entries(d.refNll).map(([k, v]) => `${k} ${v.toFixed(3)}`).join('  ')}`)
+      }
+    }
+    await model.save(options.outDir)
+    const seconds = (Date.now() - started) / 1000
+    await writeJsonAtomic(join(options.outDir, 'recipe.json'), {
+      recipe: { ...r, corpus: 'buildCorpus({ seed, size: steps * batchSize, mix, levelWeights }) from src/worlds/arith', objective: 'sft', schedule: 'linear warmup, cosine to minLrRatio' },
+      parameters,
+      trainTokens,
+      // losses only: timings vary between runs, the weights and this file do not
+      curve: curve.map(({ step, loss, gradNorm, lr }) => ({ step, loss, gradNorm, lr })),
+      dev,
+    })
+    log(`saved ${options.outDir} after ${seconds.toFixed(0)} s`)
+    return { outDir: options.outDir, parameters, steps: r.steps, seconds, trainTokens, curve, dev, model }
+  } catch (e) {
+    model.dispose()
+    throw e
+  } finally {
+    await rm(initDir, { recursive: true, force: true })
+  }
+}
