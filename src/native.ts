@@ -95,7 +95,7 @@ export interface NativeTrain {
   /** Taped forward of whole sequences; rows are completion tokens, in sequence order. */
   forward(
     model: NativeModel,
-    request: { tokens: Int32Array; lengths: Int32Array; promptLengths: Int32Array; reference?: 'lora-off' | NativeModel },
+    request: { tokens: Int32Array; lengths: Int32Array; promptLengths: Int32Array; reference?: 'lora-off' | NativeModel; checkpoint?: boolean },
   ): Promise<{ logp: Float32Array; entropy: Float32Array; refLogp?: Float32Array }>
   /** Back-propagates dz = a·(onehot − p) + b·(−p(log p + H)) per completion row of the taped forward. */
   backward(model: NativeModel, request: { a: Float32Array; b: Float32Array }): Promise<void>

@@ -67,6 +67,7 @@ class TrainForwardWorker : public Napi::AsyncWorker {
   bool ref_lora_off = false;
   std::shared_ptr<TrainState> state;
   std::vector<int32_t> tokens, lengths, prompt_lengths;
+  bool checkpoint = false;
   std::vector<float> logp, entropy, ref_logp;
 
   void Execute() override {
@@ -88,6 +89,7 @@ class TrainForwardWorker : public Napi::AsyncWorker {
         offset += len;
       }
       state->cache = std::make_unique<KVCache>(model->config(), static_cast<int>(B), capacity);
+      state->tape.checkpointed = checkpoint;
       const int64_t R = model->forward(*state->cache, batch, fed.data(), &state->tape);
       const int64_t H = model->config().hidden;
       state->hidden.assign(model->hidden_out(), model->hidden_out() + R * H);
@@ -151,6 +153,7 @@ Napi::Value TrainForward(const Napi::CallbackInfo& info) {
     total += w->lengths[i];
   }
   if (total != static_cast<int64_t>(w->tokens.size())) throw Napi::TypeError::New(env, "tokens.length must equal the sum of lengths");
+  w->checkpoint = req.Get("checkpoint").IsBoolean() && req.Get("checkpoint").As<Napi::Boolean>().Value();
   Napi::Value ref = req.Get("reference");
   if (ref.IsString() && ref.As<Napi::String>().Utf8Value() == "lora-off") {
     if (!m->has_lora()) throw Napi::TypeError::New(env, "reference 'lora-off' needs LoRA adapters attached");

@@ -203,6 +203,18 @@ void Transformer::lm_head_backward(const float* hidden, int64_t rows, const int3
   }
 }
 
+void Transformer::recompute_layer(int l, KVCache& cache, const Tape& tape, LayerTape& out) {
+  const int64_t T = tape.T, H = cfg_.hidden, half = cfg_.head_dim / 2;
+  int max_keys = 1;
+  for (int p : tape.token_pos) max_keys = std::max(max_keys, p + 1);
+  ensure_scratch(T, 1, max_keys);
+  std::memcpy(x_.data, tape.layers[l].x_in.data, sizeof(float) * T * H);
+  std::memcpy(rope_cos_.data, tape.rope_cos.data, sizeof(float) * T * half);
+  std::memcpy(rope_sin_.data, tape.rope_sin.data, sizeof(float) * T * half);
+  // Rewrites this layer's K/V in the cache with the same values; records every activation.
+  forward_layer(l, cache, tape.token_slot, tape.token_pos, T, &out);
+}
+
 void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidden) {
   const Config& c = cfg_;
   const int64_t T = tape.T, H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim(), half = c.head_dim / 2;
@@ -236,7 +248,9 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
     if (first_row[s] >= 0) slots_in_batch.push_back(s);
 
   for (int l = c.layers - 1; l >= 0; --l) {
-    const LayerTape& lt = tape.layers[l];
+    LayerTape recomputed;
+    if (tape.checkpointed) recompute_layer(l, cache, tape, recomputed);
+    const LayerTape& lt = tape.checkpointed ? recomputed : tape.layers[l];
     const LayerWeights& w = layers_[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
 

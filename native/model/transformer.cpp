@@ -31,6 +31,11 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
   return *this;
 }
 
+void keep_copy(Buffer& dst, const float* src, int64_t n) {
+  dst = Buffer(n);
+  std::memcpy(dst.data, src, sizeof(float) * n);
+}
+
 // ---------------------------------------------------------------- KV cache
 
 KVCache::KVCache(const Config& cfg, int slots, int capacity)
@@ -167,8 +172,8 @@ void Transformer::ensure_scratch(int64_t T, int64_t R, int max_keys) {
   }
 }
 
-void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<BatchEntry>& batch,
-                                  const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T) {
+void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<int>& token_slot, const std::vector<int>& token_pos,
+                                  int64_t T) {
   const Config& c = cfg_;
   const int group = c.heads / c.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -232,6 +237,69 @@ void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* 
   }
 }
 
+// One decoder layer on the T rows of x_ (residual in, residual out): attention with K/V written
+// to the cache at each row's (slot, position), then the MLP. With `lt`, records its activations.
+void Transformer::forward_layer(int l, KVCache& cache, const std::vector<int>& token_slot, const std::vector<int>& token_pos,
+                                int64_t T, LayerTape* lt) {
+  const Config& c = cfg_;
+  const int64_t H = c.hidden, half = c.head_dim / 2, I = c.intermediate;
+  auto rmsnorm_rows = [&](const float* in, const float* w, float* out) {
+    pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int) {
+      for (int64_t t = t0; t < t1; ++t) kernels::rmsnorm_row(in + t * H, w, out + t * H, static_cast<int>(H), c.rms_eps);
+    });
+  };
+
+  const LayerWeights& w = layers_[l];
+  if (lt) keep_copy(lt->x_in, x_.data, T * H);
+  rmsnorm_rows(x_.data, w.attn_norm, xn_.data);
+  linear(l, kQ, xn_.data, T, q_.data, false);
+  linear(l, kK, xn_.data, T, k_.data, false);
+  linear(l, kV, xn_.data, T, v_.data, false);
+  if (lt) {
+    keep_copy(lt->xn1, xn_.data, T * H);
+    keep_copy(lt->q_raw, q_.data, T * c.q_dim());
+    keep_copy(lt->k_raw, k_.data, T * c.kv_dim());
+  }
+  pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* cs = rope_cos_.data + t * half;
+      const float* sn = rope_sin_.data + t * half;
+      for (int h = 0; h < c.heads; ++h) {
+        float* qh = q_.data + t * c.q_dim() + h * c.head_dim;
+        if (w.q_norm) kernels::rmsnorm_row(qh, w.q_norm, qh, c.head_dim, c.rms_eps);
+        kernels::rope_apply(qh, cs, sn, c.head_dim);
+      }
+      for (int h = 0; h < c.kv_heads; ++h) {
+        float* kh = k_.data + t * c.kv_dim() + h * c.head_dim;
+        if (w.k_norm) kernels::rmsnorm_row(kh, w.k_norm, kh, c.head_dim, c.rms_eps);
+        kernels::rope_apply(kh, cs, sn, c.head_dim);
+      }
+      std::memcpy(cache.keys(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), k_.data + t * c.kv_dim(),
+                  sizeof(float) * c.kv_dim());
+      std::memcpy(cache.values(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), v_.data + t * c.kv_dim(),
+                  sizeof(float) * c.kv_dim());
+    }
+  });
+  if (lt) keep_copy(lt->q, q_.data, T * c.q_dim());
+  attention_layer(cache, l, token_slot, token_pos, T);
+  if (lt) keep_copy(lt->att, att_.data, T * c.q_dim());
+  linear(l, kO, att_.data, T, x_.data, true);
+  if (lt) keep_copy(lt->x_mid, x_.data, T * H);
+
+  rmsnorm_rows(x_.data, w.mlp_norm, xn_.data);
+  linear(l, kGate, xn_.data, T, gate_.data, false);
+  linear(l, kUp, xn_.data, T, up_.data, false);
+  if (lt) {
+    keep_copy(lt->xn2, xn_.data, T * H);
+    keep_copy(lt->gate, gate_.data, T * I);
+    keep_copy(lt->up, up_.data, T * I);
+  }
+  pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) kernels::swiglu_row(gate_.data + t * I, up_.data + t * I, gate_.data + t * I, static_cast<int>(I));
+  });
+  linear(l, kDown, gate_.data, T, x_.data, true);
+}
+
 int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batch, const int32_t* tokens, Tape* tape) {
   const Config& c = cfg_;
   int64_t T = 0, R = 0;
@@ -265,7 +333,7 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
     }
   }
 
-  const int64_t H = c.hidden, half = c.head_dim / 2, I = c.intermediate;
+  const int64_t H = c.hidden, half = c.head_dim / 2;
   for (int64_t t = 0; t < T; ++t) std::memcpy(x_.data + t * H, embed_ + static_cast<int64_t>(tokens[t]) * H, sizeof(float) * H);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {
@@ -273,10 +341,6 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
       rope_cos_.data[t * half + i] = static_cast<float>(std::cos(angle));
       rope_sin_.data[t * half + i] = static_cast<float>(std::sin(angle));
     }
-  auto keep = [&](Buffer& dst, const float* src, int64_t n) {
-    dst = Buffer(n);
-    std::memcpy(dst.data, src, sizeof(float) * n);
-  };
   if (tape) {
     tape->T = T;
     tape->tokens.assign(tokens, tokens + T);
@@ -285,69 +349,19 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
     tape->out_rows = out_rows;
     tape->layers.clear();
     tape->layers.resize(c.layers);
-    keep(tape->rope_cos, rope_cos_.data, T * half);
-    keep(tape->rope_sin, rope_sin_.data, T * half);
+    keep_copy(tape->rope_cos, rope_cos_.data, T * half);
+    keep_copy(tape->rope_sin, rope_sin_.data, T * half);
   }
-
-  auto rmsnorm_rows = [&](const float* in, const float* w, float* out) {
-    pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int) {
-      for (int64_t t = t0; t < t1; ++t) kernels::rmsnorm_row(in + t * H, w, out + t * H, static_cast<int>(H), c.rms_eps);
-    });
-  };
-
   for (int l = 0; l < c.layers; ++l) {
-    const LayerWeights& w = layers_[l];
     LayerTape* lt = tape ? &tape->layers[l] : nullptr;
-    if (lt) keep(lt->x_in, x_.data, T * H);
-    rmsnorm_rows(x_.data, w.attn_norm, xn_.data);
-    linear(l, kQ, xn_.data, T, q_.data, false);
-    linear(l, kK, xn_.data, T, k_.data, false);
-    linear(l, kV, xn_.data, T, v_.data, false);
-    if (lt) {
-      keep(lt->xn1, xn_.data, T * H);
-      keep(lt->q_raw, q_.data, T * c.q_dim());
-      keep(lt->k_raw, k_.data, T * c.kv_dim());
+    if (lt && tape->checkpointed) {
+      keep_copy(lt->x_in, x_.data, T * H);  // the rest is recomputed in backward
+      forward_layer(l, cache, token_slot, token_pos, T, nullptr);
+    } else {
+      forward_layer(l, cache, token_slot, token_pos, T, lt);
     }
-    pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
-      for (int64_t t = t0; t < t1; ++t) {
-        const float* cs = rope_cos_.data + t * half;
-        const float* sn = rope_sin_.data + t * half;
-        for (int h = 0; h < c.heads; ++h) {
-          float* qh = q_.data + t * c.q_dim() + h * c.head_dim;
-          if (w.q_norm) kernels::rmsnorm_row(qh, w.q_norm, qh, c.head_dim, c.rms_eps);
-          kernels::rope_apply(qh, cs, sn, c.head_dim);
-        }
-        for (int h = 0; h < c.kv_heads; ++h) {
-          float* kh = k_.data + t * c.kv_dim() + h * c.head_dim;
-          if (w.k_norm) kernels::rmsnorm_row(kh, w.k_norm, kh, c.head_dim, c.rms_eps);
-          kernels::rope_apply(kh, cs, sn, c.head_dim);
-        }
-        std::memcpy(cache.keys(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), k_.data + t * c.kv_dim(),
-                    sizeof(float) * c.kv_dim());
-        std::memcpy(cache.values(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), v_.data + t * c.kv_dim(),
-                    sizeof(float) * c.kv_dim());
-      }
-    });
-    if (lt) keep(lt->q, q_.data, T * c.q_dim());
-    attention_layer(cache, l, batch, token_slot, token_pos, T);
-    if (lt) keep(lt->att, att_.data, T * c.q_dim());
-    linear(l, kO, att_.data, T, x_.data, true);
-    if (lt) keep(lt->x_mid, x_.data, T * H);
-
-    rmsnorm_rows(x_.data, w.mlp_norm, xn_.data);
-    linear(l, kGate, xn_.data, T, gate_.data, false);
-    linear(l, kUp, xn_.data, T, up_.data, false);
-    if (lt) {
-      keep(lt->xn2, xn_.data, T * H);
-      keep(lt->gate, gate_.data, T * I);
-      keep(lt->up, up_.data, T * I);
-    }
-    pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
-      for (int64_t t = t0; t < t1; ++t) kernels::swiglu_row(gate_.data + t * I, up_.data + t * I, gate_.data + t * I, static_cast<int>(I));
-    });
-    linear(l, kDown, gate_.data, T, x_.data, true);
   }
-  if (tape) keep(tape->x_final, x_.data, T * H);
+  if (tape) keep_copy(tape->x_final, x_.data, T * H);
 
   for (size_t r = 0; r < out_rows.size(); ++r)
     kernels::rmsnorm_row(x_.data + out_rows[r] * H, final_norm_, out_hidden_.data + r * H, static_cast<int>(H), c.rms_eps);

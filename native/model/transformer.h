@@ -71,6 +71,8 @@ struct LayerTape {
   Buffer x_in, xn1, q_raw, k_raw, q, att, x_mid, xn2, gate, up;
 };
 struct Tape {
+  // Gradient checkpointing: keep only each layer's input; backward recomputes the rest.
+  bool checkpointed = false;
   int64_t T = 0;
   std::vector<int32_t> tokens;
   std::vector<int> token_slot, token_pos;
@@ -78,6 +80,8 @@ struct Tape {
   std::vector<LayerTape> layers;
   Buffer x_final, rope_cos, rope_sin;
 };
+
+void keep_copy(Buffer& dst, const float* src, int64_t n);
 
 // Fixed-capacity KV cache: `slots` sequences of up to `capacity` positions each.
 class KVCache {
@@ -177,8 +181,11 @@ class Transformer {
  private:
   float* get(const std::string& name, std::initializer_list<int64_t> shape, bool required = true);
   void ensure_scratch(int64_t tokens, int64_t out_rows, int max_keys);
-  void attention_layer(KVCache& cache, int layer, const std::vector<BatchEntry>& batch,
-                       const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T);
+  void attention_layer(KVCache& cache, int layer, const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T);
+  void forward_layer(int layer, KVCache& cache, const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T,
+                     LayerTape* lt);
+  // Recomputes a checkpointed layer's activations from its taped input.
+  void recompute_layer(int layer, KVCache& cache, const Tape& tape, LayerTape& out);
 
   // (in, out) features of a layer's linear map.
   std::pair<int64_t, int64_t> linear_dims(Linear which) const;
