@@ -11,6 +11,7 @@
 //      identity test with a deterministic point set).
 // Tuples and intervals compare element-wise with identical brackets.
 
+import { matchBrace } from './extract.js'
 import { parse, type MathNode } from 'mathjs/number'
 
 const TEXT_COMMANDS = ['text', 'textbf', 'textit', 'textrm', 'mathrm', 'mathbf', 'mathit', 'mbox', 'operatorname']
@@ -23,27 +24,13 @@ function unwrapTextCommands(s: string): string {
     const m = re.exec(s)
     if (m === null) break
     const open = m.index + m[0].length - 1
-    const end = matchGroup(s, open)
+    const end = matchBrace(s, open)
     if (end < 0) break
     s = s.slice(0, m.index) + s.slice(open + 1, end - 1) + s.slice(end)
   }
   return s
 }
 
-/** Index just past the `}` closing the `{` at `open`; −1 when unbalanced. Escapes are skipped. */
-function matchGroup(s: string, open: number): number {
-  let depth = 0
-  for (let i = open; i < s.length; i++) {
-    const c = s[i]
-    if (c === '\\') {
-      i++
-      continue
-    }
-    if (c === '{') depth++
-    else if (c === '}' && --depth === 0) return i + 1
-  }
-  return -1
-}
 
 const normCache = new Map<string, string | null>()
 const NORM_CACHE_MAX = 20000
@@ -67,7 +54,7 @@ function normalizeUncached(raw: string): string | null {
   if (s.length === 0) return null
   // a whole-string \boxed{…} (an answer passed before extraction)
   const boxed = /^\\boxed\s*\{/.exec(s)
-  if (boxed !== null && matchGroup(s, boxed[0].length - 1) === s.length) s = s.slice(boxed[0].length, -1).trim()
+  if (boxed !== null && matchBrace(s, boxed[0].length - 1) === s.length) s = s.slice(boxed[0].length, -1).trim()
   // units written as text after a number: "5\text{ cm}" → "5"
   s = s.replace(/^(.*\d)\s*\\(?:text|mbox|mathrm)\s*\{\s*[A-Za-z][A-Za-z\s.^]*\}$/, '$1')
   s = unwrapTextCommands(s)
@@ -97,7 +84,7 @@ function normalizeUncached(raw: string): string | null {
   // drop whitespace, but keep one space after a LaTeX command followed by a letter ("\pi r")
   s = s.replace(/(\\[A-Za-z]+)\s+(?=[A-Za-z])/g, '$1\u0001').replace(/\s+/g, '').replace(/\u0001/g, ' ')
   // one pair of braces around everything
-  if (s.startsWith('{') && matchGroup(s, 0) === s.length) s = s.slice(1, -1)
+  if (s.startsWith('{') && matchBrace(s, 0) === s.length) s = s.slice(1, -1)
   // thousands separators in a plain number
   if (/^[+-]?\d{1,3}(,\d{3})+(\.\d+)?%?$/.test(s)) s = s.replace(/,/g, '')
   s = s.toLowerCase()
@@ -184,7 +171,7 @@ export function latexToMathjs(s: string): string | null {
     // one argument of \frac or \sqrt: a {group} or a single character
     if (i >= s.length) return null
     if (s[i] === '{') {
-      const end = matchGroup(s, i)
+      const end = matchBrace(s, i)
       if (end < 0) return null
       const inner = latexToMathjs(s.slice(i + 1, end - 1))
       i = end
@@ -230,7 +217,7 @@ export function latexToMathjs(s: string): string | null {
         }
       } else return null
     } else if (c === '{') {
-      const end = matchGroup(s, i)
+      const end = matchBrace(s, i)
       if (end < 0) return null
       const inner = latexToMathjs(s.slice(i + 1, end - 1))
       if (inner === null) return null

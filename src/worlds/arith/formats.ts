@@ -21,6 +21,7 @@
 // </think>, takes the last complete block there, and ignores the rest. f = ok ? 1 : 0 (COSE §3,
 // "format-validity indicators that ensure outputs contain the required tags").
 
+import { matchBrace } from '../../tasks/extract.js'
 import { parseExpr, parseInteger, printExpr, type Expr, type Op } from './expr.js'
 import { DEFAULT_LEVEL, levelSpec } from './levels.js'
 
@@ -287,20 +288,6 @@ function lastBlock(s: string, tag: string): string | null {
   return null
 }
 
-/** Index just past the brace closing the group opened at s[open] === '{', or −1. */
-function matchBrace(s: string, open: number): number {
-  let depth = 0
-  for (let i = open; i < s.length; i++) {
-    const c = s[i]
-    if (c === '\\') {
-      i++
-      continue
-    }
-    if (c === '{') depth++
-    else if (c === '}' && --depth === 0) return i + 1
-  }
-  return -1
-}
 
 // --- Proposer / Challenger ----------------------------------------------------------------------
 
