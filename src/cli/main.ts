@@ -2,6 +2,7 @@
 // The `autodidact` command.
 import { AutodidactError } from '../engine/errors.js'
 import { doctorReport, formatDoctor } from './doctor.js'
+import { evalCommand } from './eval.js'
 import { evolveCommand } from './evolve.js'
 
 const USAGE = `usage: autodidact <command> [options]
@@ -9,6 +10,7 @@ const USAGE = `usage: autodidact <command> [options]
 commands:
   doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
   evolve --method cose  self-evolution on the bundled toy model (or --model DIR); --help for options
+  eval --world arith    held-out accuracy by difficulty (greedy, mean@k, bootstrap), Validator/Judge agreement and AUROC
   help                this text`
 
 async function main(argv: string[]): Promise<number> {
@@ -21,6 +23,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'evolve':
       return evolveCommand(rest)
+    case 'eval':
+      return evalCommand(rest)
     case undefined:
     case 'help':
     case '--help':

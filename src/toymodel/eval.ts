@@ -12,16 +12,27 @@ import type { Completion, Model } from '../engine/model.js'
 import { normalizedEntropyConfidence } from '../signals/confidence.js'
 import { Rng } from '../util/prng.js'
 import {
+  checkDecomposition,
   classifyQuestion,
+  composePrompt,
+  decomposeExpr,
+  decomposePrompt,
   deriveSeed,
+  difficultyOf,
   evalSet,
   judgePrompt,
+  parseDecomposition,
+  parseExpr,
+  parseQuestion,
   parseScore,
   parseSolution,
+  proposerPrompt,
   Rng as WorldRng,
   SCORE_PASS,
   scriptedPropose,
   solverPrompt,
+  subtaskPrompt,
+  subtaskValues,
   validatorPrompt,
   type EvalItem,
 } from '../worlds/arith/index.js'
@@ -126,8 +137,68 @@ export interface ToyEvalReport {
   solver: SolverLevelReport[]
   validator: FeedbackReport
   judge: { greedy: FeedbackReport; sampled: FeedbackReport | null; positiveRate: number } | null
+  /** The J-Zero / R-Zero roles at the default level (see otherRoles). */
+  roles: OtherRolesReport
   sampling: { sequences: number; tokens: number; seconds: number; tokensPerSecond: number; n: number; maxBatch: number }
   seconds: number
+}
+
+export interface OtherRolesReport {
+  level: number
+  /** Proposer at temperature 1: strict format rate, and of all samples the fraction that is a good question / one of the level asked / distinct. */
+  proposer: { samples: number; format: number; good: number; atLevel: number; distinct: number }
+  /** Decompose, greedy: strict format rate and fraction whose subtasks compute the question. */
+  decompose: { questions: number; format: number; faithful: number }
+  /** Subtask solver, greedy, on the reference decomposition with the true earlier values: accuracy per subtask. */
+  subtask: { subtasks: number; accuracy: number }
+  /** Compose, greedy, given the true sub-answers: accuracy. */
+  compose: { questions: number; accuracy: number }
+}
+
+/** Proposer, decompose, subtask and compose on held-out questions of one level (greedy unless noted). */
+export async function evaluateOtherRoles(model: Model, level: number, size: number, seed: number, maxBatch: number): Promise<OtherRolesReport> {
+  const items = evalSet(level, Math.min(size, level === 1 ? 100 : 1000))
+  const [proposals] = await model.generate([proposerPrompt(level)], { n: size, temperature: 1, seed, maxTokens: 48, maxBatch })
+  const parsed = proposals.map((c) => parseQuestion(c.text))
+  const texts = parsed.map((r) => (r.ok ? r.value.text : null))
+  const good = texts.filter((t): t is string => t !== null && classifyQuestion(t) === 'good')
+  const decomp = await model.generate(items.map((it) => decomposePrompt(it.question)), { temperature: 0, maxTokens: 64, maxBatch })
+  const dParsed = decomp.map(([c]) => parseDecomposition(c.text))
+  const faithful = dParsed.filter((r, i) => r.ok && checkDecomposition(items[i].question, r.value.subtasks) === true).length
+  const subs: { prompt: string; truth: bigint }[] = []
+  const composeTruth: string[] = []
+  const composePrompts: string[] = []
+  for (const it of items) {
+    const e = parseExpr(it.question)!
+    const steps = decomposeExpr(e)
+    const values = subtaskValues(steps)!
+    steps.forEach((st, k) => subs.push({ prompt: subtaskPrompt(it.question, k + 1, st, values.slice(0, k)), truth: values[k] }))
+    composePrompts.push(composePrompt(it.question, values))
+    composeTruth.push(it.answer)
+  }
+  const sOut = await model.generate(subs.map((x) => x.prompt), { temperature: 0, maxTokens: 64, maxBatch })
+  const sOk = sOut.filter(([c], i) => {
+    const r = parseSolution(c.text)
+    return r.ok && r.value.answer === subs[i].truth
+  }).length
+  const cOut = await model.generate(composePrompts, { temperature: 0, maxTokens: 32, maxBatch })
+  const cOk = cOut.filter(([c], i) => {
+    const r = parseSolution(c.text)
+    return r.ok && r.value.answer !== null && r.value.answer.toString() === composeTruth[i]
+  }).length
+  return {
+    level,
+    proposer: {
+      samples: size,
+      format: parsed.filter((r) => r.ok).length / size,
+      good: good.length / size,
+      atLevel: good.filter((t) => difficultyOf(t) === level).length / size,
+      distinct: new Set(texts.filter((t) => t !== null)).size / size,
+    },
+    decompose: { questions: items.length, format: dParsed.filter((r) => r.ok).length / items.length, faithful: faithful / items.length },
+    subtask: { subtasks: subs.length, accuracy: sOk / subs.length },
+    compose: { questions: items.length, accuracy: cOk / items.length },
+  }
 }
 
 function solverCorrect(c: Completion, item: EvalItem): { ok: boolean; format: boolean } {
@@ -289,6 +360,10 @@ export async function evaluateToyModel(model: Model, options: ToyEvalOptions = {
     log(`judge: agreement ${pct(greedyRep.agreement)}  AUROC ${greedyRep.auroc.toFixed(3)}`)
   }
 
+  const roleLevel = o.levels.includes(3) ? 3 : o.levels[0]
+  const roles = await evaluateOtherRoles(model, roleLevel, o.size, o.seed + 200, o.maxBatch)
+  log(`proposer: good ${pct(roles.proposer.good)}  decompose faithful ${pct(roles.decompose.faithful)}  subtask ${pct(roles.subtask.accuracy)}  compose ${pct(roles.compose.accuracy)}`)
+
   return {
     model: model.dir,
     options: o,
@@ -296,6 +371,7 @@ export async function evaluateToyModel(model: Model, options: ToyEvalOptions = {
     solver,
     validator,
     judge,
+    roles,
     sampling: { ...speed, tokensPerSecond: speed.seconds > 0 ? speed.tokens / speed.seconds : NaN, n: o.k, maxBatch: o.maxBatch },
     seconds: (Date.now() - started) / 1000,
   }
@@ -347,6 +423,19 @@ export function formatToyEvalTable(r: ToyEvalReport): string {
   }
   const vb = r.validator.breakdown
   lines.push(`Validator by true class: ${Object.entries(vb).map(([g, x]) => `${g} ${pct(x.agreement)} (${x.items})`).join(', ')}`)
+  const ro = r.roles
+  lines.push(
+    '',
+    `Other roles at level ${ro.level} (held-out questions; greedy except the Proposer, ${ro.proposer.samples} samples at temperature 1):`,
+    '',
+    '| role | measure | value |',
+    '|---|---|---|',
+    `| proposer | strict format / good question / good and at level ${ro.level} / distinct | ${pct(ro.proposer.format)} / ${pct(ro.proposer.good)} / ${pct(ro.proposer.atLevel)} / ${pct(ro.proposer.distinct)} |`,
+    `| decompose | strict format / subtasks compute the question | ${pct(ro.decompose.format)} / ${pct(ro.decompose.faithful)} |`,
+    `| subtask | accuracy per subtask (reference decomposition, true earlier values; ${ro.subtask.subtasks} subtasks) | ${pct(ro.subtask.accuracy)} |`,
+    `| compose | accuracy given the true sub-answers | ${pct(ro.compose.accuracy)} |`,
+    '',
+  )
   lines.push(
     `Sampling: ${r.sampling.sequences} Solver sequences (n=${r.sampling.n} per prompt, up to ${r.sampling.maxBatch} decoded together), ${r.sampling.tokens} tokens in ${r.sampling.seconds.toFixed(1)} s = ${r.sampling.tokensPerSecond.toFixed(0)} tokens/s. Eval took ${r.seconds.toFixed(0)} s.`,
   )
