@@ -29,8 +29,14 @@ const evaluate = async () => {
   const out = await model.generate(heldOut.map((q) => solverPrompt(q.question)), { temperature: 0, maxTokens: 64 })
   return out.map((g, i) => (verifyAnswer(heldOut[i].question, g[0].text) === true ? 1 : 0))
 }
+// mean@k: per held-out question, k samples at temperature 1 (the policy RL optimizes)
+const evaluateSampled = async (k = 4) => {
+  const out = await model.generate(heldOut.map((q) => solverPrompt(q.question)), { n: k, temperature: 1, maxTokens: 64, seed: 777 })
+  return out.map((g, i) => g.map((c) => (verifyAnswer(heldOut[i].question, c.text) === true ? 1 : 0)))
+}
 const started = Date.now()
 const before = await evaluate()
+const beforeSampled = await evaluateSampled()
 const trainer = await model.trainer({ objective: { name: 'policy' }, optimizer: { lr }, schedule: { kind: 'cosine', warmupSteps: 2, totalSteps: steps, minLrRatio: 0.1 }, microBatchSize: 32 })
 const questions = generateQuestions('grpo-verifier-train', level, steps * perStep, { exclude: isEvalQuestion })
 const log = []
@@ -46,12 +52,21 @@ for (let s = 0; s < steps; ++s) {
   process.stderr.write(`step ${s + 1}/${steps} reward ${log.at(-1).reward.toFixed(3)}\n`)
 }
 const after = await evaluate()
+const afterSampled = await evaluateSampled()
 const boot = pairedPromptBootstrap([{ name: `arith L${level}`, a: after.map((x) => [x]), b: before.map((x) => [x]) }], { replicates: 20_000, seed: 1 })
+const bootSampled = pairedPromptBootstrap([{ name: `arith L${level}`, a: afterSampled, b: beforeSampled }], { replicates: 20_000, seed: 1 })
 const acc = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length
-const result = { date: new Date().toISOString(), steps, lr, level, size, perStep, n, before: acc(before), after: acc(after), difference: boot.macro, log, seconds: (Date.now() - started) / 1000 }
+const meanK = (xss) => acc(xss.map(acc))
+const result = {
+  date: new Date().toISOString(), steps, lr, level, size, perStep, n,
+  greedy: { before: acc(before), after: acc(after), difference: boot.macro },
+  meanAt4: { before: meanK(beforeSampled), after: meanK(afterSampled), difference: bootSampled.macro },
+  log, seconds: (Date.now() - started) / 1000,
+}
 mkdirSync(join(here, 'results'), { recursive: true })
 writeFileSync(join(here, 'results', 'grpo-verifier.json'), JSON.stringify(result, null, 2))
 console.log(`verifier-rewarded GRPO, level ${level}, ${steps} steps × ${perStep} questions × ${n} samples, lr ${lr}`)
-console.log(`held-out greedy accuracy (${size} questions): ${(100 * result.before).toFixed(1)}% → ${(100 * result.after).toFixed(1)}%`)
-console.log(`difference ${boot.macro.estimate.toFixed(1)} pp, paired bootstrap 95% [${boot.macro.lo.toFixed(1)}, ${boot.macro.hi.toFixed(1)}]; ${result.seconds.toFixed(0)} s`)
+for (const [name, r] of [['greedy', result.greedy], ['mean@4 (T=1)', result.meanAt4]])
+  console.log(`held-out ${name} (${size} questions): ${(100 * r.before).toFixed(1)}% → ${(100 * r.after).toFixed(1)}%, difference ${r.difference.estimate.toFixed(1)} pp, paired bootstrap 95% [${r.difference.lo.toFixed(1)}, ${r.difference.hi.toFixed(1)}]`)
+console.log(`${result.seconds.toFixed(0)} s`)
 model.dispose()
