@@ -4,6 +4,7 @@
 #include <napi.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,30 @@ template <typename T>
 Napi::Value typed_array(Napi::Env env, const std::vector<T>& v) {
   return typed_array(env, v.data(), v.size());
 }
+
+}  // namespace ad::addon
+
+namespace ad::addon {
+
+// An AsyncWorker that settles a Promise: subclasses do the work in Execute() (SetError on
+// failure) and build the resolved value in Result() on the JS thread.
+class PromiseWorker : public Napi::AsyncWorker {
+ public:
+  explicit PromiseWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
+  virtual Napi::Value Result() { return Env().Undefined(); }
+  void OnOK() override { deferred_.Resolve(Result()); }
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+  // Hands the worker to libuv's queue and returns its promise.
+  template <typename W>
+  static Napi::Promise Start(std::unique_ptr<W> worker) {
+    Napi::Promise p = worker->deferred_.Promise();
+    worker.release()->Queue();
+    return p;
+  }
+
+ private:
+  Napi::Promise::Deferred deferred_;
+};
 
 }  // namespace ad::addon

@@ -191,12 +191,10 @@ std::vector<model::TensorSource> parse_sources(const Napi::Array& arr) {
   return out;
 }
 
-class LoadWorker : public Napi::AsyncWorker {
+class LoadWorker : public PromiseWorker {
  public:
   LoadWorker(Napi::Env env, model::Config cfg, std::vector<model::TensorSource> sources, int threads)
-      : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)), cfg_(cfg), sources_(std::move(sources)),
-        threads_(threads) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
+      : PromiseWorker(env), cfg_(cfg), sources_(std::move(sources)), threads_(threads) {}
 
   void Execute() override {
     try {
@@ -221,15 +219,13 @@ class LoadWorker : public Napi::AsyncWorker {
       SetError(e.what());
     }
   }
-  void OnOK() override {
+  Napi::Value Result() override {
     Napi::Object handle = ModelHandle::constructor.New({});
     ModelHandle::Unwrap(handle)->model = model_;
-    deferred_.Resolve(handle);
+    return handle;
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
 
  private:
-  Napi::Promise::Deferred deferred_;
   model::Config cfg_;
   std::vector<model::TensorSource> sources_;
   int threads_;
@@ -243,10 +239,7 @@ Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   model::Config cfg = parse_config(info[0].As<Napi::Object>());
   auto sources = parse_sources(info[1].As<Napi::Array>());
   int threads = std::max(1, info[2].As<Napi::Number>().Int32Value());
-  auto* w = new LoadWorker(env, cfg, std::move(sources), threads);
-  Napi::Promise p = w->promise();
-  w->Queue();
-  return p;
+  return PromiseWorker::Start(std::make_unique<LoadWorker>(env, cfg, std::move(sources), threads));
 }
 
 // ---------------------------------------------------------------- step
@@ -265,10 +258,9 @@ struct StepResult {
   std::vector<float> chosen, lse, entropy, max_logit, margin, topk_logits, k1, k2, k3, kl, logits;
 };
 
-class StepWorker : public Napi::AsyncWorker {
+class StepWorker : public PromiseWorker {
  public:
-  StepWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
+  using PromiseWorker::PromiseWorker;
 
   std::shared_ptr<Transformer> model, ref_model;
   std::shared_ptr<KVCache> cache, ref_cache;
@@ -382,7 +374,7 @@ class StepWorker : public Napi::AsyncWorker {
     }
   }
 
-  void OnOK() override {
+  Napi::Value Result() override {
     Napi::Env env = Env();
     Napi::Object o = Napi::Object::New(env);
     o.Set("rows", static_cast<double>(res_.rows));
@@ -402,12 +394,10 @@ class StepWorker : public Napi::AsyncWorker {
       o.Set("klExact", typed_array(env, res_.kl));
     }
     if (res_.with_logits) o.Set("logits", typed_array(env, res_.logits));
-    deferred_.Resolve(o);
+    return o;
   }
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
 
  private:
-  Napi::Promise::Deferred deferred_;
   StepResult res_;
 };
 
@@ -454,8 +444,7 @@ Napi::Value ModelHandle::Step(const Napi::CallbackInfo& info) {
   CacheHandle* ch = unwrap_cache(env, info[0]);
   if (ch->owner != model) throw_type(env, "this KV cache belongs to another model");
   Napi::Object req = info[1].As<Napi::Object>();
-  auto* w = new StepWorker(env);
-  std::unique_ptr<StepWorker> guard(w);
+  auto w = std::make_unique<StepWorker>(env);
   w->model = model;
   w->cache = ch->cache;
   if (!w->cache) throw Napi::Error::New(env, "this KV cache has been disposed");
@@ -506,9 +495,7 @@ Napi::Value ModelHandle::Step(const Napi::CallbackInfo& info) {
     w->ref_model = mh->model;
     w->ref_cache = rc->cache;
   }
-  Napi::Promise p = w->promise();
-  guard.release()->Queue();
-  return p;
+  return PromiseWorker::Start(std::move(w));
 }
 
 Napi::Value ModelHandle::Dispose(const Napi::CallbackInfo& info) {

@@ -59,10 +59,9 @@ void row_stats(Transformer& m, const float* hidden, int64_t rows, const int32_t*
 
 // ---------------------------------------------------------------- forward
 
-class TrainForwardWorker : public Napi::AsyncWorker {
+class TrainForwardWorker : public PromiseWorker {
  public:
-  explicit TrainForwardWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise::Deferred deferred;
+  using PromiseWorker::PromiseWorker;
   std::shared_ptr<Transformer> model, ref_model;
   bool ref_lora_off = false;
   std::shared_ptr<TrainState> state;
@@ -122,23 +121,21 @@ class TrainForwardWorker : public Napi::AsyncWorker {
       SetError(e.what());
     }
   }
-  void OnOK() override {
+  Napi::Value Result() override {
     Napi::Env env = Env();
     Napi::Object o = Napi::Object::New(env);
     o.Set("logp", typed_array(env, logp.data(), logp.size()));
     o.Set("entropy", typed_array(env, entropy.data(), entropy.size()));
     if (!ref_logp.empty()) o.Set("refLogp", typed_array(env, ref_logp.data(), ref_logp.size()));
-    deferred.Resolve(o);
+    return o;
   }
-  void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
 };
 
 Napi::Value TrainForward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto m = model_of(env, info[0]);
   Napi::Object req = info[1].As<Napi::Object>();
-  auto* w = new TrainForwardWorker(env);
-  std::unique_ptr<TrainForwardWorker> guard(w);
+  auto w = std::make_unique<TrainForwardWorker>(env);
   w->model = m;
   w->state = state_of(m);
   w->tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
@@ -162,9 +159,7 @@ Napi::Value TrainForward(const Napi::CallbackInfo& info) {
     w->ref_model = model_of(env, ref);
     if (w->ref_model->config().vocab != m->config().vocab) throw Napi::TypeError::New(env, "the reference model has another vocabulary");
   }
-  Napi::Promise p = w->deferred.Promise();
-  guard.release()->Queue();
-  return p;
+  return PromiseWorker::Start(std::move(w));
 }
 
 double num(const Napi::Object& o, const char* key);
@@ -172,10 +167,9 @@ double num(const Napi::Object& o, const char* key);
 // ---------------------------------------------------------------- score head (reward models)
 
 // Taped forward of whole sequences; the score head reads each sequence's last token.
-class ScoreForwardWorker : public Napi::AsyncWorker {
+class ScoreForwardWorker : public PromiseWorker {
  public:
-  explicit ScoreForwardWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise::Deferred deferred;
+  using PromiseWorker::PromiseWorker;
   std::shared_ptr<Transformer> model;
   std::shared_ptr<TrainState> state;
   std::vector<int32_t> tokens, lengths;
@@ -210,16 +204,14 @@ class ScoreForwardWorker : public Napi::AsyncWorker {
       SetError(e.what());
     }
   }
-  void OnOK() override { deferred.Resolve(typed_array(Env(), scores)); }
-  void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
+  Napi::Value Result() override { return typed_array(Env(), scores); }
 };
 
 Napi::Value ScoreForward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto m = model_of(env, info[0]);
   Napi::Object req = info[1].As<Napi::Object>();
-  auto* w = new ScoreForwardWorker(env);
-  std::unique_ptr<ScoreForwardWorker> guard(w);
+  auto w = std::make_unique<ScoreForwardWorker>(env);
   w->model = m;
   w->state = state_of(m);
   w->tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
@@ -232,15 +224,12 @@ Napi::Value ScoreForward(const Napi::CallbackInfo& info) {
   }
   if (w->lengths.empty() || total != static_cast<int64_t>(w->tokens.size()))
     throw Napi::TypeError::New(env, "tokens.length must equal the sum of lengths (and lengths be non-empty)");
-  Napi::Promise p = w->deferred.Promise();
-  guard.release()->Queue();
-  return p;
+  return PromiseWorker::Start(std::move(w));
 }
 
-class ScoreBackwardWorker : public Napi::AsyncWorker {
+class ScoreBackwardWorker : public PromiseWorker {
  public:
-  explicit ScoreBackwardWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise::Deferred deferred;
+  using PromiseWorker::PromiseWorker;
   std::shared_ptr<Transformer> model;
   std::shared_ptr<TrainState> state;
   std::vector<float> d_scores;
@@ -263,21 +252,16 @@ class ScoreBackwardWorker : public Napi::AsyncWorker {
     state->hidden.clear();
     state->score_mode = false;
   }
-  void OnOK() override { deferred.Resolve(Env().Undefined()); }
-  void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
 };
 
 Napi::Value ScoreBackward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto m = model_of(env, info[0]);
-  auto* w = new ScoreBackwardWorker(env);
-  std::unique_ptr<ScoreBackwardWorker> guard(w);
+  auto w = std::make_unique<ScoreBackwardWorker>(env);
   w->model = m;
   w->state = state_of(m);
   w->d_scores = typed_vector<float, napi_float32_array>(env, info[1].As<Napi::Object>().Get("dScores"), "dScores");
-  Napi::Promise p = w->deferred.Promise();
-  guard.release()->Queue();
-  return p;
+  return PromiseWorker::Start(std::move(w));
 }
 
 Napi::Value AttachScoreHead(const Napi::CallbackInfo& info) {
@@ -295,10 +279,9 @@ Napi::Value AttachScoreHead(const Napi::CallbackInfo& info) {
 
 // ---------------------------------------------------------------- backward
 
-class TrainBackwardWorker : public Napi::AsyncWorker {
+class TrainBackwardWorker : public PromiseWorker {
  public:
-  explicit TrainBackwardWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise::Deferred deferred;
+  using PromiseWorker::PromiseWorker;
   std::shared_ptr<Transformer> model;
   std::shared_ptr<TrainState> state;
   std::vector<float> a, b;
@@ -320,31 +303,25 @@ class TrainBackwardWorker : public Napi::AsyncWorker {
     state->tape = model::Tape();
     state->hidden.clear();
   }
-  void OnOK() override { deferred.Resolve(Env().Undefined()); }
-  void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
 };
 
 Napi::Value TrainBackward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto m = model_of(env, info[0]);
   Napi::Object req = info[1].As<Napi::Object>();
-  auto* w = new TrainBackwardWorker(env);
-  std::unique_ptr<TrainBackwardWorker> guard(w);
+  auto w = std::make_unique<TrainBackwardWorker>(env);
   w->model = m;
   w->state = state_of(m);
   w->a = typed_vector<float, napi_float32_array>(env, req.Get("a"), "a");
   w->b = typed_vector<float, napi_float32_array>(env, req.Get("b"), "b");
-  Napi::Promise p = w->deferred.Promise();
-  guard.release()->Queue();
-  return p;
+  return PromiseWorker::Start(std::move(w));
 }
 
 // ---------------------------------------------------------------- optimizer
 
-class OptimizerStepWorker : public Napi::AsyncWorker {
+class OptimizerStepWorker : public PromiseWorker {
  public:
-  explicit OptimizerStepWorker(Napi::Env env) : Napi::AsyncWorker(env), deferred(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise::Deferred deferred;
+  using PromiseWorker::PromiseWorker;
   std::shared_ptr<Transformer> model;
   std::shared_ptr<TrainState> state;
   kernels::AdamWParams p{};
@@ -385,14 +362,13 @@ class OptimizerStepWorker : public Napi::AsyncWorker {
       SetError(e.what());
     }
   }
-  void OnOK() override {
+  Napi::Value Result() override {
     Napi::Object o = Napi::Object::New(Env());
     o.Set("gradNorm", norm);
     o.Set("skipped", skipped);
     o.Set("parameters", static_cast<double>(parameters));
-    deferred.Resolve(o);
+    return o;
   }
-  void OnError(const Napi::Error& e) override { deferred.Reject(e.Value()); }
 };
 
 double num(const Napi::Object& o, const char* key) {
@@ -405,8 +381,7 @@ Napi::Value OptimizerStep(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto m = model_of(env, info[0]);
   Napi::Object o = info[1].As<Napi::Object>();
-  auto* w = new OptimizerStepWorker(env);
-  std::unique_ptr<OptimizerStepWorker> guard(w);
+  auto w = std::make_unique<OptimizerStepWorker>(env);
   w->model = m;
   w->state = state_of(m);
   const double step = num(o, "step");
@@ -415,9 +390,7 @@ Napi::Value OptimizerStep(const Napi::CallbackInfo& info) {
           static_cast<float>(num(o, "weightDecay")), static_cast<float>(1 - std::pow(b1, step)),
           static_cast<float>(1 - std::pow(b2, step)), 1.f};
   w->clip = num(o, "clipGradNorm");
-  Napi::Promise p = w->deferred.Promise();
-  guard.release()->Queue();
-  return p;
+  return PromiseWorker::Start(std::move(w));
 }
 
 // ---------------------------------------------------------------- set-up, export, import
