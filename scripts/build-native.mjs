@@ -44,7 +44,9 @@ function buildWithNodeGyp() {
   return run(process.execPath, [nodeGyp, 'rebuild', `--jobs=${jobs}`, '--nodedir=' + dirname(dirname(process.execPath))])
 }
 
-const built = (hasCmake() && buildWithCmakeJs()) || buildWithNodeGyp()
+// AUTODIDACT_BUILDER=gyp forces the CPU-only node-gyp build (binding.gyp).
+const forceGyp = process.env.AUTODIDACT_BUILDER === 'gyp'
+const built = (!forceGyp && hasCmake() && buildWithCmakeJs()) || buildWithNodeGyp()
 if (!built) {
   console.error('[autodidact] native build failed: see the compiler output above.')
   process.exit(1)
