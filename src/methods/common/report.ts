@@ -30,10 +30,11 @@ function chart(rows: Row[], s: Series): string {
   const line = pts.map((p) => `${px(p[0]).toFixed(1)},${py(p[1]).toFixed(1)}`).join(' ')
   const dots = pts.length <= 60 ? pts.map((p) => `<circle cx="${px(p[0]).toFixed(1)}" cy="${py(p[1]).toFixed(1)}" r="2.5"><title>step ${p[0]}: ${p[1].toPrecision(4)}</title></circle>`).join('') : ''
   const fmt = (v: number) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3))
+  const fmtStep = (v: number) => (Number.isInteger(v) ? String(v) : fmt(v))
   return `<figure><figcaption>${escapeHtml(s.title)}</figcaption><svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img">
 <line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" class="axis"/><line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" class="axis"/>
 <text x="${L - 6}" y="${T + 4}" text-anchor="end">${fmt(y1)}</text><text x="${L - 6}" y="${H - B}" text-anchor="end">${fmt(y0)}</text>
-<text x="${L}" y="${H - 8}">${fmt(x0)}</text><text x="${W - R}" y="${H - 8}" text-anchor="end">step ${fmt(x1)}</text>
+<text x="${L}" y="${H - 8}">${fmtStep(x0)}</text><text x="${W - R}" y="${H - 8}" text-anchor="end">step ${fmtStep(x1)}</text>
 <polyline points="${line}"/>${dots}</svg></figure>`
 }
 
