@@ -289,6 +289,27 @@ function lastBlock(s: string, tag: string): string | null {
 }
 
 
+// An optional leading <think>, then exactly one <tag>…</tag> (strict), or the last complete
+// <tag> block after the last </think> (lenient): the shared reader of single-tag role outputs.
+function readTagBlock(
+  output: unknown,
+  tag: string,
+  opts: ParseOptions,
+): { ok: true; think: string | null; inner: string } | { ok: false; error: string } {
+  if (typeof output !== 'string') return { ok: false, error: 'not a string' }
+  if ((opts.mode ?? 'strict') === 'strict') {
+    const sp = splitThinkStrict(output.trim())
+    if (typeof sp === 'string') return { ok: false, error: sp }
+    const b = exactBlock(sp.rest, tag)
+    if (typeof b !== 'string') return { ok: false, error: b.error }
+    return { ok: true, think: sp.think, inner: b }
+  }
+  const sp = splitThinkLenient(output)
+  const b = lastBlock(sp.rest, tag)
+  if (b === null) return { ok: false, error: `no complete <${tag}> block` }
+  return { ok: true, think: sp.think, inner: b }
+}
+
 // --- Proposer / Challenger ----------------------------------------------------------------------
 
 export interface QuestionValue {
@@ -311,23 +332,9 @@ export interface QuestionParseOptions extends ParseOptions {
 }
 
 export function parseQuestion(output: unknown, opts: QuestionParseOptions = {}): ParseResult<QuestionValue> {
-  if (typeof output !== 'string') return fail('not a string')
-  let think: string | null
-  let inner: string
-  if ((opts.mode ?? 'strict') === 'strict') {
-    const sp = splitThinkStrict(output.trim())
-    if (typeof sp === 'string') return fail(sp)
-    const b = exactBlock(sp.rest, 'question')
-    if (typeof b !== 'string') return fail(b.error)
-    think = sp.think
-    inner = b
-  } else {
-    const sp = splitThinkLenient(output)
-    const b = lastBlock(sp.rest, 'question')
-    if (b === null) return fail('no complete <question> block')
-    think = sp.think
-    inner = b
-  }
+  const read = readTagBlock(output, 'question', opts)
+  if (!read.ok) return fail(read.error)
+  const { think, inner } = read
   const text = oneLine(inner)
   if (text.length === 0) return fail('empty question')
   const expr = parseExpr(text)
@@ -442,23 +449,9 @@ function scoreOf(inner: string): number | string {
 
 /** Validator and Judge output: `<think>…</think><score>N</score>`, N an integer in 1..10. */
 export function parseScore(output: unknown, opts: ParseOptions = {}): ParseResult<ScoreValue> {
-  if (typeof output !== 'string') return fail('not a string')
-  let think: string | null
-  let inner: string
-  if ((opts.mode ?? 'strict') === 'strict') {
-    const sp = splitThinkStrict(output.trim())
-    if (typeof sp === 'string') return fail(sp)
-    const b = exactBlock(sp.rest, 'score')
-    if (typeof b !== 'string') return fail(b.error)
-    think = sp.think
-    inner = b
-  } else {
-    const sp = splitThinkLenient(output)
-    const b = lastBlock(sp.rest, 'score')
-    if (b === null) return fail('no complete <score> block')
-    think = sp.think
-    inner = b
-  }
+  const read = readTagBlock(output, 'score', opts)
+  if (!read.ok) return fail(read.error)
+  const { think, inner } = read
   const n = scoreOf(inner)
   if (typeof n === 'string') return fail(n)
   return { ok: true, value: { think, score: n, normalized: normalizeScore(n) } }
