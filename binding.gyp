@@ -12,7 +12,7 @@
       "cflags!": ["-fno-exceptions"],
       "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
       "cflags_cc": ["-std=c++17", "-O3", "-march=native", "-fexceptions", "-fno-math-errno"],
-      "libraries": ["-lpthread"]
+      "libraries": ["-lpthread", "-ldl"]
     }
   ]
 }

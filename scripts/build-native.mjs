@@ -2,10 +2,17 @@
 // Builds the native addon: cmake-js (CUDA when nvcc is found) with node-gyp as the CPU-only
 // fallback. AUTODIDACT_CUDA=AUTO|ON|OFF and AUTODIDACT_NATIVE_ARCH=ON|OFF pass through to CMake.
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { ADDON_RELATIVE_PATH, STAMP_RELATIVE_PATH, nativeSourceStamp } from './native-stamp.mjs'
+import {
+  ADDON_RELATIVE_PATH,
+  PLUGIN_RELATIVE_PATH,
+  STAMP_RELATIVE_PATH,
+  nativeSourceStamp,
+  pluginFingerprint,
+  pluginSourceStamp,
+} from './native-stamp.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const jobs = String(Math.max(1, Number(process.env.AUTODIDACT_BUILD_JOBS ?? 2)))
@@ -46,12 +53,24 @@ function buildWithNodeGyp() {
 
 // AUTODIDACT_BUILDER=gyp forces the CPU-only node-gyp build (binding.gyp).
 const forceGyp = process.env.AUTODIDACT_BUILDER === 'gyp'
-const built = (!forceGyp && hasCmake() && buildWithCmakeJs()) || buildWithNodeGyp()
+let usedGyp = false
+const built = (!forceGyp && hasCmake() && buildWithCmakeJs()) || ((usedGyp = true), buildWithNodeGyp())
 if (!built) {
   console.error('[autodidact] native build failed: see the compiler output above.')
   process.exit(1)
 }
+// A CUDA plugin this build does not produce (a CPU-only rebuild over a CUDA one) is stale: remove it.
+const pluginPath = join(root, PLUGIN_RELATIVE_PATH)
+const marker = join(root, 'build', 'autodidact-cuda-plugin.txt')
+const configuredWithPlugin = existsSync(marker) ? readFileSync(marker, 'utf8').trim() === 'ON' : null
+const cpuOnly = usedGyp || configuredWithPlugin === false
+if (existsSync(pluginPath) && cpuOnly) {
+  rmSync(pluginPath)
+  console.error(`[autodidact] removed a stale ${PLUGIN_RELATIVE_PATH} (this build has no CUDA plugin)`)
+}
+const plugin = pluginFingerprint(root)
 const stampPath = join(root, STAMP_RELATIVE_PATH)
 mkdirSync(dirname(stampPath), { recursive: true })
-writeFileSync(stampPath, JSON.stringify({ sources: nativeSourceStamp(root), addon: ADDON_RELATIVE_PATH }) + '\n')
-console.error(`[autodidact] built ${ADDON_RELATIVE_PATH}`)
+const stamp = { sources: nativeSourceStamp(root), addon: ADDON_RELATIVE_PATH, plugin, pluginSources: plugin ? pluginSourceStamp(root) : null }
+writeFileSync(stampPath, JSON.stringify(stamp) + '\n')
+console.error(`[autodidact] built ${ADDON_RELATIVE_PATH}` + (plugin ? ` and ${PLUGIN_RELATIVE_PATH}` : ' (CPU only: no CUDA plugin)'))

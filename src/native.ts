@@ -1,5 +1,5 @@
 // Loads the native addon once, refusing a missing or stale build with one clear instruction.
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -8,6 +8,7 @@ import { NativeAddonError } from './engine/errors.js'
 export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
 const ADDON_PATH = join(packageRoot, 'build', 'Release', 'autodidact.node')
 const STAMP_PATH = join(packageRoot, 'build', 'Release', 'autodidact.stamp.json')
+const PLUGIN_PATH = join(packageRoot, 'build', 'Release', 'autodidact_cuda.so')
 const REBUILD = 'run `npm run build:native` in the autodidact package (needs cmake or node-gyp and a C++17 compiler)'
 
 export interface NativeInfo {
@@ -17,9 +18,16 @@ export interface NativeInfo {
   simd: string
   compiler: string
   cuda: {
+    /** The CUDA plugin (build/Release/autodidact_cuda.so) is present and loaded. */
     compiled: boolean
     available: boolean
+    /** 'ok', or why not: 'not-built' | 'stale' | 'load-failed' | 'abi-mismatch' | 'no-driver' | 'no-device' | 'probe-failed' */
+    kind: string
     reason: string
+    /** Where the plugin was looked for. */
+    pluginPath: string
+    /** Which GEMM the plugin runs ('' when no device). */
+    gemmPath: string
     runtimeVersion: number
     driverVersion: number
     devices: { index: number; name: string; totalMemory: number; computeCapability: string; multiprocessors: number }[]
@@ -120,35 +128,72 @@ export interface NativeTrain {
 
 export interface NativeAddon {
   info(): NativeInfo
-  loadModel(config: object, tensors: object[], threads: number): Promise<NativeModel>
+  loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number }): Promise<NativeModel>
   kernels: Record<string, (...args: any[]) => any>
   train: NativeTrain
 }
 
 let cached: NativeAddon | null = null
 
-function stampOfSources(): Promise<string | null> {
-  const stampModule = join(packageRoot, 'scripts', 'native-stamp.mjs')
-  return import(stampModule).then((m: { nativeSourceStamp(root: string): string | null }) => m.nativeSourceStamp(packageRoot))
+interface StampModule {
+  nativeSourceStamp(root: string): string | null
+  pluginSourceStamp(root: string): string | null
 }
 
-function checkFresh(current: string | null): void {
-  if (current === null) return // sources not shipped: nothing to compare against
+function stampModule(): Promise<StampModule> {
+  return import(join(packageRoot, 'scripts', 'native-stamp.mjs')) as Promise<StampModule>
+}
+
+interface BuildStamp {
+  sources?: string
+  plugin?: { bytes: number; mtimeMs: number } | null
+  pluginSources?: string | null
+}
+
+function checkFresh(current: string | null): BuildStamp | null {
+  if (current === null) return null // sources not shipped: nothing to compare against
   if (!existsSync(STAMP_PATH)) throw new NativeAddonError(`the native addon at ${ADDON_PATH} has no build stamp; ${REBUILD}`)
-  const built = JSON.parse(readFileSync(STAMP_PATH, 'utf8')) as { sources?: string }
+  const built = JSON.parse(readFileSync(STAMP_PATH, 'utf8')) as BuildStamp
   if (built.sources !== current)
     throw new NativeAddonError(`the native addon is stale: native/ sources changed since it was built; ${REBUILD}`)
+  return built
 }
 
-/** The addon, loaded and checked once per process. */
+/** Why the CUDA plugin beside the addon must not be used (stale or foreign), or null when it may. */
+function pluginProblem(built: BuildStamp | null, stamps: StampModule): string | null {
+  if (process.env.AUTODIDACT_CUDA_PLUGIN || built === null || !existsSync(PLUGIN_PATH)) return null
+  const st = statSync(PLUGIN_PATH)
+  const recorded = built.plugin ?? null
+  if (!recorded || recorded.bytes !== st.size || recorded.mtimeMs !== Math.floor(st.mtimeMs))
+    return `the CUDA plugin at ${PLUGIN_PATH} does not belong to this build of the addon; ${REBUILD}`
+  if (built.pluginSources !== stamps.pluginSourceStamp(packageRoot))
+    return `the CUDA plugin is stale: native/ sources changed since it was built; ${REBUILD}`
+  return null
+}
+
+/** The addon, loaded and checked once per process. A stale CUDA plugin does not stop the CPU
+ * addon: info() then reports CUDA unavailable with kind 'stale' and the reason. */
 export async function nativeAddon(): Promise<NativeAddon> {
   if (cached) return cached
   if (!existsSync(ADDON_PATH)) throw new NativeAddonError(`the native addon is not built (no ${ADDON_PATH}); ${REBUILD}`)
-  checkFresh(await stampOfSources())
+  const stamps = await stampModule()
+  const built = checkFresh(stamps.nativeSourceStamp(packageRoot))
+  const problem = pluginProblem(built, stamps)
+  let addon: NativeAddon
   try {
-    cached = createRequire(import.meta.url)(ADDON_PATH) as NativeAddon
+    addon = createRequire(import.meta.url)(ADDON_PATH) as NativeAddon
   } catch (error) {
     throw new NativeAddonError(`the native addon at ${ADDON_PATH} failed to load (${(error as Error).message}); ${REBUILD}`)
   }
+  if (problem) {
+    const info = addon.info.bind(addon)
+    addon = Object.assign(Object.create(addon) as NativeAddon, {
+      info: (): NativeInfo => {
+        const i = info()
+        return { ...i, backends: i.backends.filter((b) => b !== 'cuda'), cuda: { ...i.cuda, available: false, kind: 'stale', reason: problem, devices: [] } }
+      },
+    })
+  }
+  cached = addon
   return cached
 }

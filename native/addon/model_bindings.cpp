@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "addon/cuda_bindings.h"
 #include "addon/marshal.h"
 #include "addon/model_handle.h"
 #include "addon/registry.h"
@@ -72,12 +73,14 @@ class ModelHandle : public Napi::ObjectWrap<ModelHandle> {
   static void Init(Napi::Env env, Napi::Object exports);
   explicit ModelHandle(const Napi::CallbackInfo& info);
   std::shared_ptr<Transformer> model;
+  std::shared_ptr<CudaModelRef> cuda;  // set instead of `model` for a model on the CUDA plugin
 
  private:
   Napi::Value CreateCache(const Napi::CallbackInfo& info);
   Napi::Value Step(const Napi::CallbackInfo& info);
   Napi::Value Dispose(const Napi::CallbackInfo& info);
   Napi::Value Describe(const Napi::CallbackInfo& info);
+  Napi::Value CudaStep(const Napi::CallbackInfo& info);
   Transformer& live(Napi::Env env) {
     if (!model) throw Napi::Error::New(env, "this model has been disposed");
     return *model;
@@ -92,6 +95,7 @@ class CacheHandle : public Napi::ObjectWrap<CacheHandle> {
   explicit CacheHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CacheHandle>(info) {}
   std::shared_ptr<KVCache> cache;
   std::shared_ptr<Transformer> owner;  // a cache belongs to the model that made it
+  std::shared_ptr<CudaCacheRef> cuda;  // a cache on the CUDA plugin (owner is then null)
 
   KVCache& live(Napi::Env env) {
     if (!cache) throw Napi::Error::New(env, "this KV cache has been disposed");
@@ -100,9 +104,14 @@ class CacheHandle : public Napi::ObjectWrap<CacheHandle> {
 
  private:
   Napi::Value CopyPrefix(const Napi::CallbackInfo& info) {
-    KVCache& c = live(info.Env());
     int src = info[0].As<Napi::Number>().Int32Value(), dst = info[1].As<Napi::Number>().Int32Value();
     int len = info[2].As<Napi::Number>().Int32Value();
+    if (cuda) {
+      if (cuda->owner->api->cache_copy_prefix(cuda->c, src, dst, len) != 0)
+        throw Napi::RangeError::New(info.Env(), cuda->owner->api->last_error());
+      return info.Env().Undefined();
+    }
+    KVCache& c = live(info.Env());
     try {
       c.copy_prefix(src, dst, len);
     } catch (const std::exception& e) {
@@ -111,19 +120,35 @@ class CacheHandle : public Napi::ObjectWrap<CacheHandle> {
     return info.Env().Undefined();
   }
   Napi::Value Length(const Napi::CallbackInfo& info) {
-    KVCache& c = live(info.Env());
     int slot = info[0].As<Napi::Number>().Int32Value();
+    if (cuda) {
+      int32_t n = cuda->owner->api->cache_length(cuda->c, slot);
+      if (n < 0) throw Napi::RangeError::New(info.Env(), "slot out of range");
+      return Napi::Number::New(info.Env(), n);
+    }
+    KVCache& c = live(info.Env());
     if (slot < 0 || slot >= c.slots()) throw Napi::RangeError::New(info.Env(), "slot out of range");
     return Napi::Number::New(info.Env(), c.length(slot));
   }
   Napi::Value Truncate(const Napi::CallbackInfo& info) {
-    KVCache& c = live(info.Env());
     int slot = info[0].As<Napi::Number>().Int32Value(), len = info[1].As<Napi::Number>().Int32Value();
+    if (cuda) {
+      if (cuda->owner->api->cache_truncate(cuda->c, slot, len) != 0) throw Napi::RangeError::New(info.Env(), "truncate out of range");
+      return info.Env().Undefined();
+    }
+    KVCache& c = live(info.Env());
     if (slot < 0 || slot >= c.slots() || len < 0 || len > c.length(slot)) throw Napi::RangeError::New(info.Env(), "truncate out of range");
     c.truncate(slot, len);
     return info.Env().Undefined();
   }
   Napi::Value Describe(const Napi::CallbackInfo& info) {
+    if (cuda) {
+      Napi::Object o = Napi::Object::New(info.Env());
+      o.Set("slots", cuda->slots);
+      o.Set("capacity", cuda->capacity);
+      o.Set("bytes", static_cast<double>(cuda->owner->api->cache_bytes(cuda->c)));
+      return o;
+    }
     KVCache& c = live(info.Env());
     Napi::Object o = Napi::Object::New(info.Env());
     o.Set("slots", c.slots());
@@ -134,6 +159,7 @@ class CacheHandle : public Napi::ObjectWrap<CacheHandle> {
   Napi::Value Dispose(const Napi::CallbackInfo& info) {
     cache.reset();
     owner.reset();
+    cuda.reset();
     return info.Env().Undefined();
   }
 };
@@ -235,10 +261,24 @@ class LoadWorker : public PromiseWorker {
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (info.Length() < 3 || !info[0].IsObject() || !info[1].IsArray() || !info[2].IsNumber())
-    throw_type(env, "loadModel(config, tensors, threads)");
+    throw_type(env, "loadModel(config, tensors, threads, options?)");
   model::Config cfg = parse_config(info[0].As<Napi::Object>());
   auto sources = parse_sources(info[1].As<Napi::Array>());
   int threads = std::max(1, info[2].As<Napi::Number>().Int32Value());
+  // options.device === 'cuda': the model lives on the CUDA plugin (options.deviceIndex, default 0).
+  if (info.Length() >= 4 && info[3].IsObject()) {
+    Napi::Object opts = info[3].As<Napi::Object>();
+    Napi::Value dev = opts.Get("device");
+    if (dev.IsString() && dev.As<Napi::String>().Utf8Value() == "cuda") {
+      Napi::Value idx = opts.Get("deviceIndex");
+      const int index = idx.IsNumber() ? idx.As<Napi::Number>().Int32Value() : 0;
+      return cuda_load_model(env, cfg, std::move(sources), index, [](Napi::Env e, std::shared_ptr<CudaModelRef> m) -> Napi::Value {
+        Napi::Object handle = ModelHandle::constructor.New({});
+        ModelHandle::Unwrap(handle)->cuda = std::move(m);
+        return handle;
+      });
+    }
+  }
   return PromiseWorker::Start(std::make_unique<LoadWorker>(env, cfg, std::move(sources), threads));
 }
 
@@ -422,12 +462,16 @@ ModelHandle::ModelHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Mode
 
 Napi::Value ModelHandle::CreateCache(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Transformer& m = live(env);
   if (info.Length() < 2 || !info[0].IsNumber() || !info[1].IsNumber()) throw_type(env, "createCache(slots, capacity)");
   int slots = info[0].As<Napi::Number>().Int32Value(), capacity = info[1].As<Napi::Number>().Int32Value();
   if (slots <= 0 || capacity <= 0) throw Napi::RangeError::New(env, "createCache needs slots ≥ 1 and capacity ≥ 1");
   Napi::Object handle = CacheHandle::constructor.New({});
   CacheHandle* c = CacheHandle::Unwrap(handle);
+  if (cuda) {
+    c->cuda = cuda_create_cache(env, cuda, slots, capacity);
+    return handle;
+  }
+  Transformer& m = live(env);
   try {
     c->cache = std::make_shared<KVCache>(m.config(), slots, capacity);
   } catch (const std::bad_alloc&) {
@@ -439,10 +483,11 @@ Napi::Value ModelHandle::CreateCache(const Napi::CallbackInfo& info) {
 
 Napi::Value ModelHandle::Step(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (cuda) return CudaStep(info);
   live(env);
   if (info.Length() < 2 || !info[1].IsObject()) throw_type(env, "step(cache, request)");
   CacheHandle* ch = unwrap_cache(env, info[0]);
-  if (ch->owner != model) throw_type(env, "this KV cache belongs to another model");
+  if (ch->cuda || ch->owner != model) throw_type(env, "this KV cache belongs to another model");
   Napi::Object req = info[1].As<Napi::Object>();
   auto w = std::make_unique<StepWorker>(env);
   w->model = model;
@@ -488,6 +533,7 @@ Napi::Value ModelHandle::Step(const Napi::CallbackInfo& info) {
     if (!rm.IsObject() || !rm.As<Napi::Object>().InstanceOf(constructor.Value())) throw_type(env, "reference.model must be a NativeModel");
     ModelHandle* mh = ModelHandle::Unwrap(rm.As<Napi::Object>());
     CacheHandle* rc = unwrap_cache(env, ro.Get("cache"));
+    if (mh->cuda) throw_type(env, "a CUDA reference model needs a CUDA policy model");
     if (!mh->model || !rc->cache) throw Napi::Error::New(env, "the reference model or its cache has been disposed");
     if (rc->owner != mh->model) throw_type(env, "reference.cache belongs to another model");
     if (mh->model->config().vocab != model->config().vocab) throw_type(env, "the reference model has another vocabulary size");
@@ -498,12 +544,84 @@ Napi::Value ModelHandle::Step(const Napi::CallbackInfo& info) {
   return PromiseWorker::Start(std::move(w));
 }
 
+// The same request as Step, for a model on the CUDA plugin.
+Napi::Value ModelHandle::CudaStep(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[1].IsObject()) throw_type(env, "step(cache, request)");
+  CacheHandle* ch = unwrap_cache(env, info[0]);
+  if (!ch->cuda) throw_type(env, ch->cache ? "this KV cache belongs to another model" : "this KV cache has been disposed");
+  if (ch->cuda->owner != cuda) throw_type(env, "this KV cache belongs to another model");
+  Napi::Object req = info[1].As<Napi::Object>();
+  CudaStepRequest r;
+  r.model = cuda;
+  r.cache = ch->cuda;
+  auto slots = typed_field<int32_t, napi_int32_array>(req, "slots", SIZE_MAX);
+  const size_t B = slots.size();
+  auto counts = typed_field<int32_t, napi_int32_array>(req, "counts", B);
+  auto modes = typed_field<uint8_t, napi_uint8_array>(req, "outModes", B);
+  r.tokens = typed_field<int32_t, napi_int32_array>(req, "tokens", SIZE_MAX);
+  int64_t total = 0, rows = 0;
+  for (size_t e = 0; e < B; ++e) {
+    if (modes[e] > 2) throw_type(env, "outModes entries must be 0, 1 or 2");
+    r.entries.push_back({slots[e], counts[e], modes[e], 0});
+    total += counts[e];
+    rows += modes[e] == 2 ? counts[e] : modes[e];
+  }
+  if (total != static_cast<int64_t>(r.tokens.size())) throw_type(env, "tokens.length must equal the sum of counts");
+  r.targets = typed_field<int32_t, napi_int32_array>(req, "targets", static_cast<size_t>(rows), true);
+  Napi::Value s = req.Get("sampling");
+  if (s.IsObject()) {
+    Napi::Object so = s.As<Napi::Object>();
+    auto temperature = typed_field<float, napi_float32_array>(so, "temperature", B);
+    auto top_k = typed_field<int32_t, napi_int32_array>(so, "topK", B);
+    auto top_p = typed_field<float, napi_float32_array>(so, "topP", B);
+    auto min_p = typed_field<float, napi_float32_array>(so, "minP", B);
+    auto rep = typed_field<float, napi_float32_array>(so, "repetitionPenalty", B);
+    auto pres = typed_field<float, napi_float32_array>(so, "presencePenalty", B);
+    auto freq = typed_field<float, napi_float32_array>(so, "frequencyPenalty", B);
+    auto seed = typed_field<double, napi_float64_array>(so, "seed", B);
+    auto stream = typed_field<double, napi_float64_array>(so, "stream", B);
+    auto plen = typed_field<int32_t, napi_int32_array>(so, "promptLength", B);
+    for (size_t e = 0; e < B; ++e)
+      r.sampling.push_back({temperature[e], top_p[e], min_p[e], rep[e], pres[e], freq[e], top_k[e], plen[e],
+                            static_cast<uint64_t>(seed[e]), static_cast<uint64_t>(stream[e])});
+  }
+  Napi::Value k = req.Get("topK");
+  r.topk = k.IsNumber() ? k.As<Napi::Number>().Int32Value() : 0;
+  if (r.topk < 0 || r.topk > 64) throw Napi::RangeError::New(env, "topK statistics must be between 0 and 64");
+  r.return_logits = bool_field(req, "returnLogits", false);
+  Napi::Value ref = req.Get("reference");
+  if (ref.IsObject()) {
+    Napi::Object ro = ref.As<Napi::Object>();
+    Napi::Value rm = ro.Get("model");
+    if (!rm.IsObject() || !rm.As<Napi::Object>().InstanceOf(constructor.Value())) throw_type(env, "reference.model must be a NativeModel");
+    ModelHandle* mh = ModelHandle::Unwrap(rm.As<Napi::Object>());
+    CacheHandle* rc = unwrap_cache(env, ro.Get("cache"));
+    if (!mh->cuda || !rc->cuda) throw_type(env, "the reference of a CUDA model must be a CUDA model with its own CUDA cache");
+    if (rc->cuda->owner != mh->cuda) throw_type(env, "reference.cache belongs to another model");
+    if (rc->cuda == ch->cuda) throw_type(env, "the reference needs its own KV cache");
+    if (mh->cuda->cfg.vocab != cuda->cfg.vocab) throw_type(env, "the reference model has another vocabulary size");
+    r.ref_model = mh->cuda;
+    r.ref_cache = rc->cuda;
+  }
+  return cuda_step(env, std::move(r));
+}
+
 Napi::Value ModelHandle::Dispose(const Napi::CallbackInfo& info) {
   model.reset();  // in-flight work holds its own reference and finishes first
+  cuda.reset();
   return info.Env().Undefined();
 }
 
 Napi::Value ModelHandle::Describe(const Napi::CallbackInfo& info) {
+  if (cuda) {
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("parameterBytes", static_cast<double>(cuda->api->model_parameter_bytes(cuda->m)));
+    o.Set("threads", 0);
+    o.Set("backend", "cuda");
+    o.Set("deviceIndex", cuda->device);
+    return o;
+  }
   Transformer& m = live(info.Env());
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("parameterBytes", static_cast<double>(m.parameter_bytes()));
@@ -527,9 +645,18 @@ void CacheHandle::Init(Napi::Env env, Napi::Object exports) {
 std::shared_ptr<model::Transformer> model_of(Napi::Env env, Napi::Value v) {
   if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(ModelHandle::constructor.Value()))
     throw Napi::TypeError::New(env, "expected a NativeModel");
+  if (ModelHandle::Unwrap(v.As<Napi::Object>())->cuda)
+    throw Napi::TypeError::New(env, "this operation is not supported for models on the CUDA backend in this version (load with device 'cpu')");
   auto m = ModelHandle::Unwrap(v.As<Napi::Object>())->model;
   if (!m) throw Napi::Error::New(env, "this model has been disposed");
   return m;
+}
+
+std::shared_ptr<CudaModelRef> cuda_model_of(Napi::Env env, Napi::Value v) {
+  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(ModelHandle::constructor.Value()))
+    throw Napi::TypeError::New(env, "expected a NativeModel");
+  ModelHandle* h = ModelHandle::Unwrap(v.As<Napi::Object>());
+  return h->cuda;
 }
 
 void RegisterModelBindings(Napi::Env env, Napi::Object exports) {

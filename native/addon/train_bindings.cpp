@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "addon/cuda_bindings.h"
 #include "addon/marshal.h"
 #include "addon/registry.h"
 #include "addon/model_handle.h"
@@ -133,6 +134,17 @@ class TrainForwardWorker : public PromiseWorker {
 
 Napi::Value TrainForward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) {
+    Napi::Value ref = info[1].As<Napi::Object>().Get("reference");
+    std::shared_ptr<CudaModelRef> cref;
+    if (ref.IsObject()) {
+      cref = cuda_model_of(env, ref);
+      if (!cref) throw Napi::TypeError::New(env, "the reference of a CUDA model must be a CUDA model");
+    } else if (ref.IsString()) {
+      throw Napi::TypeError::New(env, "reference 'lora-off' needs LoRA adapters, which the CUDA backend does not support yet");
+    }
+    return cuda_train_forward(info, cm, cref);
+  }
   auto m = model_of(env, info[0]);
   Napi::Object req = info[1].As<Napi::Object>();
   auto w = std::make_unique<TrainForwardWorker>(env);
@@ -307,6 +319,7 @@ class TrainBackwardWorker : public PromiseWorker {
 
 Napi::Value TrainBackward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) return cuda_train_backward(info, cm);
   auto m = model_of(env, info[0]);
   Napi::Object req = info[1].As<Napi::Object>();
   auto w = std::make_unique<TrainBackwardWorker>(env);
@@ -379,6 +392,7 @@ double num(const Napi::Object& o, const char* key) {
 
 Napi::Value OptimizerStep(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) return cuda_optimizer_step(info, cm);
   auto m = model_of(env, info[0]);
   Napi::Object o = info[1].As<Napi::Object>();
   auto w = std::make_unique<OptimizerStepWorker>(env);
@@ -417,6 +431,10 @@ Napi::Value AttachLora(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SetTrainable(const Napi::CallbackInfo& info) {
+  if (auto cm = cuda_model_of(info.Env(), info[0])) {
+    cuda_set_trainable(info.Env(), cm, info[1].As<Napi::Boolean>().Value(), info[2].As<Napi::Boolean>().Value());
+    return info.Env().Undefined();
+  }
   auto m = model_of(info.Env(), info[0]);
   std::lock_guard<std::mutex> lock(m->mutex());
   m->set_trainable(info[1].As<Napi::Boolean>().Value(), info[2].As<Napi::Boolean>().Value());
@@ -425,6 +443,10 @@ Napi::Value SetTrainable(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ZeroGrad(const Napi::CallbackInfo& info) {
+  if (auto cm = cuda_model_of(info.Env(), info[0])) {
+    cuda_zero_grad(info.Env(), cm);
+    return info.Env().Undefined();
+  }
   auto m = model_of(info.Env(), info[0]);
   std::lock_guard<std::mutex> lock(m->mutex());
   m->zero_grad();
@@ -441,6 +463,7 @@ Napi::Value SetLoraEnabled(const Napi::CallbackInfo& info) {
 // Every parameter tensor by HF / PEFT name (base tensors, then LoRA A and B), as f32 copies.
 Napi::Value ExportTensors(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) return cuda_export_tensors(env, cm);
   auto m = model_of(env, info[0]);
   std::lock_guard<std::mutex> lock(m->mutex());
   Napi::Array out = Napi::Array::New(env);
@@ -489,6 +512,10 @@ float* find_param(Transformer& m, const std::string& name, int64_t* n) {
 // importTensors(model, [{name, data}]): overwrite parameters in place (all sizes checked first).
 Napi::Value ImportTensors(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) {
+    cuda_import_tensors(env, cm, info[1].As<Napi::Array>());
+    return env.Undefined();
+  }
   auto m = model_of(env, info[0]);
   Napi::Array arr = info[1].As<Napi::Array>();
   std::lock_guard<std::mutex> lock(m->mutex());
@@ -511,6 +538,7 @@ Napi::Value ImportTensors(const Napi::CallbackInfo& info) {
 // The accumulated gradients by parameter name (for tests and diagnostics).
 Napi::Value ExportGradients(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) return cuda_export_gradients(env, cm);
   auto m = model_of(env, info[0]);
   std::lock_guard<std::mutex> lock(m->mutex());
   Napi::Array out = Napi::Array::New(env);

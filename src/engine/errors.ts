@@ -147,3 +147,25 @@ export class InvalidArgumentError extends AutodidactError {
     this.argument = argument
   }
 }
+
+/** Why a device cannot be used: the plugin is missing or broken, or the machine has no driver / GPU. */
+export type DeviceUnavailableReason =
+  | 'not-built' // the CUDA plugin was not built (no nvcc at build time, or AUTODIDACT_CUDA=OFF)
+  | 'stale' // the plugin was built from older sources (or another build): rebuild
+  | 'load-failed' // the plugin exists but the dynamic loader refused it
+  | 'abi-mismatch' // the plugin was built from other sources than the addon
+  | 'no-driver' // no NVIDIA driver (or one too old for the plugin's CUDA runtime)
+  | 'no-device' // a driver but no visible GPU (check CUDA_VISIBLE_DEVICES)
+  | 'probe-failed' // the plugin could not query the devices
+
+/** `loadModel({ device: 'cuda' })` on a machine or build where CUDA cannot run; `reason` says which case. */
+export class DeviceUnavailableError extends AutodidactError {
+  readonly device: 'cuda'
+  readonly reason: DeviceUnavailableReason
+
+  constructor(reason: DeviceUnavailableReason, message: string, options?: { cause?: unknown }) {
+    super('DEVICE_UNAVAILABLE', message, options)
+    this.device = 'cuda'
+    this.reason = reason
+  }
+}

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readFile } from 'node:fs/promises'
 import { cpus } from 'node:os'
 import { join } from 'node:path'
-import { ConfigError, InvalidArgumentError, NativeAddonError } from './errors.js'
+import { ConfigError, DeviceUnavailableError, InvalidArgumentError, NativeAddonError, type DeviceUnavailableReason } from './errors.js'
 import { writeFileAtomic } from './hf/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors, writeShardedSafetensors } from './hf/safetensors.js'
 import { Trainer, type TrainerOptions } from '../train/trainer.js'
@@ -17,7 +17,10 @@ import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResul
 export type Device = 'auto' | 'cpu' | 'cuda'
 
 export interface LoadOptions {
+  /** 'cpu' (and 'auto', for now) run on the CPU engine; 'cuda' on the CUDA plugin, or a DeviceUnavailableError says why not. */
   device?: Device
+  /** CUDA device ordinal (default 0). */
+  deviceIndex?: number
   /** CPU threads for the model's kernels; default: all cores. */
   threads?: number
 }
@@ -114,6 +117,12 @@ export interface Scored extends TokenStats {
 function positiveInt(name: string, v: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (v === undefined) return fallback
   if (!Number.isInteger(v) || v < 1 || v > max) throw new InvalidArgumentError(name, `${name} must be an integer in [1, ${max}], got ${v}`)
+  return v
+}
+
+function nonNegativeInt(name: string, v: number | undefined, fallback: number): number {
+  if (v === undefined) return fallback
+  if (!Number.isInteger(v) || v < 0 || v > 1024) throw new InvalidArgumentError(name, `${name} must be an integer in [0, 1024], got ${v}`)
   return v
 }
 
@@ -246,7 +255,7 @@ export class Model {
     readonly config: ModelConfig,
     readonly tokenizer: Tokenizer,
     readonly generationConfig: Record<string, unknown> | null,
-    readonly device: 'cpu',
+    readonly device: 'cpu' | 'cuda',
     private readonly native: NativeModel,
   ) {}
 
@@ -255,19 +264,19 @@ export class Model {
     if (device !== 'auto' && device !== 'cpu' && device !== 'cuda')
       throw new InvalidArgumentError('device', `device must be 'auto', 'cpu' or 'cuda', got ${String(device)}`)
     const threads = positiveInt('threads', options.threads, cpus().length, 1024)
+    const deviceIndex = device === 'cuda' ? nonNegativeInt('deviceIndex', options.deviceIndex, 0) : 0
     const addon = await nativeAddon()
-    if (device === 'cuda') {
-      const info = addon.info()
-      const why = !info.cuda.compiled || !info.cuda.available ? info.cuda.reason : 'this version runs models on the CPU backend only; the CUDA backend is not implemented yet'
-      throw new NativeAddonError(`device 'cuda' is unavailable: ${why}`)
-    }
+    if (device === 'cuda') assertCudaAvailable(addon.info().cuda, deviceIndex)
     const folder = await readModelFolder(dir)
     const extra = new Set(folder.extraTensors)
     const scoreLabels = folder.head.kind === 'sequence-classification' ? folder.head.numLabels : 0
-    const native = await addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads).catch((e: Error) => {
-      throw new NativeAddonError(`loading ${dir} failed: ${e.message}`, { cause: e })
-    })
-    const model = new Model(dir, folder.config, folder.tokenizer, folder.generationConfig as Record<string, unknown> | null, 'cpu', native)
+    const placed = device === 'cuda' ? 'cuda' : 'cpu'
+    const native = await Promise.resolve()
+      .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex }))
+      .catch((e: Error) => {
+        throw cudaUnavailable(e) ?? new NativeAddonError(`loading ${dir} on ${placed} failed: ${e.message}`, { cause: e })
+      })
+    const model = new Model(dir, folder.config, folder.tokenizer, folder.generationConfig as Record<string, unknown> | null, placed, native)
     model.scoreLabels = scoreLabels
     return model
   }
@@ -703,4 +712,25 @@ function mergeLowRank(W: Float32Array, B: Float32Array, A: Float32Array, out: nu
 /** Loads a Hugging Face model folder (Llama, Qwen2, Qwen3) onto the engine. */
 export function loadModel(dir: string, options: LoadOptions = {}): Promise<Model> {
   return Model.load(dir, options)
+}
+
+const DEVICE_REASONS: readonly DeviceUnavailableReason[] = ['not-built', 'stale', 'load-failed', 'abi-mismatch', 'no-driver', 'no-device', 'probe-failed']
+
+/** Throws DeviceUnavailableError unless the CUDA plugin is loaded and sees device `index`. */
+function assertCudaAvailable(cuda: { compiled: boolean; available: boolean; kind?: string; reason: string; devices: unknown[] }, index: number): void {
+  if (cuda.compiled && cuda.available) {
+    if (index >= cuda.devices.length)
+      throw new DeviceUnavailableError('no-device', `device 'cuda' is unavailable: CUDA device ${index} does not exist (${cuda.devices.length} visible)`)
+    return
+  }
+  const kind = (DEVICE_REASONS as readonly string[]).includes(cuda.kind ?? '') ? (cuda.kind as DeviceUnavailableReason) : cuda.compiled ? 'no-device' : 'not-built'
+  throw new DeviceUnavailableError(kind, `device 'cuda' is unavailable: ${cuda.reason}`)
+}
+
+/** The addon marks CUDA availability failures "CUDA_UNAVAILABLE(kind): reason". */
+function cudaUnavailable(e: Error): DeviceUnavailableError | null {
+  const m = /^CUDA_UNAVAILABLE\(([a-z-]+)\): (.*)$/s.exec(e.message)
+  if (!m) return null
+  const kind = (DEVICE_REASONS as readonly string[]).includes(m[1]) ? (m[1] as DeviceUnavailableReason) : 'no-device'
+  return new DeviceUnavailableError(kind, `device 'cuda' is unavailable: ${m[2]}`, { cause: e })
 }

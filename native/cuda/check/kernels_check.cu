@@ -1,0 +1,1141 @@
+// ad_check_kernels: every op of native/cuda/ops.h against the CPU backend or a float64
+// reference on fresh random inputs, then timings against physical floors measured in the same run
+// (a device-to-device copy) and against cuBLAS when it can be loaded. No Node-API.
+//
+//   ad_check_kernels [--seed N] [--json PATH] [--quick] [--no-bench] [--timeout SECONDS]
+//                    [--only gemm|stats|sampling|loss|adamw|bench]
+//
+// Exit status: 0 all parity checks passed; 1 a parity check failed; 2 a CUDA error or no device;
+// 3 the watchdog fired. Outputs are poisoned (NaN / 0xFF bytes) before every op, so an element an
+// op forgets to write fails the check.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpu/logit_stats_cpu.h"
+#include "cpu/sampling_cpu.h"
+#include "cpu/threadpool.h"
+#include "cuda/ops.h"
+#include "kernels/adamw.h"
+
+using namespace ad;
+using ad::cuda::DType;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Harness: results, JSON, watchdog, CUDA checks
+
+struct Result {
+  std::string section, name, metric;
+  double value, tol;
+  bool pass;
+  bool is_check;  // parity (counts toward the exit status) vs a timing
+  std::string note;
+};
+
+std::vector<Result> g_results;
+std::string g_json_path;
+std::atomic<const char*> g_section{"start"};
+int g_failures = 0;
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      o += ' ';
+    } else {
+      o += c;
+    }
+  }
+  return o;
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "null";
+  if (std::isinf(v)) return v > 0 ? "1e308" : "-1e308";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+void write_json(const char* status) {
+  if (g_json_path.empty()) return;
+  FILE* f = std::fopen(g_json_path.c_str(), "w");
+  if (!f) return;
+  std::fprintf(f, "{\"status\":\"%s\",\"failures\":%d,\"results\":[\n", status, g_failures);
+  for (size_t i = 0; i < g_results.size(); ++i) {
+    const Result& r = g_results[i];
+    std::fprintf(f, "  {\"section\":\"%s\",\"name\":\"%s\",\"metric\":\"%s\",\"value\":%s,\"tol\":%s,\"pass\":%s,"
+                    "\"check\":%s,\"note\":\"%s\"}%s\n",
+                 json_escape(r.section).c_str(), json_escape(r.name).c_str(), json_escape(r.metric).c_str(),
+                 num(r.value).c_str(), num(r.tol).c_str(), r.pass ? "true" : "false", r.is_check ? "true" : "false",
+                 json_escape(r.note).c_str(), i + 1 < g_results.size() ? "," : "");
+  }
+  std::fprintf(f, "]}\n");
+  std::fclose(f);
+}
+
+[[noreturn]] void die(int code, const std::string& why) {
+  std::fprintf(stderr, "FATAL [%s]: %s\n", g_section.load(), why.c_str());
+  std::fflush(stderr);
+  write_json(code == 3 ? "watchdog" : "cuda-error");
+  std::_Exit(code);
+}
+
+#define CK(expr)                                                                                              \
+  do {                                                                                                        \
+    cudaError_t e_ = (expr);                                                                                  \
+    if (e_ != cudaSuccess)                                                                                    \
+      die(2, std::string(#expr) + " -> " + cudaGetErrorName(e_) + ": " + cudaGetErrorString(e_) + " | " +     \
+                 ad::cuda::ops_last_error());                                                                 \
+  } while (0)
+
+void check(const std::string& section, const std::string& name, const std::string& metric, double value, double tol,
+           const std::string& note = "") {
+  const bool pass = value <= tol && !std::isnan(value);
+  if (!pass) ++g_failures;
+  g_results.push_back({section, name, metric, value, tol, pass, true, note});
+  std::printf("  %-4s %-54s %-18s %.3g (tol %.3g)%s%s\n", pass ? "ok" : "FAIL", name.c_str(), metric.c_str(), value, tol,
+              note.empty() ? "" : "  ", note.c_str());
+  std::fflush(stdout);
+}
+
+void timing(const std::string& section, const std::string& name, const std::string& metric, double value,
+            const std::string& note = "") {
+  g_results.push_back({section, name, metric, value, 0, true, false, note});
+  std::printf("  time %-54s %-18s %.4g%s%s\n", name.c_str(), metric.c_str(), value, note.empty() ? "" : "  ",
+              note.c_str());
+  std::fflush(stdout);
+}
+
+void start_watchdog(double seconds) {
+  std::thread([seconds] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    die(3, "watchdog: still running after " + std::to_string(int(seconds)) + " s");
+  }).detach();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device buffers
+
+template <class T>
+struct DBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  DBuf() = default;
+  explicit DBuf(size_t count) : n(count) {
+    if (count) CK(cudaMalloc(&p, count * sizeof(T)));
+  }
+  ~DBuf() {
+    if (p) cudaFree(p);
+  }
+  DBuf(const DBuf&) = delete;
+  DBuf& operator=(const DBuf&) = delete;
+  void upload(const std::vector<T>& h) { CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> download() const {
+    std::vector<T> h(n);
+    if (n) CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  void poison() { CK(cudaMemset(p, 0xFF, n * sizeof(T))); }  // NaN for floats, −1 for ints
+};
+
+float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+std::vector<bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<bf16> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = __float2bfloat16_rn(v[i]);
+  return o;
+}
+std::vector<float> to_f32(const std::vector<bf16>& v) {
+  std::vector<float> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = __bfloat162float(v[i]);
+  return o;
+}
+
+std::mt19937_64 g_rng;
+float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(g_rng); }
+float normal(float sd) { return std::normal_distribution<float>(0.f, sd)(g_rng); }
+
+// Runs fn(i) for i in [0, n) on all cores.
+void parallel(int64_t n, const std::function<void(int64_t)>& fn) {
+  static cpu::ThreadPool pool(cpu::hardware_threads());
+  pool.parallel_for(n, 1, [&](int64_t a, int64_t b, int) {
+    for (int64_t i = a; i < b; ++i) fn(i);
+  });
+}
+
+cpu::ThreadPool& cpu_pool() {
+  static cpu::ThreadPool pool(cpu::hardware_threads());
+  return pool;
+}
+
+// Median time (ms) of `reps` runs of fn on the default stream, after 2 warm-ups.
+double time_ms(const std::function<void()>& fn, int reps) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < 2; ++i) fn();
+  CK(cudaDeviceSynchronize());
+  std::vector<float> ts;
+  for (int r = 0; r < reps; ++r) {
+    CK(cudaEventRecord(a));
+    fn();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    ts.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+// ---------------------------------------------------------------------------------------------
+// GEMM parity: C = alpha·op(A,B) + beta·C0 + bias against f64 on the bf16-rounded inputs.
+// Error = max |C − C_ref| / (sqrt(K)·rms(A)·rms(B)); tolerance 2e-3 for f32 output, 1e-2 for bf16
+// output (bf16 rounding of |C| ≤ ~3σ gives ≤ 3·2^-9 ≈ 6e-3). Small products are compared in
+// full; large ones on 20,000 random elements plus the whole last row and last column (edge
+// tiles). Every element is checked for NaN (the output is poisoned first).
+
+struct GemmCase {
+  cuda::GemmLayout layout;
+  int64_t M, N, K;
+  DType out;
+  float alpha, beta;
+  bool bias;
+  int64_t pad;  // extra leading-dimension elements on A and B
+  std::string label;
+};
+
+const char* layout_name(cuda::GemmLayout l) {
+  return l == cuda::GemmLayout::NT ? "NT" : (l == cuda::GemmLayout::NN ? "NN" : "TN");
+}
+
+void gemm_parity(const GemmCase& c, cuda::GemmBackend backend, const char* backend_name) {
+  const int64_t M = c.M, N = c.N, K = c.K;
+  // Stored shapes: A is [M×K] (NT, NN) or [K×M] (TN); B is [N×K] (NT) or [K×N] (NN, TN).
+  const bool a_kmaj = c.layout != cuda::GemmLayout::TN;
+  const bool b_kmaj = c.layout == cuda::GemmLayout::NT;
+  const int64_t a_rows = a_kmaj ? M : K, a_cols = a_kmaj ? K : M;
+  const int64_t b_rows = b_kmaj ? N : K, b_cols = b_kmaj ? K : N;
+  const int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = N;
+  std::vector<float> A(static_cast<size_t>(a_rows * lda)), B(static_cast<size_t>(b_rows * ldb)), C0(static_cast<size_t>(M * ldc)), bias(static_cast<size_t>(N));
+  for (auto& x : A) x = bf(uniform(-1, 1));
+  for (auto& x : B) x = bf(uniform(-1, 1));
+  for (auto& x : C0) x = c.out == DType::BF16 ? bf(uniform(-1, 1)) : uniform(-1, 1);
+  for (auto& x : bias) x = uniform(-1, 1);
+  auto a_at = [&](int64_t i, int64_t k) { return double(a_kmaj ? A[i * lda + k] : A[k * lda + i]); };
+  auto b_at = [&](int64_t k, int64_t j) { return double(b_kmaj ? B[j * ldb + k] : B[k * ldb + j]); };
+
+  DBuf<bf16> dA(A.size()), dB(B.size());
+  dA.upload(to_bf16(A));
+  dB.upload(to_bf16(B));
+  DBuf<float> dC32(c.out == DType::F32 ? C0.size() : 0);
+  DBuf<bf16> dC16(c.out == DType::BF16 ? C0.size() : 0);
+  DBuf<float> dbias(N);
+  dbias.upload(bias);
+  if (c.beta != 0) {
+    if (c.out == DType::F32) dC32.upload(C0);
+    else dC16.upload(to_bf16(C0));
+  } else {
+    if (c.out == DType::F32) dC32.poison();
+    else dC16.poison();
+  }
+  cuda::GemmArgs g;
+  g.layout = c.layout;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A = dA.p;
+  g.lda = lda;
+  g.B = dB.p;
+  g.ldb = ldb;
+  g.C = c.out == DType::F32 ? static_cast<void*>(dC32.p) : static_cast<void*>(dC16.p);
+  g.ldc = ldc;
+  g.c_type = c.out;
+  g.alpha = c.alpha;
+  g.beta = c.beta;
+  g.bias = c.bias ? dbias.p : nullptr;
+  CK(cuda::gemm(g, nullptr, backend));
+  CK(cudaDeviceSynchronize());
+  std::vector<float> C = c.out == DType::F32 ? dC32.download() : to_f32(dC16.download());
+
+  double sa = 0, sb = 0;
+  for (int64_t i = 0; i < a_rows; ++i)
+    for (int64_t k = 0; k < a_cols; ++k) sa += double(A[i * lda + k]) * A[i * lda + k];
+  for (int64_t i = 0; i < b_rows; ++i)
+    for (int64_t k = 0; k < b_cols; ++k) sb += double(B[i * ldb + k]) * B[i * ldb + k];
+  const double rms_a = std::sqrt(sa / double(std::max<int64_t>(1, a_rows * a_cols)));
+  const double rms_b = std::sqrt(sb / double(std::max<int64_t>(1, b_rows * b_cols)));
+  const double denom = std::sqrt(double(std::max<int64_t>(K, 1))) * std::max(rms_a * rms_b, 1e-30);
+
+  int64_t nan_count = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      if (!std::isfinite(C[i * ldc + j])) ++nan_count;
+
+  std::vector<std::pair<int64_t, int64_t>> idx;
+  const bool full = double(M) * double(N) * double(K) <= 4e8;
+  if (full) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) idx.emplace_back(i, j);
+  } else {
+    for (int s = 0; s < 20000; ++s)
+      idx.emplace_back(int64_t(g_rng() % uint64_t(M)), int64_t(g_rng() % uint64_t(N)));
+    for (int64_t j = 0; j < N; ++j) idx.emplace_back(M - 1, j);
+    for (int64_t i = 0; i < M; ++i) idx.emplace_back(i, N - 1);
+  }
+  std::vector<double> err(idx.size());
+  parallel(int64_t(idx.size()), [&](int64_t s) {
+    const auto [i, j] = idx[size_t(s)];
+    double acc = 0;
+    for (int64_t k = 0; k < K; ++k) acc += a_at(i, k) * b_at(k, j);
+    double ref = double(c.alpha) * acc + (c.beta != 0 ? double(c.beta) * C0[i * ldc + j] : 0.0) +
+                 (c.bias ? double(bias[j]) : 0.0);
+    err[size_t(s)] = std::fabs(double(C[i * ldc + j]) - ref) / denom;
+  });
+  double worst = 0;
+  for (double e : err) worst = std::max(worst, std::isnan(e) ? INFINITY : e);
+  if (nan_count) worst = INFINITY;
+  const double tol = c.out == DType::F32 ? 2e-3 : 1e-2;
+  char name[200];
+  std::snprintf(name, sizeof name, "%s %s M=%lld N=%lld K=%lld %s%s", backend_name, layout_name(c.layout),
+                (long long)M, (long long)N, (long long)K, c.out == DType::F32 ? "f32" : "bf16", c.label.c_str());
+  check("gemm", name, "err/(sqrtK·rms²)", worst, tol,
+        (nan_count ? std::to_string(nan_count) + " non-finite; " : std::string()) + (full ? "full" : "sampled"));
+}
+
+void gemm_checks(bool quick) {
+  g_section = "gemm parity";
+  std::printf("\n== GEMM parity (path: %s)\n", cuda::gemm_path());
+  using L = cuda::GemmLayout;
+  std::vector<GemmCase> cases = {
+      // Qwen3-0.6B shapes: hidden 1024, intermediate 3072, q 16×128, kv 8×128, vocab 151936; T = 256
+      {L::NT, 256, 2048, 1024, DType::BF16, 1, 0, false, 0, " q_proj"},
+      {L::NT, 256, 1024, 1024, DType::BF16, 1, 0, false, 0, " k_proj"},
+      {L::NT, 256, 3072, 1024, DType::BF16, 1, 0, false, 0, " gate"},
+      {L::NT, 256, 1024, 3072, DType::F32, 1, 0, false, 0, " down"},
+      {L::NT, 64, 151936, 1024, DType::F32, 1, 0, false, 0, " lm_head"},
+      {L::NN, 256, 1024, 3072, DType::F32, 1, 0, false, 0, " dx=dy·W (down)"},
+      {L::NN, 256, 1024, 2048, DType::BF16, 1, 0, false, 0, " dx=dy·W (o)"},
+      {L::TN, 3072, 1024, 256, DType::F32, 1, 1, false, 0, " dW+=dyᵀx (gate)"},
+      {L::TN, 1024, 3072, 256, DType::F32, 1, 1, false, 0, " dW+=dyᵀx (down)"},
+      // decode / skinny and awkward edges
+      {L::NT, 1, 3072, 1024, DType::BF16, 1, 0, false, 0, " decode"},
+      {L::NT, 7, 1000, 1024, DType::F32, 1, 0, true, 0, " skinny+bias"},
+      {L::NT, 8, 151936, 1024, DType::BF16, 1, 0, false, 0, " decode lm_head"},
+      {L::NT, 9, 1000, 1000, DType::F32, 0.5f, 0.25f, true, 0, " alpha,beta,bias"},
+      {L::NT, 129, 131, 1001, DType::F32, 1, 0, false, 0, " unaligned K"},
+      {L::NT, 7, 131, 1001, DType::BF16, 1, 0, false, 3, " unaligned skinny"},
+      {L::NT, 127, 200, 64, DType::BF16, 1, 0, false, 8, " padded ld"},
+      {L::NN, 1, 1024, 3072, DType::F32, 1, 0, false, 0, " M=1"},
+      {L::NN, 7, 1000, 136, DType::BF16, 1, 0.5f, false, 0, " beta"},
+      {L::NN, 33, 77, 99, DType::F32, 1, 0, true, 0, " unaligned N"},
+      {L::TN, 1000, 1024, 7, DType::F32, 1, 1, false, 0, " K=7 accumulate"},
+      {L::TN, 136, 104, 1, DType::F32, 1, 0, false, 0, " K=1"},
+      {L::TN, 77, 33, 130, DType::BF16, 1, 0, false, 0, " unaligned M,N"},
+      {L::TN, 16, 1024, 256, DType::F32, 1, 1, false, 0, " LoRA rank 16"},
+      {L::NT, 300, 16, 1024, DType::F32, 1, 0, false, 0, " LoRA x·Aᵀ"},
+      {L::NT, 5, 64, 0, DType::F32, 1, 0.5f, true, 0, " K=0"},
+  };
+  if (quick) cases.resize(std::min<size_t>(cases.size(), 12));
+  for (const GemmCase& c : cases) gemm_parity(c, cuda::GemmBackend::Own, "own");
+  if (cuda::gemm_cublas_available()) {
+    for (size_t i = 0; i < cases.size(); i += 3) gemm_parity(cases[i], cuda::GemmBackend::Cublas, "cublas");
+  } else {
+    std::printf("  (cuBLAS not loaded: %s)\n", cuda::gemm_cublas_reason());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logit statistics parity against cpu::logit_stats_scalar (the f64 element-at-a-time reference of
+// kernels/logit_stats.h). Tolerances: max_logit, margin, top-K ids and logits exact; logsumexp and
+// chosen logprob |Δ| ≤ 2e-5·max(1,|x|); entropy and KL |Δ| ≤ 1e-4·max(1,|x|); k1..k3 |Δ| ≤
+// 1e-4·max(1,|x|). NaN must match NaN.
+
+// Striped4/8: the best values all sit in the ids one thread reads (16-byte loads of 4 f32 / 8 bf16
+// values, 256 threads), which forces the stats kernel's exact-prefix rescans.
+enum class RowKind { Normal, Ties, Ascending, Descending, NegInf, Huge, Peaked, NaNRow, Striped4, Striped8 };
+
+std::vector<float> make_rows(int64_t rows, int64_t V, const std::vector<RowKind>& kinds, bool bf16_values) {
+  std::vector<float> z(static_cast<size_t>(rows * V));
+  for (int64_t r = 0; r < rows; ++r) {
+    const RowKind k = kinds[size_t(r) % kinds.size()];
+    float* row = z.data() + r * V;
+    for (int64_t i = 0; i < V; ++i) {
+      float x = normal(3.0f);
+      switch (k) {
+        case RowKind::Normal: break;
+        case RowKind::Ties: x = float(int(uniform(0, 4))); break;  // four distinct values
+        case RowKind::Ascending: x = float(i) * 1e-3f; break;
+        case RowKind::Descending: x = -float(i) * 1e-3f; break;
+        case RowKind::NegInf: x = (i % 3 == 0) ? -INFINITY : x; break;
+        case RowKind::Huge: x = 1e4f + x; break;
+        case RowKind::Peaked: x = (i == V / 3) ? 40.0f : x; break;
+        case RowKind::NaNRow: x = (i == V / 2) ? NAN : x; break;
+        case RowKind::Striped4: x = ((i / 4) % 256 == 0) ? 100.0f + x : x; break;
+        case RowKind::Striped8: x = ((i / 8) % 256 == 0) ? 100.0f + x : x; break;
+      }
+      row[i] = bf16_values ? bf(x) : x;
+    }
+  }
+  return z;
+}
+
+double rel(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return (std::isnan(a) && std::isnan(b)) ? 0 : INFINITY;
+  if (std::isinf(a) || std::isinf(b)) return a == b ? 0 : INFINITY;
+  return std::fabs(a - b) / std::max(1.0, std::fabs(b));
+}
+
+void stats_parity(int64_t rows, int64_t V, int K, DType dt, bool with_ref, const std::vector<RowKind>& kinds,
+                  const std::string& label) {
+  const bool b16 = dt == DType::BF16;
+  std::vector<float> z = make_rows(rows, V, kinds, b16);
+  std::vector<float> y;
+  if (with_ref) {
+    y = z;
+    for (auto& v : y) v = b16 ? bf(v + normal(0.5f)) : v + normal(0.5f);
+  }
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) targets[size_t(r)] = (r % 5 == 4) ? -1 : int32_t(g_rng() % uint64_t(V));
+
+  // CPU reference
+  std::vector<float> c_max(rows), c_lse(rows), c_ent(rows), c_mar(rows), c_lp(rows), c_k1(rows), c_k2(rows),
+      c_k3(rows), c_kl(rows), c_tl(static_cast<size_t>(rows * K));
+  std::vector<int32_t> c_ti(static_cast<size_t>(rows * K));
+  cpu::LogitStatsOut co{c_max.data(), c_lse.data(), c_ent.data(), c_mar.data(), c_lp.data(),
+                        K ? c_ti.data() : nullptr, K ? c_tl.data() : nullptr, c_k1.data(), c_k2.data(), c_k3.data(),
+                        c_kl.data()};
+  cpu::logit_stats_scalar(cpu_pool(), z.data(), rows, V, V, targets.data(), K, with_ref ? y.data() : nullptr, co);
+
+  // GPU
+  DBuf<float> dz32(b16 ? 0 : z.size()), dy32(b16 || !with_ref ? 0 : y.size());
+  DBuf<bf16> dz16(b16 ? z.size() : 0), dy16(b16 && with_ref ? y.size() : 0);
+  if (b16) {
+    dz16.upload(to_bf16(z));
+    if (with_ref) dy16.upload(to_bf16(y));
+  } else {
+    dz32.upload(z);
+    if (with_ref) dy32.upload(y);
+  }
+  DBuf<int32_t> dt_(static_cast<size_t>(rows));
+  dt_.upload(targets);
+  DBuf<float> g_max(rows), g_lse(rows), g_ent(rows), g_mar(rows), g_lp(rows), g_k1(rows), g_k2(rows), g_k3(rows),
+      g_kl(rows), g_tl(size_t(std::max<int64_t>(1, rows * K)));
+  DBuf<int32_t> g_ti(size_t(std::max<int64_t>(1, rows * K)));
+  for (auto* b : {&g_max, &g_lse, &g_ent, &g_mar, &g_lp, &g_k1, &g_k2, &g_k3, &g_kl, &g_tl}) b->poison();
+  g_ti.poison();
+  cuda::LogitStatsArgs a;
+  a.logits = b16 ? static_cast<const void*>(dz16.p) : static_cast<const void*>(dz32.p);
+  a.ref = with_ref ? (b16 ? static_cast<const void*>(dy16.p) : static_cast<const void*>(dy32.p)) : nullptr;
+  a.dtype = dt;
+  a.rows = rows;
+  a.vocab = V;
+  a.row_stride = V;
+  a.targets = dt_.p;
+  a.K = K;
+  cuda::LogitStatsDeviceOut o{g_max.p, g_lse.p, g_ent.p, g_mar.p, g_lp.p, K ? g_ti.p : nullptr, K ? g_tl.p : nullptr,
+                              g_k1.p, g_k2.p, g_k3.p, g_kl.p};
+  DBuf<char> ws(cuda::logit_stats_workspace_bytes(rows, V, K));
+  CK(cuda::logit_stats(a, o, ws.p, ws.n, nullptr));
+  CK(cudaDeviceSynchronize());
+
+  auto G = [](DBuf<float>& b) { return b.download(); };
+  const auto h_max = G(g_max), h_lse = G(g_lse), h_ent = G(g_ent), h_mar = G(g_mar), h_lp = G(g_lp), h_k1 = G(g_k1),
+             h_k2 = G(g_k2), h_k3 = G(g_k3), h_kl = G(g_kl), h_tl = G(g_tl);
+  const auto h_ti = g_ti.download();
+  double e_max = 0, e_lse = 0, e_ent = 0, e_mar = 0, e_lp = 0, e_k = 0, e_kl = 0;
+  int64_t topk_bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool nan_row = kinds[size_t(r) % kinds.size()] == RowKind::NaNRow;
+    e_lse = std::max(e_lse, rel(h_lse[r], c_lse[r]));
+    e_ent = std::max(e_ent, rel(h_ent[r], c_ent[r]));
+    if (nan_row) continue;  // NaN rows: the sums must be NaN on both (above); the rest is unspecified
+    e_max = std::max(e_max, h_max[r] == c_max[r] ? 0.0 : INFINITY);
+    e_mar = std::max(e_mar, rel(h_mar[r], c_mar[r]));
+    e_lp = std::max(e_lp, rel(h_lp[r], c_lp[r]));
+    if (with_ref) {
+      e_k = std::max({e_k, rel(h_k1[r], c_k1[r]), rel(h_k2[r], c_k2[r]), rel(h_k3[r], c_k3[r])});
+      e_kl = std::max(e_kl, rel(h_kl[r], c_kl[r]));
+    }
+    for (int j = 0; j < K; ++j) {
+      const size_t q = size_t(r * K + j);
+      const bool same_val = (h_tl[q] == c_tl[q]) || (std::isinf(h_tl[q]) && std::isinf(c_tl[q]) && h_tl[q] == c_tl[q]);
+      if (h_ti[q] != c_ti[q] || !same_val) ++topk_bad;
+    }
+  }
+  char name[200];
+  std::snprintf(name, sizeof name, "%s rows=%lld V=%lld K=%d%s%s", b16 ? "bf16" : "f32", (long long)rows,
+                (long long)V, K, with_ref ? " ref" : "", label.c_str());
+  const std::string s = "logit stats";
+  check(s, name, "logsumexp rel", e_lse, 2e-5);
+  check(s, name, "entropy rel", e_ent, 1e-4);
+  check(s, name, "chosen logprob rel", e_lp, 2e-5);
+  check(s, name, "max+margin exact", std::max(e_max, e_mar), 1e-6);
+  if (K) check(s, name, "top-K mismatches", double(topk_bad), 0);
+  if (with_ref) {
+    check(s, name, "k1..k3 rel", e_k, 1e-4);
+    check(s, name, "KL exact rel", e_kl, 1e-4);
+  }
+}
+
+void stats_checks(bool quick) {
+  g_section = "logit stats parity";
+  std::printf("\n== Logit statistics parity (vs cpu::logit_stats_scalar, f64)\n");
+  const std::vector<RowKind> normal_rows = {RowKind::Normal, RowKind::Peaked, RowKind::Huge};
+  const std::vector<RowKind> hard_rows = {RowKind::Ties,   RowKind::Ascending, RowKind::Descending, RowKind::NegInf,
+                                          RowKind::NaNRow, RowKind::Normal,    RowKind::Striped4,   RowKind::Striped8};
+  stats_parity(64, 151936, 64, DType::F32, false, normal_rows, " qwen3");
+  stats_parity(64, 151936, 20, DType::BF16, true, normal_rows, " qwen3");
+  stats_parity(3, 151936, 0, DType::F32, true, normal_rows, " decode");
+  stats_parity(16, 151936, 64, DType::BF16, false, hard_rows, " ties/sorted/-inf/NaN/striped");
+  if (!quick) {
+    stats_parity(16, 151936, 64, DType::F32, true, hard_rows, " ties/sorted/-inf/NaN/striped");
+    stats_parity(600, 368, 64, DType::F32, true, normal_rows, " toy vocab");
+    stats_parity(5, 50, 64, DType::F32, false, normal_rows, " K>V");
+    stats_parity(4, 1, 2, DType::F32, false, normal_rows, " V=1");
+    stats_parity(7, 4099, 3, DType::BF16, true, hard_rows, " odd V");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampling parity: the same (seed, stream, position) must give the CPU's token. Mismatches are
+// allowed only where masses differ in the last bits (expf vs the CPU's polynomial, f32 vs 2^-40
+// fixed point) and a draw falls on the boundary: tolerance 0.2% of draws (expected ≈ 0).
+
+void sampling_checks(bool quick) {
+  g_section = "sampling parity";
+  std::printf("\n== Sampling parity (vs cpu::sample_token)\n");
+  struct PCase {
+    std::string label;
+    SamplingParams p;
+  };
+  auto P = [](float T, int k, float tp, float mp, float rep = 1, float pres = 0, float freq = 0) {
+    SamplingParams p;
+    p.temperature = T;
+    p.top_k = k;
+    p.top_p = tp;
+    p.min_p = mp;
+    p.repetition_penalty = rep;
+    p.presence_penalty = pres;
+    p.frequency_penalty = freq;
+    return p;
+  };
+  std::vector<PCase> cases = {
+      {"greedy", P(0, 0, 1, 0)},
+      {"T=1", P(1, 0, 1, 0)},
+      {"T=0.7", P(0.7f, 0, 1, 0)},
+      {"top_k=50", P(1, 50, 1, 0)},
+      {"top_k=1", P(1, 1, 1, 0)},
+      {"top_k=3000", P(1.2f, 3000, 1, 0)},
+      {"top_p=0.9", P(1, 0, 0.9f, 0)},
+      {"top_p=0.5 T=0.6", P(0.6f, 0, 0.5f, 0)},
+      {"top_k=40 top_p=0.95", P(0.8f, 40, 0.95f, 0)},
+      {"min_p=0.05", P(1, 0, 1, 0.05f)},
+      {"top_p=0.9 min_p=0.1", P(1, 0, 0.9f, 0.1f)},
+      {"top_p=0", P(1, 0, 0, 0)},
+      {"penalties", P(0.9f, 0, 1, 0, 1.3f, 0.5f, 0.2f)},
+      {"penalties greedy", P(0, 0, 1, 0, 1.5f, 0.4f, 0.3f)},
+      {"penalties top_k top_p", P(1, 30, 0.9f, 0.02f, 1.2f, 0.1f, 0.1f)},
+  };
+  struct VCase {
+    int64_t V, rows;
+    DType dt;
+  };
+  std::vector<VCase> vcases = {{151936, quick ? 6 : 16, DType::BF16}, {151936, 4, DType::F32}, {368, 32, DType::F32}};
+  int64_t draws = 0, mismatches = 0;
+  std::string first_mismatch;
+  for (const VCase& vc : vcases) {
+    const int64_t V = vc.V, rows = vc.rows;
+    const bool b16 = vc.dt == DType::BF16;
+    std::vector<float> z(static_cast<size_t>(rows * V));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float scale = 1.0f + float(r % 4);  // flatter and sharper rows
+      for (int64_t i = 0; i < V; ++i) {
+        const float x = normal(scale);
+        z[size_t(r * V + i)] = b16 ? bf(x) : x;
+      }
+    }
+    // Penalty ids: history (prompt + generated) and generated, with repeats and out-of-range ids.
+    std::vector<int32_t> hist, gen;
+    std::vector<int64_t> hoff{0}, goff{0};
+    for (int64_t r = 0; r < rows; ++r) {
+      const int nh = 20 + int(r % 7) * 13, ng = 5 + int(r % 5) * 4;
+      for (int j = 0; j < nh; ++j) hist.push_back(j == 3 ? int32_t(V + 5) : int32_t(g_rng() % uint64_t(std::min<int64_t>(V, 400))));
+      for (int j = 0; j < ng; ++j) {
+        const int32_t id = (j % 3 == 0 && !hist.empty()) ? hist[hist.size() - 1 - size_t(j)] : int32_t(g_rng() % uint64_t(V));
+        gen.push_back(id);
+        hist.push_back(id);
+      }
+      hoff.push_back(int64_t(hist.size()));
+      goff.push_back(int64_t(gen.size()));
+    }
+    DBuf<float> dz32(b16 ? 0 : z.size());
+    DBuf<bf16> dz16(b16 ? z.size() : 0);
+    if (b16) dz16.upload(to_bf16(z));
+    else dz32.upload(z);
+    DBuf<int32_t> dh(hist.size()), dg(gen.size()), dout(static_cast<size_t>(rows));
+    DBuf<int64_t> dho(hoff.size()), dgo(goff.size());
+    dh.upload(hist);
+    dg.upload(gen);
+    dho.upload(hoff);
+    dgo.upload(goff);
+    DBuf<SamplingParams> dp(static_cast<size_t>(rows));
+    DBuf<uint64_t> dpos(static_cast<size_t>(rows));
+    DBuf<char> ws(cuda::sample_workspace_bytes(rows, V));
+    std::vector<char> scratch(cpu::sampling_scratch_bytes(V));
+    for (const PCase& pc : cases) {
+      for (int pos_round = 0; pos_round < (quick ? 2 : 4); ++pos_round) {
+        std::vector<SamplingParams> ps(size_t(rows), pc.p);
+        std::vector<uint64_t> pos(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) {
+          ps[size_t(r)].seed = 0x5eed0000ull + uint64_t(pos_round);
+          ps[size_t(r)].stream = uint64_t(r);
+          pos[size_t(r)] = uint64_t(1000 * pos_round + r);
+        }
+        dp.upload(ps);
+        dpos.upload(pos);
+        dout.poison();
+        cuda::SampleArgs a;
+        a.logits = b16 ? static_cast<const void*>(dz16.p) : static_cast<const void*>(dz32.p);
+        a.dtype = vc.dt;
+        a.rows = rows;
+        a.vocab = V;
+        a.row_stride = V;
+        a.params = dp.p;
+        a.positions = dpos.p;
+        a.history = dh.p;
+        a.history_offsets = dho.p;
+        a.generated = dg.p;
+        a.generated_offsets = dgo.p;
+        a.out_tokens = dout.p;
+        CK(cuda::sample_tokens(a, ws.p, ws.n, nullptr));
+        CK(cudaDeviceSynchronize());
+        const std::vector<int32_t> got = dout.download();
+        for (int64_t r = 0; r < rows; ++r) {
+          const int32_t want = cpu::sample_token(z.data() + r * V, V, ps[size_t(r)], pos[size_t(r)], hist.data() + hoff[size_t(r)],
+                                                 hoff[size_t(r + 1)] - hoff[size_t(r)], gen.data() + goff[size_t(r)],
+                                                 goff[size_t(r + 1)] - goff[size_t(r)], scratch.data());
+          ++draws;
+          if (got[size_t(r)] != want) {
+            ++mismatches;
+            if (first_mismatch.empty())
+              first_mismatch = pc.label + " V=" + std::to_string(V) + " row " + std::to_string(r) + ": gpu " +
+                               std::to_string(got[size_t(r)]) + " cpu " + std::to_string(want);
+          }
+        }
+      }
+    }
+  }
+  check("sampling", "same token as the CPU (" + std::to_string(draws) + " draws, 15 settings)", "mismatch fraction",
+        double(mismatches) / double(std::max<int64_t>(draws, 1)), 0.002, first_mismatch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// LM-head loss backward parity against the f64 per-row math of Transformer::lm_head_backward
+// (native/model/backward.cpp): dz = a·(onehot − p) + b·(−p(log p + H)).
+// Tolerance per element: |Δ| ≤ 1e-4·|ref| + 1e-7·(|a|+|b|) for f32 output, 2^-8·|ref| + 1e-7·(|a|+|b|)
+// for bf16 output; lse, entropy, target logprob rel ≤ 2e-5, 1e-4, 2e-5.
+
+void loss_parity(int64_t rows, int64_t V, DType in, DType out, bool with_b, bool in_place) {
+  const bool b16 = in == DType::BF16;
+  std::vector<float> z = make_rows(rows, V, {RowKind::Normal, RowKind::Peaked, RowKind::Huge}, b16);
+  std::vector<int32_t> targets(static_cast<size_t>(rows));
+  std::vector<float> av(static_cast<size_t>(rows)), bv(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    targets[size_t(r)] = r % 4 == 3 ? -1 : int32_t(g_rng() % uint64_t(V));
+    av[size_t(r)] = uniform(-2, 2);
+    bv[size_t(r)] = with_b ? uniform(-0.5f, 0.5f) : 0.0f;
+  }
+  // f64 reference (backward.cpp's loop)
+  std::vector<double> ref(z.size()), r_lse(static_cast<size_t>(rows)), r_h(static_cast<size_t>(rows)), r_lp(static_cast<size_t>(rows));
+  parallel(rows, [&](int64_t i) {
+    const float* zr = z.data() + i * V;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < V; ++j) m = std::max(m, zr[j]);
+    double s = 0, sz = 0;
+    for (int64_t j = 0; j < V; ++j) {
+      const double e = std::exp(double(zr[j] - m));
+      s += e;
+      sz += e * (zr[j] - m);
+    }
+    const double lse = std::log(s), H = lse - sz / s;
+    const double ai = av[size_t(i)], bi = bv[size_t(i)];
+    for (int64_t j = 0; j < V; ++j) {
+      const double logp = (zr[j] - m) - lse, p = std::exp(logp);
+      ref[size_t(i * V + j)] = -ai * p - bi * p * (logp + H);
+    }
+    const int32_t t = targets[size_t(i)];
+    if (t >= 0 && t < V) ref[size_t(i * V + t)] += ai;
+    r_lse[size_t(i)] = m + lse;
+    r_h[size_t(i)] = H;
+    r_lp[size_t(i)] = (t >= 0 && t < V) ? double(zr[t]) - (m + lse) : NAN;
+  });
+  DBuf<float> dz32(in == DType::F32 ? z.size() : 0), do32(out == DType::F32 && !in_place ? z.size() : 0);
+  DBuf<bf16> dz16(in == DType::BF16 ? z.size() : 0), do16(out == DType::BF16 && !in_place ? z.size() : 0);
+  if (b16) dz16.upload(to_bf16(z));
+  else dz32.upload(z);
+  if (!in_place) {
+    if (out == DType::F32) do32.poison();
+    else do16.poison();
+  }
+  DBuf<int32_t> dt(static_cast<size_t>(rows));
+  DBuf<float> da(static_cast<size_t>(rows)), db(static_cast<size_t>(rows)), dl(static_cast<size_t>(rows)), dh(static_cast<size_t>(rows)), dlp(static_cast<size_t>(rows));
+  dt.upload(targets);
+  da.upload(av);
+  db.upload(bv);
+  dl.poison();
+  dh.poison();
+  dlp.poison();
+  cuda::LossBackwardArgs a;
+  a.logits = b16 ? static_cast<const void*>(dz16.p) : static_cast<const void*>(dz32.p);
+  a.logits_dtype = in;
+  a.dlogits = in_place ? const_cast<void*>(a.logits) : (out == DType::F32 ? static_cast<void*>(do32.p) : static_cast<void*>(do16.p));
+  a.dlogits_dtype = out;
+  a.rows = rows;
+  a.vocab = V;
+  a.row_stride = V;
+  a.targets = dt.p;
+  a.a = da.p;
+  a.b = with_b ? db.p : nullptr;
+  a.lse = dl.p;
+  a.entropy = dh.p;
+  a.target_logprob = dlp.p;
+  CK(cuda::lm_head_loss_backward(a, nullptr));
+  CK(cudaDeviceSynchronize());
+  std::vector<float> got;
+  if (out == DType::F32) got = in_place ? dz32.download() : do32.download();
+  else got = to_f32(in_place ? dz16.download() : do16.download());
+  const double relt = out == DType::F32 ? 1e-4 : 1.0 / 256;
+  double worst = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const double scale = 1e-7 * (std::fabs(av[size_t(i)]) + std::fabs(bv[size_t(i)]));
+    for (int64_t j = 0; j < V; ++j) {
+      const double r = ref[size_t(i * V + j)], g = got[size_t(i * V + j)];
+      const double e = std::fabs(g - r) / (relt * std::fabs(r) + scale + 1e-30);
+      worst = std::max(worst, std::isnan(e) || std::isnan(g) ? INFINITY : e);
+    }
+  }
+  const auto hl = dl.download(), hh = dh.download(), hlp = dlp.download();
+  double e_l = 0, e_h = 0, e_lp = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    e_l = std::max(e_l, rel(hl[size_t(i)], r_lse[size_t(i)]));
+    e_h = std::max(e_h, rel(hh[size_t(i)], r_h[size_t(i)]));
+    e_lp = std::max(e_lp, rel(hlp[size_t(i)], r_lp[size_t(i)]));
+  }
+  char name[200];
+  std::snprintf(name, sizeof name, "%s→%s rows=%lld V=%lld%s%s", in == DType::F32 ? "f32" : "bf16",
+                out == DType::F32 ? "f32" : "bf16", (long long)rows, (long long)V, with_b ? " a,b" : " a",
+                in_place ? " in place" : "");
+  check("loss backward", name, "err/tol (≤1)", worst, 1.0);
+  check("loss backward", name, "lse/H/logp rel", std::max({e_l / 2e-5, e_h / 1e-4, e_lp / 2e-5}), 1.0,
+        "normalized by 2e-5, 1e-4, 2e-5");
+}
+
+void loss_checks(bool quick) {
+  g_section = "loss backward parity";
+  std::printf("\n== LM-head loss backward parity (vs f64 lm_head_backward math)\n");
+  loss_parity(8, 151936, DType::F32, DType::F32, true, false);
+  loss_parity(8, 151936, DType::BF16, DType::BF16, true, true);
+  if (!quick) {
+    loss_parity(5, 151936, DType::F32, DType::BF16, false, false);
+    loss_parity(300, 368, DType::BF16, DType::F32, true, false);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// AdamW parity against kernels::adamw_update on the CPU, clipping factor from an f64 norm.
+// Tolerance: |Δw| ≤ 1e-6·|w| + 1e-3·lr (FMA contraction may differ); m, v rel ≤ 1e-6; the bf16
+// copy equals bf16(w_gpu) exactly; a NaN gradient leaves everything bit-identical.
+
+void adamw_checks() {
+  g_section = "adamw parity";
+  std::printf("\n== AdamW parity (vs kernels::adamw_update on the CPU)\n");
+  const int64_t sizes[3] = {1000003, 1024, 37};
+  std::vector<std::vector<float>> w(3), g(3), m(3), v(3);
+  double ss = 0;
+  for (int t = 0; t < 3; ++t) {
+    const size_t n = size_t(sizes[t]);
+    w[t].resize(n);
+    g[t].resize(n);
+    m[t].resize(n);
+    v[t].resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      w[t][i] = normal(0.05f);
+      g[t][i] = normal(0.01f);
+      m[t][i] = normal(0.001f);
+      v[t][i] = std::fabs(normal(1e-5f));
+      ss += double(g[t][i]) * g[t][i];
+    }
+  }
+  const float max_norm = 0.5f * float(std::sqrt(ss));  // clipping active: scale ≈ 0.5
+  kernels::AdamWParams p{};
+  p.lr = 1e-3f;
+  p.beta1 = 0.9f;
+  p.beta2 = 0.999f;
+  p.eps = 1e-8f;
+  p.weight_decay = 0.1f;
+  const int step = 3;
+  p.bias_correction1 = 1.f - std::pow(p.beta1, float(step));
+  p.bias_correction2 = 1.f - std::pow(p.beta2, float(step));
+  p.grad_scale = 1.f;
+  const double norm = std::sqrt(ss);
+  kernels::AdamWParams pc = p;
+  pc.grad_scale = (max_norm > 0 && norm > max_norm) ? float(max_norm / norm) : 1.f;
+
+  std::vector<std::unique_ptr<DBuf<float>>> own;
+  auto up = [&](const std::vector<float>& h) {
+    own.emplace_back(new DBuf<float>(h.size()));
+    own.back()->upload(h);
+    return own.back()->p;
+  };
+  std::vector<cuda::AdamWTensor> desc(3);
+  std::vector<std::unique_ptr<DBuf<bf16>>> wb(3);
+  for (int t = 0; t < 3; ++t) {
+    wb[t].reset(new DBuf<bf16>(w[t].size()));
+    wb[t]->poison();
+    desc[t] = {up(w[t]), wb[t]->p, up(g[t]), up(m[t]), up(v[t]), sizes[t], t == 2 ? 0 : 1};
+  }
+  DBuf<cuda::GradClip> clip(1);
+  CK(cuda::grad_clip_reset(clip.p, nullptr));
+  for (int t = 0; t < 3; ++t) CK(cuda::grad_sumsq(desc[t].g, desc[t].n, clip.p, nullptr));
+  CK(cuda::grad_clip_finalize(clip.p, max_norm, nullptr));
+  // tensor 0 through adamw_step, tensors 1–2 through adamw_step_multi
+  CK(cuda::adamw_step(desc[0].w, desc[0].w_bf16, desc[0].g, desc[0].m, desc[0].v, desc[0].n, p, true, clip.p, nullptr));
+  DBuf<cuda::AdamWTensor> ddesc(2);
+  CK(cudaMemcpy(ddesc.p, desc.data() + 1, 2 * sizeof(cuda::AdamWTensor), cudaMemcpyHostToDevice));
+  CK(cuda::adamw_step_multi(ddesc.p, 2, 1024, p, clip.p, nullptr));
+  CK(cudaDeviceSynchronize());
+  const cuda::GradClip hc = clip.download()[0];
+  check("adamw", "global grad norm", "rel", std::fabs(hc.norm - norm) / norm, 1e-6);
+
+  double ew = 0, em = 0;
+  bool bf_ok = true;
+  for (int t = 0; t < 3; ++t) {
+    const int64_t n = sizes[t];
+    std::vector<float> W = w[t], M = m[t], Vv = v[t];
+    kernels::adamw_update(W.data(), g[t].data(), M.data(), Vv.data(), n, pc, t != 2);
+    std::vector<float> gw(static_cast<size_t>(n)), gm(static_cast<size_t>(n)), gv(static_cast<size_t>(n));
+    CK(cudaMemcpy(gw.data(), desc[t].w, size_t(n) * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gm.data(), desc[t].m, size_t(n) * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gv.data(), desc[t].v, size_t(n) * 4, cudaMemcpyDeviceToHost));
+    const std::vector<bf16> gb = wb[t]->download();
+    for (int64_t i = 0; i < n; ++i) {
+      ew = std::max(ew, std::fabs(double(gw[i]) - W[i]) / (1e-6 * std::fabs(W[i]) + 1e-3 * p.lr));
+      em = std::max({em, std::fabs(double(gm[i]) - M[i]) / (1e-6 * std::fabs(M[i]) + 1e-12),
+                     std::fabs(double(gv[i]) - Vv[i]) / (1e-6 * std::fabs(Vv[i]) + 1e-15)});
+      if (__bfloat162float(gb[i]) != bf(gw[i])) bf_ok = false;
+    }
+  }
+  check("adamw", "w (f32 master), 3 tensors, clip on", "err/tol (≤1)", ew, 1.0);
+  check("adamw", "m, v", "err/tol (≤1)", em, 1.0);
+  check("adamw", "bf16 copy == bf16(w)", "mismatch", bf_ok ? 0 : 1, 0);
+
+  // A NaN gradient: the step is skipped, nothing changes.
+  std::vector<float> g_nan = g[1];
+  g_nan[17] = NAN;
+  CK(cudaMemcpy(const_cast<float*>(desc[1].g), g_nan.data(), g_nan.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<float> before(static_cast<size_t>(sizes[1]));
+  CK(cudaMemcpy(before.data(), desc[1].w, before.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cuda::grad_clip_reset(clip.p, nullptr));
+  CK(cuda::grad_sumsq(desc[1].g, desc[1].n, clip.p, nullptr));
+  CK(cuda::grad_clip_finalize(clip.p, 1.0f, nullptr));
+  CK(cuda::adamw_step(desc[1].w, desc[1].w_bf16, desc[1].g, desc[1].m, desc[1].v, desc[1].n, p, true, clip.p, nullptr));
+  CK(cudaDeviceSynchronize());
+  std::vector<float> after(before.size());
+  CK(cudaMemcpy(after.data(), desc[1].w, after.size() * 4, cudaMemcpyDeviceToHost));
+  const cuda::GradClip hc2 = clip.download()[0];
+  check("adamw", "NaN gradient skips the step", "changed/finite flag",
+        double(std::memcmp(before.data(), after.data(), before.size() * 4) != 0) + double(hc2.finite), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmarks
+
+struct Row {
+  std::string what, value, floor, ratio;
+};
+std::vector<Row> g_table;
+
+double copy_gbps(size_t bytes, void* dst, const void* src) {
+  const double ms = time_ms([&] { CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice)); }, 20);
+  return 2.0 * double(bytes) / (ms * 1e6);  // read + write
+}
+
+void bench_stats(int64_t rows, int64_t V, int K, DType dt, bool with_ref, double copy_bw, const char* label) {
+  const size_t esz = dt == DType::F32 ? 4 : 2;
+  const size_t bytes = size_t(rows * V) * esz * (with_ref ? 2 : 1);
+  DBuf<char> z(size_t(rows * V) * esz), y(with_ref ? size_t(rows * V) * esz : 0);
+  {
+    std::vector<float> h(static_cast<size_t>(rows * V));
+    for (auto& x : h) x = normal(3);
+    if (dt == DType::F32) {
+      CK(cudaMemcpy(z.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+      if (with_ref) CK(cudaMemcpy(y.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+    } else {
+      auto hb = to_bf16(h);
+      CK(cudaMemcpy(z.p, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+      if (with_ref) CK(cudaMemcpy(y.p, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+    }
+  }
+  DBuf<float> o(size_t(rows) * 9 + 16);
+  DBuf<float> tl(size_t(std::max<int64_t>(1, rows * K)));
+  DBuf<int32_t> ti(size_t(std::max<int64_t>(1, rows * K)));
+  DBuf<int32_t> tg(static_cast<size_t>(rows));
+  CK(cudaMemset(tg.p, 0, size_t(rows) * 4));
+  cuda::LogitStatsArgs a;
+  a.logits = z.p;
+  a.ref = with_ref ? y.p : nullptr;
+  a.dtype = dt;
+  a.rows = rows;
+  a.vocab = V;
+  a.row_stride = V;
+  a.targets = tg.p;
+  a.K = K;
+  float* b = o.p;
+  cuda::LogitStatsDeviceOut out{b, b + rows, b + 2 * rows, b + 3 * rows, b + 4 * rows, K ? ti.p : nullptr,
+                                K ? tl.p : nullptr, b + 5 * rows, b + 6 * rows, b + 7 * rows, b + 8 * rows};
+  DBuf<char> ws(cuda::logit_stats_workspace_bytes(rows, V, K));
+  const double ms = time_ms([&] { CK(cuda::logit_stats(a, out, ws.p, ws.n, nullptr)); }, 20);
+  const double gbps = double(bytes) / (ms * 1e6);
+  char name[160];
+  std::snprintf(name, sizeof name, "logit stats %s %lld×%lld K=%d%s%s", dt == DType::F32 ? "f32" : "bf16",
+                (long long)rows, (long long)V, K, with_ref ? " +ref" : "", label);
+  timing("bench", name, "GB/s", gbps, "copy " + num(copy_bw) + " GB/s; " + num(ms * 1e3) + " us");
+  char v[64], f[64], r[64];
+  std::snprintf(v, sizeof v, "%.0f GB/s", gbps);
+  std::snprintf(f, sizeof f, "%.0f GB/s copy", copy_bw);
+  std::snprintf(r, sizeof r, "%.0f%%", 100.0 * gbps / copy_bw);
+  g_table.push_back({name, v, f, r});
+}
+
+void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, const char* label) {
+  const bool a_k = l != cuda::GemmLayout::TN, b_k = l == cuda::GemmLayout::NT;
+  (void)a_k;
+  (void)b_k;
+  DBuf<bf16> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(N * K));
+  DBuf<char> C(size_t(M * N) * (out == DType::F32 ? 4 : 2));
+  {
+    std::vector<float> h(size_t(std::max(M, N) * K));
+    for (auto& x : h) x = uniform(-1, 1);
+    auto hb = to_bf16(h);
+    CK(cudaMemcpy(A.p, hb.data(), size_t(M * K) * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(B.p, hb.data(), size_t(N * K) * 2, cudaMemcpyHostToDevice));
+  }
+  CK(cudaMemset(C.p, 0, C.n));
+  cuda::GemmArgs g;
+  g.layout = l;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A = A.p;
+  g.lda = l == cuda::GemmLayout::TN ? M : K;
+  g.B = B.p;
+  g.ldb = l == cuda::GemmLayout::NT ? K : N;
+  g.C = C.p;
+  g.ldc = N;
+  g.c_type = out;
+  g.beta = l == cuda::GemmLayout::TN ? 1.0f : 0.0f;
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const double ms_own = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Own)); }, 10);
+  double ms_blas = NAN;
+  if (cuda::gemm_cublas_available()) ms_blas = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Cublas)); }, 10);
+  const double tf_own = flops / (ms_own * 1e9), tf_blas = flops / (ms_blas * 1e9);
+  char name[160];
+  std::snprintf(name, sizeof name, "gemm %s %lldx%lldx%lld %s%s", layout_name(l), (long long)M, (long long)N,
+                (long long)K, out == DType::F32 ? "f32" : "bf16", label);
+  timing("bench", name, "TFLOP/s own", tf_own, std::isnan(tf_blas) ? "no cuBLAS" : "cuBLAS " + num(tf_blas));
+  char v[64], f[64], r[64];
+  std::snprintf(v, sizeof v, "%.1f TFLOP/s", tf_own);
+  if (std::isnan(tf_blas)) {
+    std::snprintf(f, sizeof f, "(no cuBLAS)");
+    std::snprintf(r, sizeof r, "-");
+  } else {
+    std::snprintf(f, sizeof f, "%.1f cuBLAS", tf_blas);
+    std::snprintf(r, sizeof r, "%.0f%%", 100.0 * tf_own / tf_blas);
+  }
+  g_table.push_back({name, v, f, r});
+  if (M <= 8) {  // decode: weight bandwidth
+    const double gbps = double(N * K * 2) / (ms_own * 1e6);
+    char w[64];
+    std::snprintf(w, sizeof w, "%.0f GB/s weights", gbps);
+    g_table.push_back({std::string(name) + " (bandwidth)", w, "", ""});
+    timing("bench", std::string(name) + " weights", "GB/s", gbps);
+  }
+}
+
+void benchmarks(bool quick) {
+  g_section = "benchmarks";
+  std::printf("\n== Timings (median of cudaEvent runs)\n");
+  const size_t big = size_t(256) * 151936 * 4;
+  DBuf<char> s(big), d(big);
+  CK(cudaMemset(s.p, 1, big));
+  const double copy_bw = copy_gbps(big, d.p, s.p);
+  timing("bench", "device-to-device copy 155.6 MB", "GB/s", copy_bw, "read+write bytes / time");
+  g_table.push_back({"cudaMemcpy D2D 155.6 MB (read+write)", num(copy_bw) + " GB/s", "", "floor"});
+
+  bench_stats(256, 151936, 0, DType::F32, false, copy_bw, "");
+  bench_stats(256, 151936, 64, DType::F32, false, copy_bw, "");
+  bench_stats(256, 151936, 20, DType::BF16, false, copy_bw, "");
+  bench_stats(128, 151936, 20, DType::BF16, true, copy_bw, "");
+  if (!quick) {
+    bench_stats(16, 151936, 20, DType::BF16, false, copy_bw, " (decode batch)");
+    // Chunk-size sweep (the default is 4096 elements for K ≤ 2, 16384 above).
+    for (const char* mc : {"2048", "8192", "65536"}) {
+      setenv("AUTODIDACT_STATS_MIN_CHUNK", mc, 1);
+      const std::string label = std::string(" min_chunk=") + mc;
+      bench_stats(256, 151936, 0, DType::F32, false, copy_bw, label.c_str());
+      bench_stats(256, 151936, 64, DType::F32, false, copy_bw, label.c_str());
+    }
+    unsetenv("AUTODIDACT_STATS_MIN_CHUNK");
+  }
+
+  using L = cuda::GemmLayout;
+  bench_gemm(L::NT, 4096, 3072, 1024, DType::BF16, " gate/up fwd");
+  bench_gemm(L::NT, 4096, 1024, 3072, DType::BF16, " down fwd");
+  bench_gemm(L::NN, 4096, 1024, 3072, DType::BF16, " dx");
+  bench_gemm(L::TN, 3072, 1024, 4096, DType::F32, " dW (+=)");
+  bench_gemm(L::NT, 2048, 151936, 1024, DType::BF16, " lm_head");
+  bench_gemm(L::NT, 1, 3072, 1024, DType::BF16, " decode");
+  bench_gemm(L::NT, 8, 151936, 1024, DType::F32, " decode lm_head");
+
+  {  // AdamW: bytes = read w,g,m,v + write w,m,v (f32) + write bf16
+    const int64_t n = 64ll << 20;
+    DBuf<float> w(static_cast<size_t>(n)), g(static_cast<size_t>(n)), m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+    DBuf<bf16> wb(static_cast<size_t>(n));
+    for (auto* b : {&w, &g, &m, &v}) CK(cudaMemset(b->p, 0, size_t(n) * 4));
+    kernels::AdamWParams p{1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, 0.1f, 0.001f, 1.0f};
+    const double ms = time_ms([&] { CK(cuda::adamw_step(w.p, wb.p, g.p, m.p, v.p, n, p, true, nullptr, nullptr)); }, 10);
+    const double gbps = double(n) * 30.0 / (ms * 1e6);
+    timing("bench", "adamw 64M params (30 B/param)", "GB/s", gbps);
+    char val[64], r[64];
+    std::snprintf(val, sizeof val, "%.0f GB/s", gbps);
+    std::snprintf(r, sizeof r, "%.0f%%", 100.0 * gbps / copy_bw);
+    g_table.push_back({"adamw 64M params (30 B/param)", val, num(copy_bw) + " GB/s copy", r});
+  }
+  {  // sampling latency
+    for (int64_t rows : {int64_t(1), int64_t(64)}) {
+      const int64_t V = 151936;
+      DBuf<bf16> z(static_cast<size_t>(rows * V));
+      std::vector<float> h(static_cast<size_t>(rows * V));
+      for (auto& x : h) x = normal(3);
+      z.upload(to_bf16(h));
+      SamplingParams sp;
+      sp.temperature = 0.8f;
+      sp.top_k = 50;
+      sp.top_p = 0.95f;
+      std::vector<SamplingParams> ps(size_t(rows), sp);
+      DBuf<SamplingParams> dp(static_cast<size_t>(rows));
+      dp.upload(ps);
+      DBuf<uint64_t> pos(static_cast<size_t>(rows));
+      CK(cudaMemset(pos.p, 0, size_t(rows) * 8));
+      DBuf<int32_t> out(static_cast<size_t>(rows));
+      DBuf<char> ws(cuda::sample_workspace_bytes(rows, V));
+      cuda::SampleArgs a;
+      a.logits = z.p;
+      a.dtype = DType::BF16;
+      a.rows = rows;
+      a.vocab = V;
+      a.row_stride = V;
+      a.params = dp.p;
+      a.positions = pos.p;
+      a.out_tokens = out.p;
+      const double ms = time_ms([&] { CK(cuda::sample_tokens(a, ws.p, ws.n, nullptr)); }, 10);
+      const std::string name = "sample top_k=50 top_p=0.95, " + std::to_string(rows) + " rows × 151936";
+      timing("bench", name, "us", ms * 1e3);
+      g_table.push_back({name, num(ms * 1e3) + " us", "", ""});
+    }
+  }
+}
+
+void print_table() {
+  std::printf("\n%-58s %-18s %-22s %s\n", "kernel", "value", "peer / floor", "ratio");
+  std::printf("%s\n", std::string(108, '-').c_str());
+  for (const Row& r : g_table) std::printf("%-58s %-18s %-22s %s\n", r.what.c_str(), r.value.c_str(), r.floor.c_str(), r.ratio.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  bool quick = false, bench = true;
+  std::string only;
+  double timeout = 300;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--json" && i + 1 < argc) g_json_path = argv[++i];
+    else if (a == "--quick") quick = true;
+    else if (a == "--no-bench") bench = false;
+    else if (a == "--timeout" && i + 1 < argc) timeout = std::atof(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--seed N] [--json PATH] [--quick] [--no-bench] [--timeout SECONDS]\n"
+                   "          [--only gemm|stats|sampling|loss|adamw|bench]\n", argv[0]);
+      return 2;
+    }
+  }
+  start_watchdog(timeout);
+  g_rng.seed(seed);
+  std::printf("ad_check_kernels: seed %llu%s\n", (unsigned long long)seed, quick ? " (quick)" : "");
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    std::printf("no CUDA device: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    write_json("no-device");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s (sm_%d%d, %d SMs, %.1f GiB)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+              double(prop.totalGlobalMem) / (1 << 30));
+  if (prop.major < 8) {
+    std::printf("needs sm_80 or newer\n");
+    write_json("unsupported-device");
+    return 2;
+  }
+  const cudaError_t ge = cuda::gemm_init();
+  std::printf("gemm path: %s%s%s\n", cuda::gemm_path(), ge != cudaSuccess ? " — " : "",
+              ge != cudaSuccess ? cuda::ops_last_error() : "");
+  if (!cuda::gemm_cublas_available()) std::printf("cuBLAS: %s\n", cuda::gemm_cublas_reason());
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto want = [&](const char* s) { return only.empty() || only == s; };
+  if (want("gemm")) gemm_checks(quick);
+  if (want("stats")) stats_checks(quick);
+  if (want("sampling")) sampling_checks(quick);
+  if (want("loss")) loss_checks(quick);
+  if (want("adamw")) adamw_checks();
+  const double parity_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("\nparity: %d failure(s) in %.1f s\n", g_failures, parity_s);
+  bench = bench && want("bench");
+  if (bench) benchmarks(quick);
+  write_json(g_failures ? "parity-failed" : "ok");
+  if (bench) print_table();
+  std::printf("\nad_check_kernels: %s (%d failure(s)); gemm path: %s\n", g_failures ? "FAILED" : "PASSED", g_failures,
+              cuda::gemm_path());
+  return g_failures ? 1 : 0;
+}

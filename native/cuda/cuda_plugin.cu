@@ -1,0 +1,284 @@
+// The plugin's one exported symbol, ad_cuda_plugin_api(): the C function table of plugin_abi.h
+// over CudaModel / CudaCache. Every entry catches C++ exceptions and reports them through
+// last_error(); nothing here aborts the host process.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cuda/device_info.h"
+#include "cuda/model_cuda.h"
+#include "cuda/ops.h"
+#include "cuda/plugin_abi.h"
+
+struct ad_cuda_model {
+  std::unique_ptr<ad::cuda::CudaModel> impl;
+};
+struct ad_cuda_cache {
+  std::unique_ptr<ad::cuda::CudaCache> impl;
+  ad_cuda_model* owner;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+template <class F>
+int guarded(F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+  } catch (...) {
+    g_last_error = "unknown error in the CUDA plugin";
+  }
+  return -1;
+}
+
+void copy_str(char* dst, size_t cap, const std::string& s) {
+  if (!dst || cap == 0) return;
+  size_t n = std::min(cap - 1, s.size());
+  std::memcpy(dst, s.data(), n);
+  dst[n] = '\0';
+}
+
+const char* last_error() { return g_last_error.c_str(); }
+
+int probe(ad_cuda_probe* out) {
+  return guarded([&] {
+    std::memset(out, 0, sizeof(*out));
+    ad::cuda::Probe p = ad::cuda::probe_devices();
+    out->available = p.available ? 1 : 0;
+    copy_str(out->reason, sizeof(out->reason), p.reason);
+    out->runtime_version = p.runtime_version;
+    out->driver_version = p.driver_version;
+    out->device_count = static_cast<int32_t>(std::min<size_t>(p.devices.size(), 16));
+    for (int i = 0; i < out->device_count; ++i) {
+      const auto& d = p.devices[i];
+      copy_str(out->devices[i].name, sizeof(out->devices[i].name), d.name);
+      out->devices[i].total_memory = d.total_memory;
+      out->devices[i].major = d.major;
+      out->devices[i].minor = d.minor;
+      out->devices[i].multiprocessors = d.multiprocessors;
+    }
+    if (p.available && ad::cuda::gemm_init() == cudaSuccess) copy_str(out->gemm_path, sizeof(out->gemm_path), ad::cuda::gemm_path());
+  });
+}
+
+ad::model::Config to_config(const ad_cuda_config& c) {
+  ad::model::Config m;
+  m.vocab = c.vocab;
+  m.hidden = c.hidden;
+  m.intermediate = c.intermediate;
+  m.layers = c.layers;
+  m.heads = c.heads;
+  m.kv_heads = c.kv_heads;
+  m.head_dim = c.head_dim;
+  m.rms_eps = c.rms_eps;
+  m.rope_theta = c.rope_theta;
+  m.rope_scaling = {c.rope_scaling != 0, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_original_max_position};
+  m.tie_embeddings = c.tie_embeddings != 0;
+  m.qkv_bias = c.qkv_bias != 0;
+  m.o_bias = c.o_bias != 0;
+  m.qk_norm = c.qk_norm != 0;
+  return m;
+}
+
+int model_create(const ad_cuda_config* cfg, ad_cuda_model** out) {
+  *out = nullptr;
+  return guarded([&] {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error(std::string("no usable CUDA device: ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+    }
+    if (cfg->device < 0 || cfg->device >= count)
+      throw std::invalid_argument("CUDA device " + std::to_string(cfg->device) + " does not exist (" + std::to_string(count) + " visible)");
+    auto m = std::make_unique<ad_cuda_model>();
+    m->impl = std::make_unique<ad::cuda::CudaModel>(to_config(*cfg), cfg->device);
+    *out = m.release();
+  });
+}
+
+int model_set_tensor(ad_cuda_model* m, const char* name, const int64_t* shape, int32_t ndim, const float* data) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->set_tensor(name, std::vector<int64_t>(shape, shape + ndim), data);
+  });
+}
+
+int model_finalize(ad_cuda_model* m) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->finalize();
+  });
+}
+
+void model_destroy(ad_cuda_model* m) {
+  if (!m) return;
+  try {
+    delete m;
+  } catch (...) {
+  }
+}
+
+int64_t model_parameter_bytes(ad_cuda_model* m) { return m->impl->parameter_bytes(); }
+
+int cache_create(ad_cuda_model* m, int32_t slots, int32_t capacity, ad_cuda_cache** out) {
+  *out = nullptr;
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    auto c = std::make_unique<ad_cuda_cache>();
+    c->impl = std::make_unique<ad::cuda::CudaCache>(*m->impl, slots, capacity);
+    c->owner = m;
+    *out = c.release();
+  });
+}
+
+void cache_destroy(ad_cuda_cache* c) {
+  if (!c) return;
+  try {
+    std::lock_guard<std::mutex> lock(c->owner->impl->mutex());
+    c->owner->impl->activate();
+    c->impl.reset();
+  } catch (...) {
+  }
+  delete c;
+}
+
+int cache_copy_prefix(ad_cuda_cache* c, int32_t src, int32_t dst, int32_t len) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(c->owner->impl->mutex());
+    c->impl->copy_prefix(src, dst, len);
+  });
+}
+
+int cache_truncate(ad_cuda_cache* c, int32_t slot, int32_t len) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(c->owner->impl->mutex());
+    c->impl->truncate(slot, len);
+  });
+}
+
+int32_t cache_length(ad_cuda_cache* c, int32_t slot) {
+  if (slot < 0 || slot >= c->impl->slots()) return -1;
+  return c->impl->length(slot);
+}
+
+int64_t cache_bytes(ad_cuda_cache* c) { return c->impl->bytes(); }
+
+int step(ad_cuda_model* m, ad_cuda_cache* c, ad_cuda_step* s) {
+  return guarded([&] {
+    if (c->owner != m) throw std::invalid_argument("this KV cache belongs to another model");
+    ad::cuda::CudaModel* ref = s->ref_model ? s->ref_model->impl.get() : nullptr;
+    ad::cuda::CudaCache* rc = s->ref_cache ? s->ref_cache->impl.get() : nullptr;
+    if (ref && s->ref_cache && s->ref_cache->owner != s->ref_model) throw std::invalid_argument("reference.cache belongs to another model");
+    if (ref && rc == c->impl.get()) throw std::invalid_argument("the reference needs its own KV cache");
+    if (ref && ref != m->impl.get()) {
+      std::unique_lock<std::mutex> a(m->impl->mutex(), std::defer_lock), b(ref->mutex(), std::defer_lock);
+      std::lock(a, b);
+      m->impl->step(*c->impl, *s, ref, rc);
+    } else {
+      std::lock_guard<std::mutex> lock(m->impl->mutex());
+      m->impl->step(*c->impl, *s, ref, rc);
+    }
+  });
+}
+
+int set_trainable(ad_cuda_model* m, int32_t base, int32_t lora) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->set_trainable(base != 0, lora != 0);
+  });
+}
+
+int train_forward(ad_cuda_model* m, ad_cuda_train_forward* f) {
+  return guarded([&] {
+    ad::cuda::CudaModel* ref = f->ref_model ? f->ref_model->impl.get() : nullptr;
+    if (ref && ref != m->impl.get()) {
+      std::unique_lock<std::mutex> a(m->impl->mutex(), std::defer_lock), b(ref->mutex(), std::defer_lock);
+      std::lock(a, b);
+      m->impl->train_forward(*f, ref);
+    } else {
+      std::lock_guard<std::mutex> lock(m->impl->mutex());
+      m->impl->train_forward(*f, ref);
+    }
+  });
+}
+
+int train_backward(ad_cuda_model* m, const float* a, const float* b, int64_t rows) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->train_backward(a, b, rows);
+  });
+}
+
+int optimizer_step(ad_cuda_model* m, ad_cuda_optimizer* o) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->optimizer_step(*o);
+  });
+}
+
+int zero_grad(ad_cuda_model* m) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->zero_grad();
+  });
+}
+
+int32_t tensor_count(ad_cuda_model* m) { return static_cast<int32_t>(m->impl->tensor_names().size()); }
+
+int tensor_info(ad_cuda_model* m, int32_t index, char* name, int32_t cap, int64_t* shape4, int32_t* ndim) {
+  return guarded([&] {
+    auto names = m->impl->tensor_names();
+    if (index < 0 || index >= static_cast<int32_t>(names.size())) throw std::out_of_range("tensor index out of range");
+    copy_str(name, static_cast<size_t>(cap), names[index]);
+    const auto& s = m->impl->tensor_shape(names[index]);
+    if (s.size() > 4) throw std::runtime_error("tensor of more than 4 dimensions");
+    *ndim = static_cast<int32_t>(s.size());
+    for (size_t i = 0; i < s.size(); ++i) shape4[i] = s[i];
+  });
+}
+
+int tensor_read(ad_cuda_model* m, const char* name, float* out, int64_t n) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->read_tensor(name, out, n);
+  });
+}
+
+int tensor_write(ad_cuda_model* m, const char* name, const float* data, int64_t n) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->write_tensor(name, data, n);
+  });
+}
+
+int32_t gradient_count(ad_cuda_model* m) { return static_cast<int32_t>(m->impl->gradient_names().size()); }
+
+int gradient_read(ad_cuda_model* m, int32_t index, char* name, int32_t cap, float* out, int64_t n, int64_t* numel) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    auto names = m->impl->gradient_names();
+    if (index < 0 || index >= static_cast<int32_t>(names.size())) throw std::out_of_range("gradient index out of range");
+    copy_str(name, static_cast<size_t>(cap), names[index]);
+    *numel = m->impl->read_gradient(names[index], out, n);
+  });
+}
+
+const ad_cuda_api kApi = {
+    AD_CUDA_ABI_VERSION, sizeof(ad_cuda_api), last_error, probe, model_create, model_set_tensor, model_finalize,
+    model_destroy, model_parameter_bytes, cache_create, cache_destroy, cache_copy_prefix, cache_truncate, cache_length,
+    cache_bytes, step, set_trainable, train_forward, train_backward, optimizer_step, zero_grad, tensor_count, tensor_info,
+    tensor_read, tensor_write, gradient_count, gradient_read,
+};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const ad_cuda_api* ad_cuda_plugin_api(void) { return &kApi; }

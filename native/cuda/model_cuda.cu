@@ -1,0 +1,893 @@
+// The CUDA transformer (see model_cuda.h). Each method mirrors the CPU method of the same name
+// in native/model/transformer.cpp and backward.cpp; comments there explain the math.
+#include "cuda/model_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "cuda/ops_layers.h"
+#include "kernels/rope.h"
+
+namespace ad::cuda {
+
+namespace {
+
+void ops_check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    std::string detail = ops_last_error();
+    if (detail.empty()) detail = cudaGetErrorString(err);
+    throw std::runtime_error(std::string("CUDA ") + what + " failed: " + detail);
+  }
+}
+
+template <class T>
+void upload(DeviceArray<T>& dst, const T* src, int64_t n, cudaStream_t s) {
+  T* p = dst.ensure(std::max<int64_t>(n, 1));
+  if (n > 0) ADL_CHECK(cudaMemcpyAsync(p, src, sizeof(T) * n, cudaMemcpyHostToDevice, s));
+}
+
+template <class T>
+void download(T* dst, const T* src, int64_t n, cudaStream_t s) {
+  if (dst && n > 0) ADL_CHECK(cudaMemcpyAsync(dst, src, sizeof(T) * n, cudaMemcpyDeviceToHost, s));
+}
+
+template <class T>
+void copy_d2d(DeviceArray<T>& dst, const T* src, int64_t n, cudaStream_t s) {
+  T* p = dst.ensure(std::max<int64_t>(n, 1));
+  if (n > 0) ADL_CHECK(cudaMemcpyAsync(p, src, sizeof(T) * n, cudaMemcpyDeviceToDevice, s));
+}
+
+// Logits rows per chunk: ≤ 256 MiB of f32 logits alive at once.
+int64_t logits_chunk(int64_t rows, int64_t vocab) {
+  return std::max<int64_t>(1, std::min<int64_t>(rows, (64ll << 20) / std::max<int64_t>(vocab, 1)));
+}
+
+bool decays(const std::string& name) { return name.find("norm") == std::string::npos && name.find(".bias") == std::string::npos; }
+
+}  // namespace
+
+// ------------------------------------------------------------------ DeviceArray
+
+template <class T>
+DeviceArray<T>::~DeviceArray() {
+  release();
+}
+template <class T>
+void DeviceArray<T>::release() {
+  if (p_) cudaFree(p_);  // no throw from destructors; errors here are reported by the next call
+  p_ = nullptr;
+  n_ = 0;
+}
+template <class T>
+T* DeviceArray<T>::ensure(int64_t n) {
+  if (n <= n_ && p_) return p_;
+  release();
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, sizeof(T) * static_cast<size_t>(std::max<int64_t>(n, 1)));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error("out of device memory allocating " + std::to_string(sizeof(T) * n) + " bytes (" +
+                             cudaGetErrorString(err) + ")");
+  }
+  p_ = static_cast<T*>(p);
+  n_ = std::max<int64_t>(n, 1);
+  return p_;
+}
+template class DeviceArray<float>;
+template class DeviceArray<bf16>;
+template class DeviceArray<int32_t>;
+template class DeviceArray<int64_t>;
+template class DeviceArray<uint64_t>;
+template class DeviceArray<double>;
+template class DeviceArray<unsigned char>;
+template class DeviceArray<SamplingParams>;
+template class DeviceArray<GradClip>;
+
+// ------------------------------------------------------------------ KV cache
+
+CudaCache::CudaCache(CudaModel& model, int slots, int capacity)
+    : owner_(&model), slots_(slots), capacity_(capacity), kv_dim_(model.config().kv_dim()), layers_(model.config().layers),
+      length_(slots > 0 ? slots : 0, 0), tokens_(slots > 0 ? slots : 0) {
+  if (slots <= 0 || capacity <= 0) throw std::invalid_argument("KV cache needs at least one slot and one position");
+  model.activate();
+  layer_elems_ = static_cast<int64_t>(slots) * capacity * kv_dim_;
+  k_.ensure(layer_elems_ * layers_);
+  v_.ensure(layer_elems_ * layers_);
+}
+
+void CudaCache::append_tokens(int slot, const int32_t* toks, int n) {
+  tokens_[slot].insert(tokens_[slot].end(), toks, toks + n);
+  length_[slot] += n;
+}
+
+void CudaCache::copy_prefix(int src, int dst, int len) {
+  if (src < 0 || src >= slots_ || dst < 0 || dst >= slots_) throw std::out_of_range("KV cache slot out of range");
+  if (len > length_[src]) throw std::out_of_range("copy_prefix: source slot is shorter than the requested prefix");
+  if (src == dst) {
+    truncate(dst, len);
+    return;
+  }
+  owner_->activate();
+  for (int l = 0; l < layers_; ++l) cache_copy_positions(KVLayer{keys(l), values(l), capacity_, kv_dim_}, src, dst, len, owner_->stream());
+  ADL_CHECK(cudaStreamSynchronize(owner_->stream()));
+  tokens_[dst].assign(tokens_[src].begin(), tokens_[src].begin() + len);
+  length_[dst] = len;
+}
+
+void CudaCache::truncate(int slot, int len) {
+  if (slot < 0 || slot >= slots_ || len < 0 || len > length_[slot]) throw std::out_of_range("truncate beyond the slot's length");
+  tokens_[slot].resize(len);
+  length_[slot] = len;
+}
+
+int64_t CudaCache::bytes() const { return 2 * layer_elems_ * layers_ * static_cast<int64_t>(sizeof(bf16)); }
+
+// ------------------------------------------------------------------ weights
+
+CudaModel::CudaModel(const model::Config& cfg, int device) : cfg_(cfg), device_(device) {
+  if (cfg_.head_dim % 2 != 0) throw std::invalid_argument("head_dim must be even for RoPE");
+  if (cfg_.head_dim > 256) throw std::invalid_argument("the CUDA backend supports head_dim up to 256");
+  if (cfg_.heads % cfg_.kv_heads != 0) throw std::invalid_argument("num_attention_heads must be a multiple of num_key_value_heads");
+  if (cfg_.hidden > 12288) throw std::invalid_argument("the CUDA backend supports hidden sizes up to 12288");
+  if (cfg_.score_labels > 0) throw std::invalid_argument("sequence-classification (score head) models run on the CPU backend only in this version");
+  activate();
+  ops_check(gemm_init(), "GEMM initialization");
+  ADL_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  std::vector<double> inv(cfg_.head_dim / 2);
+  for (int i = 0; i < cfg_.head_dim / 2; ++i) inv[i] = kernels::rope_inv_freq(i, cfg_.head_dim, cfg_.rope_theta, cfg_.rope_scaling);
+  upload(inv_freq_, inv.data(), static_cast<int64_t>(inv.size()), stream_);
+  sync();
+}
+
+CudaModel::~CudaModel() {
+  cudaSetDevice(device_);
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+void CudaModel::activate() const { ADL_CHECK(cudaSetDevice(device_)); }
+
+void CudaModel::sync() {
+  cudaError_t err = cudaStreamSynchronize(stream_);
+  if (err != cudaSuccess) layers_check(err, "cudaStreamSynchronize (a kernel of this step failed)");
+}
+
+void CudaModel::set_tensor(const std::string& name, const std::vector<int64_t>& shape, const float* host) {
+  activate();
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  Param& p = params_[name];
+  p.shape = shape;
+  p.n = n;
+  upload(p.w32, host, n, stream_);
+  if (shape.size() >= 2) cast_f32_to_bf16(p.w32.get(), p.w16.ensure(n), n, stream_);
+  sync();
+  finalized_ = false;
+}
+
+CudaModel::Param* CudaModel::find(const std::string& name) {
+  auto it = params_.find(name);
+  return it == params_.end() ? nullptr : &it->second;
+}
+
+CudaModel::Param& CudaModel::param(const std::string& name) {
+  Param* p = find(name);
+  if (!p) throw std::runtime_error("missing tensor " + name);
+  return *p;
+}
+
+static void check_shape(const std::string& name, const std::vector<int64_t>& have, std::initializer_list<int64_t> want) {
+  std::vector<int64_t> w(want);
+  if (have != w) {
+    std::string s;
+    for (auto d : w) s += (s.empty() ? "" : ",") + std::to_string(d);
+    throw std::runtime_error("tensor " + name + " has the wrong shape; expected [" + s + "]");
+  }
+}
+
+const float* CudaModel::f32_of(const std::string& name, std::initializer_list<int64_t> shape) {
+  Param& p = param(name);
+  check_shape(name, p.shape, shape);
+  return p.w32.get();
+}
+
+const bf16* CudaModel::bf16_of(const std::string& name, std::initializer_list<int64_t> shape) {
+  Param& p = param(name);
+  check_shape(name, p.shape, shape);
+  return p.w16.get();
+}
+
+void CudaModel::finalize() {
+  const model::Config& c = cfg_;
+  embed_ = bf16_of("model.embed_tokens.weight", {c.vocab, c.hidden});
+  final_norm_ = f32_of("model.norm.weight", {c.hidden});
+  lm_head_name_ = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  lm_head_ = c.tie_embeddings ? embed_ : bf16_of("lm_head.weight", {c.vocab, c.hidden});
+  layers_.assign(c.layers, Layer{});
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Layer& w = layers_[l];
+    w.attn_norm = f32_of(p + "input_layernorm.weight", {c.hidden});
+    w.wq = bf16_of(p + "self_attn.q_proj.weight", {c.q_dim(), c.hidden});
+    w.wk = bf16_of(p + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden});
+    w.wv = bf16_of(p + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden});
+    w.wo = bf16_of(p + "self_attn.o_proj.weight", {c.hidden, c.q_dim()});
+    if (c.qkv_bias) {
+      w.bq = f32_of(p + "self_attn.q_proj.bias", {c.q_dim()});
+      w.bk = f32_of(p + "self_attn.k_proj.bias", {c.kv_dim()});
+      w.bv = f32_of(p + "self_attn.v_proj.bias", {c.kv_dim()});
+    }
+    if (c.o_bias) w.bo = f32_of(p + "self_attn.o_proj.bias", {c.hidden});
+    if (c.qk_norm) {
+      w.q_norm = f32_of(p + "self_attn.q_norm.weight", {c.head_dim});
+      w.k_norm = f32_of(p + "self_attn.k_norm.weight", {c.head_dim});
+    }
+    w.mlp_norm = f32_of(p + "post_attention_layernorm.weight", {c.hidden});
+    w.wg = bf16_of(p + "mlp.gate_proj.weight", {c.intermediate, c.hidden});
+    w.wu = bf16_of(p + "mlp.up_proj.weight", {c.intermediate, c.hidden});
+    w.wd = bf16_of(p + "mlp.down_proj.weight", {c.hidden, c.intermediate});
+  }
+  finalized_ = true;
+}
+
+int64_t CudaModel::parameter_bytes() const {
+  int64_t n = 0;
+  for (const auto& kv : params_) n += kv.second.n * (kv.second.w16.get() ? 6 : 4);
+  return n;
+}
+
+std::vector<std::string> CudaModel::tensor_names() const {
+  std::vector<std::string> out;
+  for (const auto& kv : params_) out.push_back(kv.first);
+  return out;
+}
+
+const std::vector<int64_t>& CudaModel::tensor_shape(const std::string& name) const {
+  auto it = params_.find(name);
+  if (it == params_.end()) throw std::invalid_argument("the model has no parameter named " + name);
+  return it->second.shape;
+}
+
+void CudaModel::read_tensor(const std::string& name, float* host, int64_t n) {
+  activate();
+  Param* p = find(name);
+  if (!p) throw std::invalid_argument("the model has no parameter named " + name);
+  if (n != p->n) throw std::invalid_argument("parameter " + name + " has " + std::to_string(p->n) + " elements, got " + std::to_string(n));
+  download(host, p->w32.get(), n, stream_);
+  sync();
+}
+
+void CudaModel::write_tensor(const std::string& name, const float* host, int64_t n) {
+  activate();
+  Param* p = find(name);
+  if (!p) throw std::invalid_argument("the model has no parameter named " + name);
+  if (n != p->n) throw std::invalid_argument("parameter " + name + " has " + std::to_string(p->n) + " elements, got " + std::to_string(n));
+  upload(p->w32, host, n, stream_);
+  if (p->w16.get()) cast_f32_to_bf16(p->w32.get(), p->w16.get(), n, stream_);
+  sync();
+}
+
+// ------------------------------------------------------------------ forward
+
+void CudaModel::linear_nt(const bf16* x, int64_t T, const bf16* W, int64_t in, int64_t out, const float* bias, float* y,
+                          bool accumulate) {
+  GemmArgs a;
+  a.layout = GemmLayout::NT;
+  a.M = T;
+  a.N = out;
+  a.K = in;
+  a.A = x;
+  a.lda = in;
+  a.B = W;
+  a.ldb = in;
+  a.C = y;
+  a.ldc = out;
+  a.c_type = DType::F32;
+  a.beta = accumulate ? 1.f : 0.f;
+  a.bias = bias;
+  ops_check(gemm(a, stream_), "GEMM (x·Wᵀ)");
+}
+
+void CudaModel::lm_head(const bf16* hidden, int64_t rows, float* logits) {
+  linear_nt(hidden, rows, lm_head_, cfg_.hidden, cfg_.vocab, nullptr, logits, false);
+}
+
+// One decoder layer on the T rows of x_ (residual in, residual out), as Transformer::forward_layer.
+void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt) {
+  const model::Config& c = cfg_;
+  const int64_t H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim();
+  const Layer& w = layers_[l];
+  float* x = x_.get();
+  if (lt) copy_d2d(lt->x_in, x, T * H, stream_);
+  bf16* xn = lt ? lt->xn1.ensure(T * H) : xn_b_.get();
+  rmsnorm_fwd(x, w.attn_norm, xn, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
+  float* q32 = lt ? lt->q_raw.ensure(T * qd) : q32_.get();
+  float* k32 = lt ? lt->k_raw.ensure(T * kvd) : k32_.get();
+  linear_nt(xn, T, w.wq, H, qd, w.bq, q32, false);
+  linear_nt(xn, T, w.wk, H, kvd, w.bk, k32, false);
+  linear_nt(xn, T, w.wv, H, kvd, w.bv, v32_.get(), false);
+  bf16* qb = lt ? lt->q.ensure(T * qd) : q_b_.get();
+  const TokenMap map{d_slot_.get(), d_pos_.get()};
+  const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
+  qk_rope_to_cache(q32, k32, v32_.get(), w.q_norm, w.k_norm, inv_freq_.get(), map, T, c.heads, c.kv_heads, c.head_dim, c.rms_eps,
+                   qb, kv, stream_);
+  bf16* att = lt ? lt->att.ensure(T * qd) : att_b_.get();
+  float* lse = lt ? lt->lse.ensure(T * c.heads) : nullptr;
+  attention_fwd(qb, kv, map, T, c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), att, lse,
+                stream_);
+  linear_nt(att, T, w.wo, qd, H, w.bo, x, true);
+  if (lt) copy_d2d(lt->x_mid, x, T * H, stream_);
+
+  bf16* xn2 = lt ? lt->xn2.ensure(T * H) : xn_b_.get();
+  rmsnorm_fwd(x, w.mlp_norm, xn2, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
+  float* g = lt ? lt->gate.ensure(T * I) : g32_.get();
+  float* u = lt ? lt->up.ensure(T * I) : u32_.get();
+  linear_nt(xn2, T, w.wg, H, I, nullptr, g, false);
+  linear_nt(xn2, T, w.wu, H, I, nullptr, u, false);
+  swiglu_fwd(g, u, h_b_.get(), T * I, stream_);
+  linear_nt(h_b_.get(), T, w.wd, I, H, nullptr, x, true);
+}
+
+int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry>& batch, const int32_t* tokens, bool tape) {
+  if (!finalized_) throw std::logic_error("the CUDA model is not finalized");
+  if (cache.owner() != this) throw std::invalid_argument("this KV cache belongs to another model");
+  const model::Config& c = cfg_;
+  int64_t T = 0;
+  std::vector<int> seen(cache.slots(), 0);
+  for (const auto& e : batch) {
+    if (e.slot < 0 || e.slot >= cache.slots()) throw std::out_of_range("batch names a KV cache slot that does not exist");
+    if (seen[e.slot]++) throw std::invalid_argument("a KV cache slot appears twice in one batch");
+    if (e.count <= 0) throw std::invalid_argument("every batch entry needs at least one token");
+    if (cache.length(e.slot) + e.count > cache.capacity())
+      throw std::out_of_range("sequence would exceed the KV cache capacity (" + std::to_string(cache.capacity()) + " positions)");
+    T += e.count;
+  }
+  for (int64_t t = 0; t < T; ++t)
+    if (tokens[t] < 0 || tokens[t] >= c.vocab)
+      throw std::out_of_range("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" + std::to_string(c.vocab) + ")");
+  std::vector<int32_t> token_slot(T), token_pos(T), out_rows;
+  {
+    int64_t t = 0;
+    for (const auto& e : batch)
+      for (int i = 0; i < e.count; ++i, ++t) {
+        token_slot[t] = e.slot;
+        token_pos[t] = cache.length(e.slot) + i;
+        if ((e.out_mode == 2 && i >= e.out_from) || (e.out_mode == 1 && i == e.count - 1)) out_rows.push_back(static_cast<int32_t>(t));
+      }
+  }
+  const int64_t R = static_cast<int64_t>(out_rows.size());
+  const int64_t H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim();
+  activate();
+  // scratch
+  x_.ensure(T * H);
+  xn_b_.ensure(T * H);
+  q32_.ensure(T * qd);
+  k32_.ensure(T * kvd);
+  v32_.ensure(T * kvd);
+  q_b_.ensure(T * qd);
+  att_b_.ensure(T * qd);
+  g32_.ensure(T * I);
+  u32_.ensure(T * I);
+  h_b_.ensure(T * I);
+  hid_b_.ensure(std::max<int64_t>(R, 1) * H);
+  upload(d_tokens_, tokens, T, stream_);
+  upload(d_slot_, token_slot.data(), T, stream_);
+  upload(d_pos_, token_pos.data(), T, stream_);
+  upload(d_out_rows_, out_rows.data(), R, stream_);
+
+  if (tape) {
+    tape_.valid = false;
+    tape_.T = T;
+    tape_.R = R;
+    tape_.tokens.assign(tokens, tokens + T);
+    tape_.token_slot = token_slot;
+    tape_.token_pos = token_pos;
+    tape_.out_rows = out_rows;
+    if (static_cast<int>(tape_.layers.size()) != c.layers) tape_.layers = std::vector<LayerTape>(c.layers);
+  }
+  embed_gather(embed_, d_tokens_.get(), T, static_cast<int>(H), x_.get(), stream_);
+  for (int l = 0; l < c.layers; ++l) forward_layer(l, cache, T, tape ? &tape_.layers[l] : nullptr);
+  if (tape) copy_d2d(tape_.x_final, x_.get(), T * H, stream_);
+  rmsnorm_gather_fwd(x_.get(), d_out_rows_.get(), R, final_norm_, hid_b_.get(), nullptr, static_cast<int>(H), c.rms_eps, stream_);
+  sync();
+  int64_t t = 0;
+  for (const auto& e : batch) {
+    cache.append_tokens(e.slot, tokens + t, e.count);
+    t += e.count;
+  }
+  return R;
+}
+
+// ------------------------------------------------------------------ step (generation / scoring)
+
+void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCache* ref_cache) {
+  const int64_t V = cfg_.vocab, H = cfg_.hidden;
+  if (s.topk < 0 || s.topk > 64) throw std::invalid_argument("topK statistics must be between 0 and 64");
+  std::vector<model::BatchEntry> batch;
+  for (int e = 0; e < s.n_entries; ++e) {
+    const ad_cuda_entry& en = s.entries[e];
+    if (en.out_mode < 0 || en.out_mode > 2) throw std::invalid_argument("outModes entries must be 0, 1 or 2");
+    batch.push_back({en.slot, en.count, en.out_mode, en.out_from});
+  }
+  int64_t total = 0;
+  for (const auto& e : batch) total += e.count;
+  if (total != s.n_tokens) throw std::invalid_argument("tokens.length must equal the sum of counts");
+  // Row → entry (for sampling), as the CPU step.
+  std::vector<int> row_entry;
+  for (size_t e = 0; e < batch.size(); ++e) {
+    const int n = batch[e].out_mode == 2 ? std::max(0, batch[e].count - batch[e].out_from) : (batch[e].out_mode == 1 ? 1 : 0);
+    for (int i = 0; i < n; ++i) row_entry.push_back(static_cast<int>(e));
+  }
+  if (static_cast<int64_t>(row_entry.size()) > s.rows_capacity)
+    throw std::invalid_argument("the step produces " + std::to_string(row_entry.size()) + " rows, more than the output capacity");
+  if (ref) {
+    if (ref->config().vocab != V) throw std::invalid_argument("the reference model has another vocabulary size");
+    if (!ref_cache || ref_cache->owner() != ref) throw std::invalid_argument("reference.cache belongs to another model");
+    if (ref->device() != device_) throw std::invalid_argument("the reference model is on another device");
+  }
+
+  const int64_t R = forward(cache, batch, s.tokens, false);
+  s.rows = R;
+  if (ref) {
+    ref->activate();
+    const int64_t rr = ref->forward(*ref_cache, batch, s.tokens, false);
+    if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
+    activate();
+  }
+  if (R == 0) return;
+  const int K = s.topk;
+  const int64_t chunk = logits_chunk(R, V);
+  float* logits = logits_.ensure(chunk * V);
+  float* ref_logits = ref ? ref_logits_.ensure(chunk * V) : nullptr;
+  float* stats = stat_f_.ensure(chunk * (9 + static_cast<int64_t>(K)));
+  int32_t* stat_ids = stat_i_.ensure(std::max<int64_t>(chunk * K, 1));
+  const size_t ws = logit_stats_workspace_bytes(chunk, V, K);
+  const size_t sws = s.sampling ? sample_workspace_bytes(chunk, V) : 0;
+  unsigned char* workspace = workspace_.ensure(static_cast<int64_t>(std::max(ws, sws)) + 256);
+  int32_t* d_targets = d_targets_.ensure(chunk);
+  std::vector<int32_t> row_targets(chunk);
+
+  for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+    const int64_t n = std::min(chunk, R - r0);
+    lm_head(hid_b_.get() + r0 * H, n, logits);
+    if (ref) {
+      ref->lm_head(ref->hid_b_.get() + r0 * H, n, ref_logits);  // on the reference's stream
+      ref->sync();
+    }
+    for (int64_t i = 0; i < n; ++i) row_targets[i] = s.targets ? s.targets[r0 + i] : -1;
+    if (s.sampling) {
+      // Rows of entries that sample (out_mode 1), in chunk order; the draw's position is the
+      // slot's length after this step (as the CPU step).
+      std::vector<SamplingParams> params(n);
+      std::vector<uint64_t> positions(n);
+      std::vector<int64_t> hist_off(n + 1, 0), gen_off(n + 1, 0);
+      std::vector<int32_t> hist, gen;
+      for (int64_t i = 0; i < n; ++i) {
+        const int e = row_entry[r0 + i];
+        const ad_cuda_sampling& sp = s.sampling[e];
+        SamplingParams& p = params[i];
+        p.temperature = sp.temperature;
+        p.top_k = sp.top_k;
+        p.top_p = sp.top_p;
+        p.min_p = sp.min_p;
+        p.repetition_penalty = sp.repetition_penalty;
+        p.presence_penalty = sp.presence_penalty;
+        p.frequency_penalty = sp.frequency_penalty;
+        p.seed = sp.seed;
+        p.stream = sp.stream;
+        const auto& h = cache.tokens(batch[e].slot);
+        positions[i] = h.size();
+        const int64_t plen = std::min<int64_t>(std::max(sp.prompt_length, 0), static_cast<int64_t>(h.size()));
+        hist.insert(hist.end(), h.begin(), h.end());
+        gen.insert(gen.end(), h.begin() + plen, h.end());
+        hist_off[i + 1] = static_cast<int64_t>(hist.size());
+        gen_off[i + 1] = static_cast<int64_t>(gen.size());
+      }
+      upload(d_params_, params.data(), n, stream_);
+      upload(d_positions_, positions.data(), n, stream_);
+      upload(d_hist_, hist.data(), static_cast<int64_t>(hist.size()), stream_);
+      upload(d_gen_, gen.data(), static_cast<int64_t>(gen.size()), stream_);
+      upload(d_hist_off_, hist_off.data(), n + 1, stream_);
+      upload(d_gen_off_, gen_off.data(), n + 1, stream_);
+      SampleArgs a;
+      a.logits = logits;
+      a.dtype = DType::F32;
+      a.rows = n;
+      a.vocab = V;
+      a.row_stride = V;
+      a.params = d_params_.get();
+      a.positions = d_positions_.get();
+      a.history = hist.empty() ? nullptr : d_hist_.get();
+      a.history_offsets = hist.empty() ? nullptr : d_hist_off_.get();
+      a.generated = gen.empty() ? nullptr : d_gen_.get();
+      a.generated_offsets = gen.empty() ? nullptr : d_gen_off_.get();
+      a.out_tokens = d_sampled_.ensure(chunk);
+      ops_check(sample_tokens(a, workspace, sample_workspace_bytes(n, V), stream_), "sampling");
+      std::vector<int32_t> sampled(n);
+      download(sampled.data(), d_sampled_.get(), n, stream_);
+      sync();
+      for (int64_t i = 0; i < n; ++i)
+        if (batch[row_entry[r0 + i]].out_mode == 1) row_targets[i] = sampled[i];
+    }
+    upload(d_targets_, row_targets.data(), n, stream_);
+    LogitStatsArgs la;
+    la.logits = logits;
+    la.ref = ref_logits;
+    la.dtype = DType::F32;
+    la.rows = n;
+    la.vocab = V;
+    la.row_stride = V;
+    la.targets = d_targets;
+    la.K = K;
+    LogitStatsDeviceOut o{stats, stats + chunk, stats + 2 * chunk, stats + 3 * chunk, stats + 4 * chunk,
+                          K ? stat_ids : nullptr, K ? stats + 9 * chunk : nullptr,
+                          stats + 5 * chunk, stats + 6 * chunk, stats + 7 * chunk, stats + 8 * chunk};
+    ops_check(logit_stats(la, o, workspace, ws, stream_), "logit statistics");
+    download(s.max_logit ? s.max_logit + r0 : nullptr, o.max_logit, n, stream_);
+    download(s.logsumexp ? s.logsumexp + r0 : nullptr, o.logsumexp, n, stream_);
+    download(s.entropy ? s.entropy + r0 : nullptr, o.entropy, n, stream_);
+    download(s.margin ? s.margin + r0 : nullptr, o.margin, n, stream_);
+    download(s.chosen_logprob ? s.chosen_logprob + r0 : nullptr, o.chosen_logprob, n, stream_);
+    if (K) {
+      download(s.topk_ids ? s.topk_ids + r0 * K : nullptr, o.topk_ids, n * K, stream_);
+      download(s.topk_logits ? s.topk_logits + r0 * K : nullptr, o.topk_logits, n * K, stream_);
+    }
+    if (ref) {
+      download(s.k1 ? s.k1 + r0 : nullptr, o.k1, n, stream_);
+      download(s.k2 ? s.k2 + r0 : nullptr, o.k2, n, stream_);
+      download(s.k3 ? s.k3 + r0 : nullptr, o.k3, n, stream_);
+      download(s.kl_exact ? s.kl_exact + r0 : nullptr, o.kl_exact, n, stream_);
+    }
+    if (s.return_logits && s.logits) download(s.logits + r0 * V, logits, n * V, stream_);
+    sync();
+    if (s.out_tokens) std::copy(row_targets.begin(), row_targets.begin() + n, s.out_tokens + r0);
+  }
+}
+
+// ------------------------------------------------------------------ training
+
+void CudaModel::set_trainable(bool base, bool lora) {
+  if (lora) throw std::invalid_argument("LoRA adapters are not supported on the CUDA backend in this version; train the full model or use device 'cpu'");
+  activate();
+  train_base_ = base;
+  for (auto& kv : params_) {
+    kv.second.grad.release();
+    kv.second.m.release();
+    kv.second.v.release();
+  }
+}
+
+float* CudaModel::grad_of(const std::string& name) {
+  if (!train_base_) return nullptr;
+  Param& p = param(name);
+  if (!p.grad.get()) {
+    p.grad.ensure(p.n);
+    ADL_CHECK(cudaMemsetAsync(p.grad.get(), 0, sizeof(float) * p.n, stream_));
+  }
+  return p.grad.get();
+}
+
+void CudaModel::zero_grad() {
+  activate();
+  for (auto& kv : params_)
+    if (kv.second.grad.get()) ADL_CHECK(cudaMemsetAsync(kv.second.grad.get(), 0, sizeof(float) * kv.second.n, stream_));
+  sync();
+}
+
+void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
+  if (f.ref_lora_off) throw std::invalid_argument("reference 'lora-off' needs LoRA adapters, which the CUDA backend does not support yet");
+  const int B = f.n_sequences;
+  if (B <= 0) throw std::invalid_argument("lengths and promptLengths must be non-empty and of equal length");
+  int capacity = 1;
+  std::vector<model::BatchEntry> batch;
+  std::vector<int32_t> fed, targets;
+  int64_t offset = 0;
+  for (int i = 0; i < B; ++i) {
+    const int len = f.lengths[i], plen = f.prompt_lengths[i];
+    if (plen < 1 || plen >= len) throw std::invalid_argument("every sequence needs a prompt of ≥ 1 token and a completion of ≥ 1 token");
+    batch.push_back({i, len - 1, 2, plen - 1});
+    fed.insert(fed.end(), f.tokens + offset, f.tokens + offset + len - 1);
+    targets.insert(targets.end(), f.tokens + offset + plen, f.tokens + offset + len);
+    capacity = std::max(capacity, len);
+    offset += len;
+  }
+  activate();
+  tape_.valid = false;
+  tape_.cache = std::make_unique<CudaCache>(*this, B, capacity);
+  const int64_t R = forward(*tape_.cache, batch, fed.data(), true);
+  if (R > f.rows_capacity) throw std::invalid_argument("more completion rows than the output capacity");
+  const int64_t H = cfg_.hidden, V = cfg_.vocab;
+  copy_d2d(tape_.hidden, hid_b_.get(), R * H, stream_);
+  upload(tape_.targets, targets.data(), R, stream_);
+  // Slot rows for the attention backward: the rows of each slot are contiguous.
+  std::vector<int32_t> row0(B, -1), pos0(B, 0), rows(B, 0);
+  for (int64_t t = 0; t < tape_.T; ++t) {
+    const int s = tape_.token_slot[t];
+    if (row0[s] < 0) {
+      row0[s] = static_cast<int32_t>(t);
+      pos0[s] = tape_.token_pos[t];
+    }
+    ++rows[s];
+  }
+  upload(tape_.d_row0, row0.data(), B, stream_);
+  upload(tape_.d_pos0, pos0.data(), B, stream_);
+  upload(tape_.d_rows, rows.data(), B, stream_);
+  upload(tape_.d_tokens, tape_.tokens.data(), tape_.T, stream_);
+  upload(tape_.d_slot, tape_.token_slot.data(), tape_.T, stream_);
+  upload(tape_.d_pos, tape_.token_pos.data(), tape_.T, stream_);
+  upload(tape_.d_out_rows, tape_.out_rows.data(), R, stream_);
+  f.rows = R;
+
+  // Chosen-token logprob and entropy of each completion row, chunk by chunk.
+  auto row_stats = [&](CudaModel& m, const bf16* hidden, float* logp, float* entropy) {
+    const int64_t chunk = logits_chunk(R, V);
+    float* logits = m.logits_.ensure(chunk * V);
+    float* st = m.stat_f_.ensure(chunk * 9);
+    const size_t ws = logit_stats_workspace_bytes(chunk, V, 0);
+    unsigned char* w = m.workspace_.ensure(static_cast<int64_t>(ws) + 256);
+    int32_t* tg = m.d_targets_.ensure(chunk);
+    for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+      const int64_t n = std::min(chunk, R - r0);
+      m.lm_head(hidden + r0 * H, n, logits);
+      ADL_CHECK(cudaMemcpyAsync(tg, targets.data() + r0, sizeof(int32_t) * n, cudaMemcpyHostToDevice, m.stream_));
+      LogitStatsArgs la;
+      la.logits = logits;
+      la.dtype = DType::F32;
+      la.rows = n;
+      la.vocab = V;
+      la.row_stride = V;
+      la.targets = tg;
+      LogitStatsDeviceOut o{st, st + chunk, st + 2 * chunk, st + 3 * chunk, st + 4 * chunk, nullptr, nullptr,
+                            st + 5 * chunk, st + 6 * chunk, st + 7 * chunk, st + 8 * chunk};
+      ops_check(logit_stats(la, o, w, ws, m.stream_), "logit statistics");
+      download(logp ? logp + r0 : nullptr, o.chosen_logprob, n, m.stream_);
+      download(entropy ? entropy + r0 : nullptr, o.entropy, n, m.stream_);
+      m.sync();
+    }
+  };
+  row_stats(*this, tape_.hidden.get(), f.logp, f.entropy);
+  tape_.valid = true;
+  if (ref && f.ref_logp) {
+    if (ref->config().vocab != V) throw std::invalid_argument("the reference model has another vocabulary");
+    ref->activate();
+    CudaCache rc(*ref, B, capacity);
+    const int64_t rr = ref->forward(rc, batch, fed.data(), false);
+    if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
+    row_stats(*ref, ref->hid_b_.get(), f.ref_logp, nullptr);
+    activate();
+  }
+}
+
+void CudaModel::linear_bwd(const bf16* dy_b, const float* dy32, int64_t T, const std::string& weight, const bf16* W, int64_t in,
+                           int64_t out, const bf16* x, float* dx, bool accumulate_dx, const std::string& bias) {
+  GemmArgs a;  // dx (=|+=) dy·W: [T × out]·[out × in]
+  a.layout = GemmLayout::NN;
+  a.M = T;
+  a.N = in;
+  a.K = out;
+  a.A = dy_b;
+  a.lda = out;
+  a.B = W;
+  a.ldb = in;
+  a.C = dx;
+  a.ldc = in;
+  a.beta = accumulate_dx ? 1.f : 0.f;
+  ops_check(gemm(a, stream_), "GEMM (dy·W)");
+  if (!train_base_) return;
+  GemmArgs g;  // dW += dyᵀ·x: [out × T]·[T × in]
+  g.layout = GemmLayout::TN;
+  g.M = out;
+  g.N = in;
+  g.K = T;
+  g.A = dy_b;
+  g.lda = out;
+  g.B = x;
+  g.ldb = in;
+  g.C = grad_of(weight);
+  g.ldc = in;
+  g.beta = 1.f;
+  ops_check(gemm(g, stream_), "GEMM (dyᵀ·x)");
+  if (!bias.empty()) column_sum_add(dy32, T, static_cast<int>(out), grad_of(bias), stream_);
+}
+
+void CudaModel::train_backward(const float* a, const float* b, int64_t rows) {
+  if (!tape_.valid || !tape_.cache) throw std::runtime_error("trainBackward needs a trainForward first");
+  if (rows != tape_.R) throw std::runtime_error("a and b must have one coefficient per completion token (" + std::to_string(tape_.R) + ")");
+  activate();
+  const int64_t R = tape_.R, V = cfg_.vocab, H = cfg_.hidden;
+  DeviceArray<float> da, db;
+  upload(da, a, R, stream_);
+  upload(db, b, R, stream_);
+  float* dh = hid32_.ensure(R * H);
+  const int64_t chunk = logits_chunk(R, V);
+  float* logits = logits_.ensure(chunk * V);
+  bf16* dz = dlogits_b_.ensure(chunk * V);
+  float* gW = grad_of(lm_head_name_);
+  for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+    const int64_t n = std::min(chunk, R - r0);
+    const bf16* h = tape_.hidden.get() + r0 * H;
+    lm_head(h, n, logits);
+    LossBackwardArgs la;  // dz = a·(onehot − p) + b·(−p(log p + H))
+    la.logits = logits;
+    la.logits_dtype = DType::F32;
+    la.dlogits = dz;
+    la.dlogits_dtype = DType::BF16;
+    la.rows = n;
+    la.vocab = V;
+    la.row_stride = V;
+    la.targets = tape_.targets.get() + r0;
+    la.a = da.get() + r0;
+    la.b = db.get() + r0;
+    ops_check(lm_head_loss_backward(la, stream_), "LM-head loss backward");
+    GemmArgs g;  // dh = dz·W: [n × V]·[V × H]
+    g.layout = GemmLayout::NN;
+    g.M = n;
+    g.N = H;
+    g.K = V;
+    g.A = dz;
+    g.lda = V;
+    g.B = lm_head_;
+    g.ldb = H;
+    g.C = dh + r0 * H;
+    g.ldc = H;
+    ops_check(gemm(g, stream_), "GEMM (dz·W)");
+    if (gW) {
+      GemmArgs w;  // dW += dzᵀ·h: [V × n]·[n × H]
+      w.layout = GemmLayout::TN;
+      w.M = V;
+      w.N = H;
+      w.K = n;
+      w.A = dz;
+      w.lda = V;
+      w.B = h;
+      w.ldb = H;
+      w.C = gW;
+      w.ldc = H;
+      w.beta = 1.f;
+      ops_check(gemm(w, stream_), "GEMM (dzᵀ·h)");
+    }
+  }
+  try {
+    backward(dh);
+  } catch (...) {
+    tape_.valid = false;
+    tape_.cache.reset();
+    throw;
+  }
+  tape_.valid = false;
+  tape_.cache.reset();
+}
+
+// Back-propagates d hidden_out rows through the taped forward, as Transformer::backward.
+void CudaModel::backward(const float* d_hidden) {
+  const model::Config& c = cfg_;
+  const int64_t T = tape_.T, R = tape_.R, H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim();
+  const float eps = c.rms_eps, scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  CudaCache& cache = *tape_.cache;
+  float* dx = dx_.ensure(T * H);
+  float* dxn = dxn_.ensure(T * H);
+  float* dq = dq_.ensure(T * qd);
+  float* dk = dk_.ensure(T * kvd);
+  float* dv = dv_.ensure(T * kvd);
+  float* datt = datt_.ensure(T * qd);
+  float* dh = dh_.ensure(T * I);
+  float* dup = dup_.ensure(T * I);
+  float* delta = delta_.ensure(T * c.heads);
+  bf16* dyb = dyb_.ensure(T * std::max(H, qd));
+  bf16* dqb = dqb_.ensure(T * qd);
+  bf16* dkb = dkb_.ensure(T * kvd);
+  bf16* dvb = dvb_.ensure(T * kvd);
+  bf16* dhb = dhb_.ensure(T * I);
+  bf16* dupb = dupb_.ensure(T * I);
+  bf16* hb = h_b_.ensure(T * I);
+
+  // Final norm: only the output rows carry gradient.
+  ADL_CHECK(cudaMemsetAsync(dx, 0, sizeof(float) * T * H, stream_));
+  rmsnorm_scatter_bwd(tape_.x_final.get(), tape_.d_out_rows.get(), R, final_norm_, d_hidden, dx, grad_of("model.norm.weight"),
+                      static_cast<int>(H), eps, stream_);
+  const TokenMap map{tape_.d_slot.get(), tape_.d_pos.get()};
+  const SlotRows slots{tape_.d_row0.get(), tape_.d_pos0.get(), tape_.d_rows.get()};
+
+  for (int l = c.layers - 1; l >= 0; --l) {
+    const LayerTape& lt = tape_.layers[l];
+    const Layer& w = layers_[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    // ---- MLP: x_out = x_mid + down(silu(gate)·up)
+    swiglu_fwd(lt.gate.get(), lt.up.get(), hb, T * I, stream_);
+    cast_f32_to_bf16(dx, dyb, T * H, stream_);
+    linear_bwd(dyb, dx, T, p + "mlp.down_proj.weight", w.wd, I, H, hb, dh, false, "");
+    swiglu_bwd(lt.gate.get(), lt.up.get(), dh, dh, dup, T * I, stream_);  // dh becomes d gate
+    cast_f32_to_bf16(dh, dhb, T * I, stream_);
+    cast_f32_to_bf16(dup, dupb, T * I, stream_);
+    linear_bwd(dhb, dh, T, p + "mlp.gate_proj.weight", w.wg, H, I, lt.xn2.get(), dxn, false, "");
+    linear_bwd(dupb, dup, T, p + "mlp.up_proj.weight", w.wu, H, I, lt.xn2.get(), dxn, true, "");
+    rmsnorm_bwd(lt.x_mid.get(), w.mlp_norm, dxn, dx, true, grad_of(p + "post_attention_layernorm.weight"), T, static_cast<int>(H), eps,
+                stream_);
+
+    // ---- attention: x_mid = x_in + o(attention(q, k, v))
+    cast_f32_to_bf16(dx, dyb, T * H, stream_);
+    linear_bwd(dyb, dx, T, p + "self_attn.o_proj.weight", w.wo, qd, H, lt.att.get(), datt, false,
+               w.bo ? p + "self_attn.o_proj.bias" : "");
+    const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
+    attention_bwd(lt.q.get(), lt.att.get(), datt, lt.lse.get(), kv, map, slots, T, c.heads, c.kv_heads, c.head_dim, scale, delta, dq,
+                  dk, dv, stream_);
+    qk_rope_bwd(dq, dk, lt.q_raw.get(), lt.k_raw.get(), w.q_norm, w.k_norm, inv_freq_.get(), tape_.d_pos.get(), T, c.heads, c.kv_heads,
+                c.head_dim, eps, w.q_norm ? grad_of(p + "self_attn.q_norm.weight") : nullptr,
+                w.k_norm ? grad_of(p + "self_attn.k_norm.weight") : nullptr, stream_);
+    cast_f32_to_bf16(dq, dqb, T * qd, stream_);
+    cast_f32_to_bf16(dk, dkb, T * kvd, stream_);
+    cast_f32_to_bf16(dv, dvb, T * kvd, stream_);
+    linear_bwd(dqb, dq, T, p + "self_attn.q_proj.weight", w.wq, H, qd, lt.xn1.get(), dxn, false, w.bq ? p + "self_attn.q_proj.bias" : "");
+    linear_bwd(dkb, dk, T, p + "self_attn.k_proj.weight", w.wk, H, kvd, lt.xn1.get(), dxn, true, w.bk ? p + "self_attn.k_proj.bias" : "");
+    linear_bwd(dvb, dv, T, p + "self_attn.v_proj.weight", w.wv, H, kvd, lt.xn1.get(), dxn, true, w.bv ? p + "self_attn.v_proj.bias" : "");
+    rmsnorm_bwd(lt.x_in.get(), w.attn_norm, dxn, dx, true, grad_of(p + "input_layernorm.weight"), T, static_cast<int>(H), eps, stream_);
+  }
+  if (train_base_) embed_scatter_add(dx, tape_.d_tokens.get(), T, static_cast<int>(H), grad_of("model.embed_tokens.weight"), stream_);
+  sync();
+}
+
+void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
+  activate();
+  GradClip* clip = clip_.ensure(1);
+  ops_check(grad_clip_reset(clip, stream_), "gradient-norm reset");
+  int64_t count = 0;
+  for (auto& kv : params_)
+    if (kv.second.grad.get()) {
+      ops_check(grad_sumsq(kv.second.grad.get(), kv.second.n, clip, stream_), "gradient norm");
+      count += kv.second.n;
+    }
+  ops_check(grad_clip_finalize(clip, o.clip_grad_norm, stream_), "gradient clipping");
+  GradClip host{};
+  download(&host, clip, 1, stream_);
+  sync();
+  o.grad_norm = std::sqrt(host.sumsq);
+  o.skipped = (!host.finite || !std::isfinite(o.grad_norm)) ? 1 : 0;
+  o.parameters = 0;
+  if (!o.skipped) {
+    kernels::AdamWParams p{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+                           static_cast<float>(1 - std::pow(static_cast<double>(o.beta1), o.step)),
+                           static_cast<float>(1 - std::pow(static_cast<double>(o.beta2), o.step)), 1.f};
+    for (auto& kv : params_) {
+      Param& pr = kv.second;
+      if (!pr.grad.get()) continue;
+      if (!pr.m.get()) {
+        pr.m.ensure(pr.n);
+        pr.v.ensure(pr.n);
+        ADL_CHECK(cudaMemsetAsync(pr.m.get(), 0, sizeof(float) * pr.n, stream_));
+        ADL_CHECK(cudaMemsetAsync(pr.v.get(), 0, sizeof(float) * pr.n, stream_));
+      }
+      ops_check(adamw_step(pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, p, decays(kv.first), clip, stream_),
+                "AdamW");
+      o.parameters += pr.n;
+    }
+  }
+  (void)count;
+  for (auto& kv : params_)
+    if (kv.second.grad.get()) ADL_CHECK(cudaMemsetAsync(kv.second.grad.get(), 0, sizeof(float) * kv.second.n, stream_));
+  sync();
+}
+
+std::vector<std::string> CudaModel::gradient_names() const {
+  std::vector<std::string> out;
+  for (const auto& kv : params_)
+    if (kv.second.grad.get()) out.push_back(kv.first);
+  return out;
+}
+
+int64_t CudaModel::read_gradient(const std::string& name, float* host, int64_t n) {
+  activate();
+  Param* p = find(name);
+  if (!p || !p->grad.get()) throw std::invalid_argument("no gradient for " + name);
+  if (host) {
+    if (n != p->n) throw std::invalid_argument("gradient " + name + " has " + std::to_string(p->n) + " elements");
+    download(host, p->grad.get(), n, stream_);
+    sync();
+  }
+  return p->n;
+}
+
+}  // namespace ad::cuda

@@ -1,0 +1,189 @@
+// The decoder-only transformer on the CUDA backend, mirroring native/model/transformer.cpp
+// (forward: prefill + decode in one ragged batch over a slot KV cache) and backward.cpp (taped
+// backward, chunked LM head, full fine-tuning with AdamW).
+//
+// Numerics: bf16 weights for the matrix products (tensor cores, ops.h GEMM) with f32 master
+// copies; f32 norm weights and biases; f32 residual stream, gradients and optimizer state;
+// bf16 KV cache. LoRA adapters and score heads are not on the device yet (typed errors say so).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/ops.h"
+#include "cuda/plugin_abi.h"
+#include "model/transformer.h"
+
+namespace ad::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// An owned device allocation that only grows.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  ~DeviceArray();
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  // Ensures room for n elements (contents are lost when it grows).
+  T* ensure(int64_t n);
+  T* get() const { return p_; }
+  int64_t size() const { return n_; }
+  void release();
+
+ private:
+  T* p_ = nullptr;
+  int64_t n_ = 0;
+};
+
+class CudaModel;
+
+// `slots` sequences of up to `capacity` positions each: bf16 K and V per layer on the device,
+// token history on the host (for repetition penalties and bookkeeping).
+class CudaCache {
+ public:
+  CudaCache(CudaModel& model, int slots, int capacity);
+  int slots() const { return slots_; }
+  int capacity() const { return capacity_; }
+  int length(int slot) const { return length_.at(slot); }
+  const std::vector<int32_t>& tokens(int slot) const { return tokens_.at(slot); }
+  void append_tokens(int slot, const int32_t* toks, int n);
+  void copy_prefix(int src, int dst, int len);
+  void truncate(int slot, int len);
+  int64_t bytes() const;
+  bf16* keys(int layer) const { return k_.get() + static_cast<int64_t>(layer) * layer_elems_; }
+  bf16* values(int layer) const { return v_.get() + static_cast<int64_t>(layer) * layer_elems_; }
+  CudaModel* owner() const { return owner_; }
+
+ private:
+  CudaModel* owner_;
+  int slots_, capacity_, kv_dim_, layers_;
+  int64_t layer_elems_;
+  DeviceArray<bf16> k_, v_;
+  std::vector<int> length_;
+  std::vector<std::vector<int32_t>> tokens_;
+};
+
+class CudaModel {
+ public:
+  CudaModel(const model::Config& cfg, int device);
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+
+  const model::Config& config() const { return cfg_; }
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  std::mutex& mutex() { return mutex_; }
+  // Makes this model's device current on the calling thread.
+  void activate() const;
+
+  // ---- weights (HF names, f32 host data; shapes checked in finalize)
+  void set_tensor(const std::string& name, const std::vector<int64_t>& shape, const float* host);
+  void finalize();
+  int64_t parameter_bytes() const;
+  std::vector<std::string> tensor_names() const;
+  const std::vector<int64_t>& tensor_shape(const std::string& name) const;
+  void read_tensor(const std::string& name, float* host, int64_t n);
+  void write_tensor(const std::string& name, const float* host, int64_t n);
+
+  // ---- inference: forward + LM head + optional sampling + statistics (the addon's step)
+  void step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCache* ref_cache);
+
+  // Forward of one ragged batch; the final-norm hidden rows land in hidden_out() (bf16 [R × H]).
+  int64_t forward(CudaCache& cache, const std::vector<model::BatchEntry>& batch, const int32_t* tokens, bool tape);
+  const bf16* hidden_out() const { return hid_b_.get(); }
+  // logits [rows × vocab] f32 (device) of bf16 hidden rows (device).
+  void lm_head(const bf16* hidden, int64_t rows, float* logits);
+
+  // ---- training
+  void set_trainable(bool base, bool lora);
+  void train_forward(ad_cuda_train_forward& f, CudaModel* ref);
+  void train_backward(const float* a, const float* b, int64_t rows);
+  void optimizer_step(ad_cuda_optimizer& o);
+  void zero_grad();
+  // Gradients by name (sorted), copied to the host.
+  std::vector<std::string> gradient_names() const;
+  int64_t read_gradient(const std::string& name, float* host, int64_t n);
+
+ private:
+  struct Param {
+    std::vector<int64_t> shape;
+    int64_t n = 0;
+    DeviceArray<float> w32, grad, m, v;
+    DeviceArray<bf16> w16;  // matrices only
+  };
+  struct Layer {
+    const float *attn_norm = nullptr, *mlp_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+    const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+    const bf16 *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr, *wg = nullptr, *wu = nullptr, *wd = nullptr;
+  };
+  // What a taped forward keeps per layer (device), reused across calls.
+  struct LayerTape {
+    DeviceArray<float> x_in, q_raw, k_raw, lse, x_mid, gate, up;
+    DeviceArray<bf16> xn1, q, att, xn2;
+  };
+  struct Tape {
+    bool valid = false;
+    int64_t T = 0, R = 0;
+    std::vector<int32_t> token_slot, token_pos, out_rows, tokens;
+    std::vector<LayerTape> layers;
+    DeviceArray<float> x_final;
+    DeviceArray<bf16> hidden;  // final-norm output rows, bf16 [R × H]
+    DeviceArray<int32_t> targets, d_tokens, d_slot, d_pos, d_out_rows, d_row0, d_pos0, d_rows;
+    std::unique_ptr<CudaCache> cache;
+  };
+
+  Param& param(const std::string& name);
+  Param* find(const std::string& name);
+  const float* f32_of(const std::string& name, std::initializer_list<int64_t> shape);
+  const bf16* bf16_of(const std::string& name, std::initializer_list<int64_t> shape);
+  void forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt);
+  void backward(const float* d_hidden);
+  void linear_nt(const bf16* x, int64_t T, const bf16* W, int64_t in, int64_t out, const float* bias, float* y, bool accumulate);
+  // dx (=|+=) dy·W; dW += dyᵀ·x when a gradient exists (and db += Σ dy).
+  void linear_bwd(const bf16* dy_b, const float* dy32, int64_t T, const std::string& weight, const bf16* W, int64_t in,
+                  int64_t out, const bf16* x, float* dx, bool accumulate_dx, const std::string& bias);
+  float* grad_of(const std::string& name);
+  void sync();
+
+  model::Config cfg_;
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::mutex mutex_;
+  std::map<std::string, Param> params_;
+  std::vector<Layer> layers_;
+  const bf16 *embed_ = nullptr, *lm_head_ = nullptr;
+  const float* final_norm_ = nullptr;
+  std::string lm_head_name_;
+  DeviceArray<double> inv_freq_;
+  bool finalized_ = false, train_base_ = false;
+  Tape tape_;
+
+  // scratch (grown on demand)
+  DeviceArray<float> x_, q32_, k32_, v32_, g32_, u32_, lse_, logits_, ref_logits_, stat_f_, hid32_;
+  DeviceArray<bf16> xn_b_, q_b_, att_b_, h_b_, hid_b_, dlogits_b_;
+  DeviceArray<int32_t> d_tokens_, d_slot_, d_pos_, d_out_rows_, d_targets_, d_sampled_, stat_i_;
+  DeviceArray<unsigned char> workspace_;
+  DeviceArray<SamplingParams> d_params_;
+  DeviceArray<uint64_t> d_positions_;
+  DeviceArray<int32_t> d_hist_, d_gen_;
+  DeviceArray<int64_t> d_hist_off_, d_gen_off_;
+  // backward scratch
+  DeviceArray<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, dup_, delta_;
+  DeviceArray<bf16> dyb_, dqb_, dkb_, dvb_, dhb_, dupb_;
+  DeviceArray<double> norm_acc_;
+  DeviceArray<GradClip> clip_;
+
+  friend class CudaCache;
+};
+
+}  // namespace ad::cuda

@@ -1,0 +1,150 @@
+/* The C ABI between the CPU addon (autodidact.node) and the CUDA plugin (autodidact_cuda.so).
+ *
+ * The addon has no link-time dependency on CUDA: it dlopens the plugin only when a caller asks
+ * for the device (or for `info()`), looks up ad_cuda_plugin_api() and checks abi_version and
+ * struct_size. Plain C types only; every call that can fail returns 0 on success or −1 with the
+ * message in last_error() (thread-local in the plugin). Arrays are host memory owned by the caller.
+ */
+#ifndef AD_CUDA_PLUGIN_ABI_H
+#define AD_CUDA_PLUGIN_ABI_H
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AD_CUDA_ABI_VERSION 1u
+#define AD_CUDA_PLUGIN_SYMBOL "ad_cuda_plugin_api"
+
+typedef struct ad_cuda_model ad_cuda_model; /* opaque: weights, scratch, gradients, optimizer */
+typedef struct ad_cuda_cache ad_cuda_cache; /* opaque: device KV cache slots + host token history */
+
+typedef struct {
+  char name[256];
+  uint64_t total_memory;
+  int32_t major, minor, multiprocessors;
+} ad_cuda_device;
+
+typedef struct {
+  int32_t available;       /* ≥ 1 usable device */
+  char reason[512];        /* why not, when !available */
+  int32_t runtime_version; /* cudart linked into the plugin */
+  int32_t driver_version;  /* 0 without a driver */
+  int32_t device_count;    /* entries filled in devices[] */
+  ad_cuda_device devices[16];
+  char gemm_path[128];     /* "own mma.sync" or "cuBLASLt (runtime-loaded)": which GEMM runs */
+} ad_cuda_probe;
+
+typedef struct {
+  int32_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim;
+  float rms_eps;
+  double rope_theta;
+  int32_t rope_scaling; /* Llama 3 scaling on/off, then its four numbers */
+  float rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position;
+  int32_t tie_embeddings, qkv_bias, o_bias, qk_norm;
+  int32_t device; /* ordinal */
+} ad_cuda_config;
+
+/* One ragged-batch entry (as model::BatchEntry): `count` new tokens appended to cache `slot`;
+ * out_mode 0: no rows, 1: the last new token's row, 2: every new token's row from out_from on. */
+typedef struct {
+  int32_t slot, count, out_mode, out_from;
+} ad_cuda_entry;
+
+/* Per-entry sampling parameters (kernels/sampling.h's SamplingParams + the prompt length). */
+typedef struct {
+  float temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  int32_t top_k, prompt_length;
+  uint64_t seed, stream;
+} ad_cuda_sampling;
+
+/* One decode/prefill step: forward, LM head, optional sampling, per-row statistics. */
+typedef struct {
+  const ad_cuda_entry* entries;
+  int32_t n_entries;
+  const int32_t* tokens; /* Σ count */
+  int64_t n_tokens;
+  const int32_t* targets;            /* [rows] or NULL (sampled / none) */
+  const ad_cuda_sampling* sampling;  /* [n_entries] or NULL */
+  int32_t topk;                      /* 0..64 */
+  int32_t return_logits;
+  ad_cuda_model* ref_model; /* or NULL: KL estimators against this model's rows */
+  ad_cuda_cache* ref_cache;
+  int64_t rows; /* out: the number of output rows; outputs below must hold `rows_capacity` */
+  int64_t rows_capacity;
+  int32_t* out_tokens;
+  float *chosen_logprob, *logsumexp, *entropy, *max_logit, *margin;
+  int32_t* topk_ids;   /* [rows × topk] */
+  float* topk_logits;  /* [rows × topk] */
+  float *k1, *k2, *k3, *kl_exact; /* with ref_model */
+  float* logits;                  /* [rows × vocab] when return_logits */
+} ad_cuda_step;
+
+/* Training: a taped forward of whole sequences; rows are completion tokens in sequence order. */
+typedef struct {
+  const int32_t* tokens;
+  const int32_t* lengths;
+  const int32_t* prompt_lengths;
+  int32_t n_sequences;
+  int32_t checkpoint;
+  ad_cuda_model* ref_model; /* or NULL */
+  int32_t ref_lora_off;
+  int64_t rows; /* out */
+  int64_t rows_capacity;
+  float *logp, *entropy, *ref_logp; /* ref_logp may be NULL */
+} ad_cuda_train_forward;
+
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+  int32_t step;
+  float clip_grad_norm;
+  double grad_norm; /* out */
+  int32_t skipped;  /* out */
+  int64_t parameters; /* out */
+} ad_cuda_optimizer;
+
+typedef struct {
+  uint32_t abi_version;
+  uint32_t struct_size;
+  const char* (*last_error)(void);
+  int (*probe)(ad_cuda_probe* out);
+
+  int (*model_create)(const ad_cuda_config* cfg, ad_cuda_model** out);
+  /* Uploads one named HF tensor given in f32 (converted to bf16; the f32 master kept). */
+  int (*model_set_tensor)(ad_cuda_model* m, const char* name, const int64_t* shape, int32_t ndim, const float* data);
+  int (*model_finalize)(ad_cuda_model* m);
+  void (*model_destroy)(ad_cuda_model* m);
+  int64_t (*model_parameter_bytes)(ad_cuda_model* m);
+
+  int (*cache_create)(ad_cuda_model* m, int32_t slots, int32_t capacity, ad_cuda_cache** out);
+  void (*cache_destroy)(ad_cuda_cache* c);
+  int (*cache_copy_prefix)(ad_cuda_cache* c, int32_t src, int32_t dst, int32_t len);
+  int (*cache_truncate)(ad_cuda_cache* c, int32_t slot, int32_t len);
+  int32_t (*cache_length)(ad_cuda_cache* c, int32_t slot);
+  int64_t (*cache_bytes)(ad_cuda_cache* c);
+
+  int (*step)(ad_cuda_model* m, ad_cuda_cache* c, ad_cuda_step* s);
+
+  int (*set_trainable)(ad_cuda_model* m, int32_t base, int32_t lora);
+  int (*train_forward)(ad_cuda_model* m, ad_cuda_train_forward* f);
+  /* dz = a·(onehot − p) + b·(−p(log p + H)) per completion row of the taped forward. */
+  int (*train_backward)(ad_cuda_model* m, const float* a, const float* b, int64_t rows);
+  int (*optimizer_step)(ad_cuda_model* m, ad_cuda_optimizer* o);
+  int (*zero_grad)(ad_cuda_model* m);
+
+  /* Parameters by HF name, as f32 copies of the master weights. */
+  int32_t (*tensor_count)(ad_cuda_model* m);
+  int (*tensor_info)(ad_cuda_model* m, int32_t index, char* name, int32_t name_capacity, int64_t* shape4, int32_t* ndim);
+  int (*tensor_read)(ad_cuda_model* m, const char* name, float* out, int64_t n);
+  int (*tensor_write)(ad_cuda_model* m, const char* name, const float* data, int64_t n);
+  int32_t (*gradient_count)(ad_cuda_model* m);
+  int (*gradient_read)(ad_cuda_model* m, int32_t index, char* name, int32_t name_capacity, float* out, int64_t n, int64_t* numel);
+} ad_cuda_api;
+
+typedef const ad_cuda_api* (*ad_cuda_plugin_api_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
