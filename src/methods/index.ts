@@ -1,0 +1,7 @@
+// The methods `autodidact evolve --method NAME` can run.
+import type { BaseMethodConfig, MethodSpec } from './common/spec.js'
+import { spec as cose } from './cose/spec.js'
+
+export const METHODS: Record<string, MethodSpec<BaseMethodConfig>> = {
+  cose: cose as unknown as MethodSpec<BaseMethodConfig>,
+}
