@@ -4,6 +4,7 @@ import { AutodidactError } from '../engine/errors.js'
 import { doctorReport, formatDoctor } from './doctor.js'
 import { evalCommand } from './eval.js'
 import { evolveCommand } from './evolve.js'
+import { profileCommand } from './profile.js'
 
 const USAGE = `usage: autodidact <command> [options]
 
@@ -11,6 +12,7 @@ commands:
   doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
   evolve --method cose  self-evolution on the bundled toy model (or --model DIR); --help for options
   eval --world arith    held-out accuracy by difficulty (greedy, mean@k, bootstrap), Validator/Judge agreement and AUROC
+  profile [--model DIR] per-kernel table (time, bytes, FLOPs, GB/s, GFLOP/s, % of measured floor) of prefill, decode, training
   help                this text`
 
 async function main(argv: string[]): Promise<number> {
@@ -25,6 +27,8 @@ async function main(argv: string[]): Promise<number> {
       return evolveCommand(rest)
     case 'eval':
       return evalCommand(rest)
+    case 'profile':
+      return profileCommand(rest)
     case undefined:
     case 'help':
     case '--help':

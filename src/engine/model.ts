@@ -704,3 +704,8 @@ function mergeLowRank(W: Float32Array, B: Float32Array, A: Float32Array, out: nu
 export function loadModel(dir: string, options: LoadOptions = {}): Promise<Model> {
   return Model.load(dir, options)
 }
+
+/** The native model behind a Model, for the engine's own tools (the kernel profiler); not part of the public API. */
+export function nativeModelOf(model: Model): NativeModel {
+  return (model as unknown as { native: NativeModel }).native
+}
