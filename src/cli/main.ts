@@ -5,6 +5,7 @@ import { doctorReport, formatDoctor } from './doctor.js'
 import { evalCommand } from './eval.js'
 import { evolveCommand } from './evolve.js'
 import { profileCommand } from './profile.js'
+import { serveCommand } from './serve.js'
 
 const USAGE = `usage: autodidact <command> [options]
 
@@ -12,6 +13,7 @@ commands:
   doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
   evolve --method cose  self-evolution on the bundled toy model (or --model DIR); --help for options
   eval --world arith    held-out accuracy by difficulty (greedy, mean@k, bootstrap), Validator/Judge agreement and AUROC
+  serve [--model DIR] [--port N]  OpenAI-compatible HTTP server over one model (/v1/completions, /v1/chat/completions, /v1/models, /health)
   profile [--model DIR] per-kernel table (time, bytes, FLOPs, GB/s, GFLOP/s, % of measured floor) of prefill, decode, training
   help                this text`
 
@@ -29,6 +31,8 @@ async function main(argv: string[]): Promise<number> {
       return evalCommand(rest)
     case 'profile':
       return profileCommand(rest)
+    case 'serve':
+      return serveCommand(rest)
     case undefined:
     case 'help':
     case '--help':
