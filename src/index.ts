@@ -24,3 +24,6 @@ export { formatProfile, measureFloors, profileModel, withProfile } from './engin
 export type { Floors, KernelRow, PhaseProfile, ProfileOptions } from './engine/profiler.js'
 export { createOpenAIServer, OpenAIServer, listeningUrl, LISTENING_PREFIX, ServeRequestError } from './serve/index.js'
 export type { ServeOptions, ServeStats } from './serve/index.js'
+export { exportOnnx } from './export/onnx.js'
+export type { OnnxExportOptions, OnnxExportResult, OnnxDtype } from './export/onnx.js'
+export * from './onnx/index.js'
