@@ -2,9 +2,12 @@
 // The fused one-pass logit statistics against the naive multi-pass version and against a plain
 // parallel copy of the same bytes (the memory-bandwidth floor), on 32k and 152k vocabularies.
 // Timings alternate between the three and report medians; every speed is also a ratio measured in
-// the same run. Prints a table and writes bench/results/logit-stats.json.
+// the same run. PyTorch eager (Debian's python3-torch, installed when missing) computes the same
+// statistics op by op in its own process right after each case (bench/logit_stats_torch.py).
+// Prints a table and writes bench/results/logit-stats.json.
 //
-//   node bench/logit-stats.mjs [--rows 64] [--threads N] [--reps 15] [--topk 25]
+//   node bench/logit-stats.mjs [--rows 64] [--threads N] [--reps 15] [--topk 25] [--no-torch]
+import { spawnSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import os from 'node:os'
@@ -39,6 +42,24 @@ function randomLogits(n, seed) {
   }
   for (let i = 0; i < n; i += 997) out[i] += 12 * next()
   return out
+}
+
+/** Debian's python3-torch under /usr/bin/python3, installed once when missing; null with a reason when unavailable. */
+function torchAvailable() {
+  if (process.argv.includes('--no-torch')) return '--no-torch'
+  if (spawnSync('/usr/bin/python3', ['-c', 'import torch'], { encoding: 'utf8' }).status === 0) return null
+  console.error('[bench] installing python3-torch from Debian (once)…')
+  const inst = spawnSync('apt-get', ['install', '-y', '-q', 'python3-torch'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
+  return inst.status === 0 ? null : 'python3-torch could not be installed'
+}
+const TORCH_UNAVAILABLE = torchAvailable()
+
+function torchCase(vocab, topK, withRef) {
+  if (TORCH_UNAVAILABLE) return { unavailable: TORCH_UNAVAILABLE }
+  const job = { rows: ROWS, vocab, topK, ref: withRef, threads: THREADS, reps: Math.min(REPS, 5) }
+  const r = spawnSync('/usr/bin/python3', [join(root, 'bench', 'logit_stats_torch.py'), JSON.stringify(job)], { encoding: 'utf8' })
+  if (r.status !== 0) return { unavailable: `torch run failed: ${r.stderr.slice(-500)}` }
+  return JSON.parse(r.stdout.trim().split('\n').at(-1))
 }
 
 function seconds(fn) {
@@ -91,6 +112,7 @@ function benchCase(vocab, topK, withRef) {
   const t = Object.fromEntries(names.map((k) => [k, median(rounds.map((r) => r[k]))]))
   const best = Object.fromEntries(names.map((k) => [k, Math.min(...rounds.map((r) => r[k]))]))
   const gbps = (s) => bytes / s / 1e9
+  const torch = torchCase(vocab, topK, withRef)
   return {
     vocab,
     rows: ROWS,
@@ -101,19 +123,23 @@ function benchCase(vocab, topK, withRef) {
     gbps: { fused: gbps(t.fused), naive: gbps(t.naive), copy: gbps(t.copy) },
     fusedOverNaive: median(rounds.map((r) => r.naive / r.fused)),
     fusedOverCopy: median(rounds.map((r) => r.copy / r.fused)),
+    // PyTorch eager, same shapes and threads, its own process (not interleaved with the rounds)
+    torch,
+    fusedOverTorch: torch.seconds ? torch.seconds / t.fused : null,
     // Fastest round of each: the least disturbed estimate on a shared machine.
     best: {
       seconds: best,
       gbps: { fused: gbps(best.fused), naive: gbps(best.naive), copy: gbps(best.copy) },
       fusedOverNaive: best.naive / best.fused,
       fusedOverCopy: best.copy / best.fused,
+      fusedOverTorch: torch.best ? torch.best / best.fused : null,
     },
     rounds,
   }
 }
 
 function printTable(results, pick) {
-  const header = ['vocab', 'rows', 'K', 'ref', 'fused GB/s', 'naive GB/s', 'copy GB/s', 'fused/naive', 'fused/copy']
+  const header = ['vocab', 'rows', 'K', 'ref', 'fused GB/s', 'naive GB/s', 'copy GB/s', 'torch GB/s', 'fused/naive', 'fused/copy', 'fused/torch']
   const rows = results.map((all) => {
     const r = pick(all)
     return [
@@ -124,8 +150,10 @@ function printTable(results, pick) {
       r.gbps.fused.toFixed(1),
       r.gbps.naive.toFixed(2),
       r.gbps.copy.toFixed(1),
+      all.torch.seconds ? (all.bytesRead / (r === all ? all.torch.seconds : all.torch.best) / 1e9).toFixed(2) : '–',
       `${r.fusedOverNaive.toFixed(1)}×`,
       `${r.fusedOverCopy.toFixed(2)}×`,
+      r.fusedOverTorch ? `${r.fusedOverTorch.toFixed(1)}×` : (all.torch.unavailable ?? '–'),
     ]
   })
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => String(row[i]).length)))

@@ -46,9 +46,12 @@ for (const [name, s] of Object.entries(SHAPES)) {
 }
 mkdirSync(join(here, 'results'), { recursive: true })
 writeFileSync(join(here, 'results', 'train-step.json'), JSON.stringify({ date: new Date().toISOString(), results }, null, 2))
-console.log(`train step (forward + backward + AdamW, f32, ${threads} threads): tokens/s, peak RSS`)
-console.log('shape        ours tok/s   torch tok/s   ratio   ours peak   torch peak')
+const tps = (r, times) => (times ? times.map((t) => (r.batch * r.seq) / t).sort((a, b) => a - b) : [])
+const span = (xs) => (xs.length ? `[${xs[0].toFixed(1)}–${xs.at(-1).toFixed(1)}]` : '')
+console.log(`train step (forward + backward + AdamW, f32, ${threads} threads): tokens/s median [min–max over reps], peak RSS of each process`)
+console.log('shape        ours tok/s            torch tok/s           ratio   ours peak   torch peak')
 for (const r of results)
   console.log(
-    `${r.shape.padEnd(12)} ${r.ours.tokensPerSecond.toFixed(1).padStart(10)} ${String(r.torch.tokens_per_second?.toFixed(1) ?? r.torch.unavailable).padStart(13)} ${r.ratio ? r.ratio.toFixed(2).padStart(7) : '      –'} ${(r.ours.peakRssBytes / 2 ** 30).toFixed(2).padStart(8)} GiB ${r.torch.peak_rss_bytes ? (r.torch.peak_rss_bytes / 2 ** 30).toFixed(2).padStart(8) + ' GiB' : ''}`,
+    `${r.shape.padEnd(12)} ${(r.ours.tokensPerSecond.toFixed(1) + ' ' + span(tps(r, r.ours.times))).padEnd(21)} ${String(r.torch.tokens_per_second ? r.torch.tokens_per_second.toFixed(1) + ' ' + span(tps(r, r.torch.times)) : r.torch.unavailable).padEnd(21)} ${r.ratio ? r.ratio.toFixed(2).padStart(6) + '×' : '      –'} ${(r.ours.peakRssBytes / 2 ** 30).toFixed(2).padStart(8)} GiB ${r.torch.peak_rss_bytes ? (r.torch.peak_rss_bytes / 2 ** 30).toFixed(2).padStart(8) + ' GiB' : ''}`,
   )
+console.log('peak RSS: the whole process (model, optimizer state, activations, runtime); same shapes, same data sizes.')

@@ -126,8 +126,20 @@ export interface NativeTrain {
   importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): void
 }
 
+/** Per-kernel counters of the CPU backend (native/cpu/profiler.h); process-wide. */
+export interface NativeProfiler {
+  enable(on?: boolean): void
+  reset(): void
+  snapshot(): { name: string; calls: number; seconds: number; bytes: number; flops: number }[]
+  /** Bytes read + written per second by a threaded memcpy of `bytes`. */
+  measureCopy(bytes: number, threads?: number): number
+  /** FLOP/s of our gemm_nt on an m×n×k product. */
+  measureGemm(m: number, n: number, k: number, threads?: number): number
+}
+
 export interface NativeAddon {
   info(): NativeInfo
+  profiler: NativeProfiler
   loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number }): Promise<NativeModel>
   kernels: Record<string, (...args: any[]) => any>
   train: NativeTrain

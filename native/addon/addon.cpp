@@ -8,6 +8,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ad::addon::RegisterKernelBindings(env, exports);
   ad::addon::RegisterModelBindings(env, exports);
   ad::addon::RegisterTrainBindings(env, exports);
+  ad::addon::RegisterProfilerBindings(env, exports);
   return exports;
 }
 }  // namespace

@@ -12,6 +12,7 @@
 #include "addon/model_handle.h"
 #include "addon/registry.h"
 #include "cpu/logit_stats_cpu.h"
+#include "cpu/profiler.h"
 #include "cpu/sampling_cpu.h"
 #include "model/loader.h"
 #include "model/transformer.h"
@@ -378,6 +379,7 @@ class StepWorker : public PromiseWorker {
       if (ref_model) ref_model->lm_head(ref_hidden.data() + r0 * ref_model->config().hidden, n, ref_logits.data());
       for (int64_t i = 0; i < n; ++i) row_targets[i] = targets.empty() ? -1 : targets[r0 + i];
       if (sampling) {
+        AD_PROFILE("sampling", 4.0 * n * V, 4.0 * n * V);
         model->pool().parallel_for(n, 1, [&](int64_t a, int64_t b, int worker) {
           for (int64_t i = a; i < b; ++i) {
             const int e = row_entry[r0 + i];

@@ -7,4 +7,5 @@ void RegisterInfo(Napi::Env env, Napi::Object exports);
 void RegisterKernelBindings(Napi::Env env, Napi::Object exports);
 void RegisterModelBindings(Napi::Env env, Napi::Object exports);
 void RegisterTrainBindings(Napi::Env env, Napi::Object exports);
+void RegisterProfilerBindings(Napi::Env env, Napi::Object exports);
 }  // namespace ad::addon

@@ -13,6 +13,7 @@
 #include "addon/registry.h"
 #include "addon/model_handle.h"
 #include "cpu/logit_stats_cpu.h"
+#include "cpu/profiler.h"
 #include "kernels/adamw.h"
 
 namespace ad::addon {
@@ -347,13 +348,20 @@ class OptimizerStepWorker : public PromiseWorker {
       std::lock_guard<std::mutex> lock(model->mutex());
       std::lock_guard<std::mutex> slock(state->mutex);
       auto grads = model->gradients();
+      double total = 0;
+      for (auto& [name, g] : grads) total += static_cast<double>(g->grad.size);
       double ss = 0;
-      for (auto& [name, g] : grads)
-        for (int64_t i = 0; i < g->grad.size; ++i) ss += static_cast<double>(g->grad.data[i]) * g->grad.data[i];
+      {
+        AD_PROFILE("grad_norm", 4.0 * total, 2.0 * total);
+        for (auto& [name, g] : grads)
+          for (int64_t i = 0; i < g->grad.size; ++i) ss += static_cast<double>(g->grad.data[i]) * g->grad.data[i];
+      }
       norm = std::sqrt(ss);
       skipped = !std::isfinite(norm);
       if (!skipped) {
         p.grad_scale = (clip > 0 && norm > clip) ? static_cast<float>(clip / norm) : 1.f;
+        // Reads parameter, gradient, m, v; writes parameter, m, v.
+        AD_PROFILE("adamw", 4.0 * 7 * total, 16.0 * total);
         for (auto& [name, g] : grads) {
           Moments& mo = state->moments[name];
           if (mo.m.size != g->grad.size) {

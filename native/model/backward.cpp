@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cpu/gemm.h"
+#include "cpu/profiler.h"
 #include "cpu/vec.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -120,6 +121,7 @@ void Transformer::zero_grad() {
 
 void Transformer::rmsnorm_backward_rows(const float* x, const float* w, const float* dy, float* dx, int64_t T, int64_t n,
                                         const std::string& weight_name, bool accumulate_dx) {
+  AD_PROFILE("bwd.rmsnorm", 4.0 * (3 * T * n + (train_base_ ? 2 * n : n)), 10.0 * T * n);
   // Per-thread weight-gradient partials, summed after: no two threads write the same dw.
   const int threads = pool_.size();
   std::vector<float> partial(train_base_ ? static_cast<size_t>(threads * n) : 0, 0.f);
@@ -139,6 +141,11 @@ void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T
   LoraAdapter* lora = layers_[l].lora[which].get();
   float* W = weight_of(l, which);
   const auto [in, out] = linear_dims(which);
+  static const char* names[] = {"bwd.q_proj", "bwd.k_proj", "bwd.v_proj", "bwd.o_proj", "bwd.gate_proj", "bwd.up_proj", "bwd.down_proj"};
+  // dx = dy·W always; dW += dyᵀ·x when the base trains (read W, read and write its gradient).
+  const double passes = train_base_ ? 2.0 : 1.0;
+  const double lora_flops = lora && lora_enabled_ ? 8.0 * T * lora->rank * (in + out) : 0.0;
+  AD_PROFILE(names[which], 4.0 * (in * out * (train_base_ ? 3.0 : 1.0) + T * (out + in) * passes), passes * 2.0 * T * in * out + lora_flops);
   const std::string prefix = "model.layers." + std::to_string(l) + "." + linear_prefix(which);
   cpu::gemm_nn(pool_, dy, out, W, in, dx, in, T, out, in, accumulate_dx);  // dx = dy·W
   if (train_base_) {
@@ -170,6 +177,9 @@ void Transformer::lm_head_backward(const float* hidden, int64_t rows, const int3
                                    float* d_hidden) {
   const int64_t V = cfg_.vocab, H = cfg_.hidden;
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(rows, (16ll << 20) / V));
+  // Recomputed logits, their gradient, dh = dz·W and dW += dzᵀ·h: three GEMMs over the vocabulary.
+  AD_PROFILE("bwd.lm_head", 4.0 * (static_cast<double>(V) * H * (train_base_ ? 4 : 2) + rows * (3.0 * V + 2 * H)),
+             (train_base_ ? 6.0 : 4.0) * rows * V * H + 12.0 * rows * V);
   std::vector<float> dz(static_cast<size_t>(chunk * V));
   Grad* g = train_base_ ? grad_for(cfg_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", lm_head_, V * H) : nullptr;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
@@ -255,10 +265,15 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
     const std::string p = "model.layers." + std::to_string(l) + ".";
 
     // ---- MLP: x_out = x_mid + down(silu(gate)·up)
-    pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i) hbuf.data[i] = kernels::silu(lt.gate.data[i]) * lt.up.data[i];
-    });
+    {
+      AD_PROFILE("bwd.swiglu_recompute", 4.0 * 3 * T * I, 6.0 * T * I);
+      pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) hbuf.data[i] = kernels::silu(lt.gate.data[i]) * lt.up.data[i];
+      });
+    }
     linear_backward(l, kDown, hbuf.data, T, dx.data, dh.data, false);
+    {
+    AD_PROFILE("bwd.swiglu", 4.0 * 5 * T * I, 12.0 * T * I);
     pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
       for (int64_t i = i0; i < i1; ++i) {
         const float g = lt.gate.data[i];
@@ -266,6 +281,7 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
         dh.data[i] = dh.data[i] * lt.up.data[i] * silu_grad(g);  // now d gate
       }
     });
+    }
     linear_backward(l, kGate, lt.xn2.data, T, dh.data, dxn.data, false);
     linear_backward(l, kUp, lt.xn2.data, T, dup.data, dxn.data, true);
     rmsnorm_backward_rows(lt.x_mid.data, w.mlp_norm, dxn.data, dx.data, T, H, p + "post_attention_layernorm.weight", true);
@@ -274,6 +290,11 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
     linear_backward(l, kO, lt.att.data, T, dx.data, datt.data, false);
     zero(dk);
     zero(dv);
+    {
+    double keys = 0;
+    for (int64_t t = 0; t < T; ++t) keys += tape.token_pos[t] + 1;
+    // Scores recomputed (Q·K), dP = dO·V, then dQ, dK, dV: four products of head_dim per (head, key).
+    AD_PROFILE("bwd.attention", 4.0 * (keys * 4.0 * kvd + 3.0 * T * qd), 8.0 * c.heads * c.head_dim * keys);
     // One task per (slot, kv head): it alone writes that head's dk/dv rows.
     const int64_t tasks = static_cast<int64_t>(slots_in_batch.size()) * c.kv_heads;
     int max_keys = 1;
@@ -319,7 +340,10 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
         }
       }
     });
+    }
+    {
     // RoPE and q/k-norm backward, per head; norm weight gradients summed per thread.
+    AD_PROFILE("bwd.qk_norm_rope", 4.0 * T * 3 * (qd + kvd), (w.q_norm ? 14.0 : 4.0) * T * (qd + kvd));
     const int threads = pool_.size();
     std::vector<float> dqn(w.q_norm && train_base_ ? threads * c.head_dim : 0, 0.f), dkn(dqn.size(), 0.f);
     pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int worker) {
@@ -350,6 +374,7 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
           gk->grad.data[i] += dkn[k * c.head_dim + i];
         }
     }
+    }
     linear_backward(l, kQ, lt.xn1.data, T, dq.data, dxn.data, false);
     linear_backward(l, kK, lt.xn1.data, T, dk.data, dxn.data, true);
     linear_backward(l, kV, lt.xn1.data, T, dv.data, dxn.data, true);
@@ -357,6 +382,7 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
   }
 
   if (train_base_) {
+    AD_PROFILE("bwd.embedding", 4.0 * 3 * T * H, 1.0 * T * H);
     Grad* ge = grad_for("model.embed_tokens.weight", embed_, static_cast<int64_t>(c.vocab) * H);
     for (int64_t t = 0; t < T; ++t) cpu::axpy(1.f, dx.data + t * H, ge->grad.data + static_cast<int64_t>(tape.tokens[t]) * H, H);
   }

@@ -8,6 +8,7 @@
 
 #include "cpu/gemm.h"
 #include "cpu/vec.h"
+#include "cpu/profiler.h"
 #include "kernels/attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/swiglu.h"
@@ -178,6 +179,10 @@ void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<i
   const int group = c.heads / c.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int64_t kvd = c.kv_dim();
+  double keys = 0;
+  for (int64_t t = 0; t < T; ++t) keys += token_pos[t] + 1;
+  // Q·K and P·V per head; each kv head's keys and values are read once per token.
+  AD_PROFILE("fwd.attention", 4.0 * (keys * 2 * kvd + 2.0 * T * c.q_dim()), 4.0 * c.heads * c.head_dim * keys);
   pool_.parallel_for(T * c.heads, 1, [&](int64_t i0, int64_t i1, int worker) {
     float* probs = probs_.data + static_cast<int64_t>(worker) * scratch_keys_;
     for (int64_t i = i0; i < i1; ++i) {
@@ -228,6 +233,9 @@ std::pair<int64_t, int64_t> Transformer::linear_dims(Linear which) const {
 void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* y, bool accumulate) {
   const LoraAdapter* lora = layers_[l].lora[which].get();
   const auto [in_dim, out_dim] = linear_dims(which);
+  static const char* names[] = {"fwd.q_proj", "fwd.k_proj", "fwd.v_proj", "fwd.o_proj", "fwd.gate_proj", "fwd.up_proj", "fwd.down_proj"};
+  const double lora_flops = lora && lora_enabled_ ? 2.0 * T * lora->rank * (in_dim + out_dim) : 0.0;
+  AD_PROFILE(names[which], 4.0 * (in_dim * out_dim + T * (in_dim + out_dim)), 2.0 * T * in_dim * out_dim + lora_flops);
   cpu::gemm_nt(pool_, x, in_dim, weight_of(l, which), in_dim, bias_of(l, which), y, out_dim, T, out_dim, in_dim, accumulate);
   if (lora && lora_enabled_) {
     std::vector<float> xa(static_cast<size_t>(T * lora->rank));
@@ -244,6 +252,7 @@ void Transformer::forward_layer(int l, KVCache& cache, const std::vector<int>& t
   const Config& c = cfg_;
   const int64_t H = c.hidden, half = c.head_dim / 2, I = c.intermediate;
   auto rmsnorm_rows = [&](const float* in, const float* w, float* out) {
+    AD_PROFILE("fwd.rmsnorm", 4.0 * (2 * T * H + H), 4.0 * T * H);
     pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int) {
       for (int64_t t = t0; t < t1; ++t) kernels::rmsnorm_row(in + t * H, w, out + t * H, static_cast<int>(H), c.rms_eps);
     });
@@ -260,6 +269,9 @@ void Transformer::forward_layer(int l, KVCache& cache, const std::vector<int>& t
     keep_copy(lt->q_raw, q_.data, T * c.q_dim());
     keep_copy(lt->k_raw, k_.data, T * c.kv_dim());
   }
+  {
+  AD_PROFILE("fwd.qk_norm_rope_kv_write", 4.0 * T * (2 * (c.q_dim() + c.kv_dim()) + 2 * c.kv_dim() + c.head_dim),
+             (w.q_norm ? 7.0 : 3.0) * T * (c.q_dim() + c.kv_dim()));
   pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
       const float* cs = rope_cos_.data + t * half;
@@ -280,6 +292,7 @@ void Transformer::forward_layer(int l, KVCache& cache, const std::vector<int>& t
                   sizeof(float) * c.kv_dim());
     }
   });
+  }
   if (lt) keep_copy(lt->q, q_.data, T * c.q_dim());
   attention_layer(cache, l, token_slot, token_pos, T);
   if (lt) keep_copy(lt->att, att_.data, T * c.q_dim());
@@ -294,9 +307,12 @@ void Transformer::forward_layer(int l, KVCache& cache, const std::vector<int>& t
     keep_copy(lt->gate, gate_.data, T * I);
     keep_copy(lt->up, up_.data, T * I);
   }
+  {
+  AD_PROFILE("fwd.swiglu", 4.0 * 3 * T * I, 6.0 * T * I);
   pool_.parallel_for(T, 4, [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) kernels::swiglu_row(gate_.data + t * I, up_.data + t * I, gate_.data + t * I, static_cast<int>(I));
   });
+  }
   linear(l, kDown, gate_.data, T, x_.data, true);
 }
 
@@ -334,6 +350,8 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
   }
 
   const int64_t H = c.hidden, half = c.head_dim / 2;
+  {
+  AD_PROFILE("fwd.embedding_rope_tables", 4.0 * T * (2 * H + 2 * half), 0.0);
   for (int64_t t = 0; t < T; ++t) std::memcpy(x_.data + t * H, embed_ + static_cast<int64_t>(tokens[t]) * H, sizeof(float) * H);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {
@@ -341,6 +359,7 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
       rope_cos_.data[t * half + i] = static_cast<float>(std::cos(angle));
       rope_sin_.data[t * half + i] = static_cast<float>(std::sin(angle));
     }
+  }
   if (tape) {
     tape->T = T;
     tape->tokens.assign(tokens, tokens + T);
@@ -363,6 +382,7 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
   }
   if (tape) keep_copy(tape->x_final, x_.data, T * H);
 
+  AD_PROFILE("fwd.final_norm", 4.0 * (2.0 * out_rows.size() * H + H), 4.0 * out_rows.size() * H);
   for (size_t r = 0; r < out_rows.size(); ++r)
     kernels::rmsnorm_row(x_.data + out_rows[r] * H, final_norm_, out_hidden_.data + r * H, static_cast<int>(H), c.rms_eps);
 
@@ -381,6 +401,7 @@ void Transformer::score_head(const float* hidden, int64_t rows, float* scores) {
 
 void Transformer::lm_head(const float* hidden, int64_t rows, float* logits) {
   if (!lm_head_) throw std::runtime_error("this model has no LM head (a sequence-classification model scores, it does not generate)");
+  AD_PROFILE("lm_head", 4.0 * (static_cast<double>(cfg_.vocab) * cfg_.hidden + rows * (cfg_.hidden + cfg_.vocab)), 2.0 * rows * cfg_.vocab * cfg_.hidden);
   cpu::gemm_nt(pool_, hidden, cfg_.hidden, lm_head_, cfg_.hidden, nullptr, logits, cfg_.vocab, rows, cfg_.vocab, cfg_.hidden,
                false);
 }

@@ -1,93 +1,120 @@
-// `autodidact evolve --method cose [--model DIR] [--config FILE] [--out DIR] [--resume DIR] …`
+// `autodidact evolve --method NAME [--model DIR] [--config FILE] [--out DIR] [--resume DIR] …`
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { drive, LATEST_FILE } from '../methods/common/driver.js'
 import { readConfigFile } from '../methods/common/config.js'
-import { PRESETS, resolveCoseConfig } from '../methods/cose/config.js'
-import { CoseRun } from '../methods/cose/loop.js'
-import { arithWorld } from '../methods/cose/world.js'
+import type { BaseMethodConfig, MethodRunHandle, MethodSpec } from '../methods/common/spec.js'
+import { METHODS } from '../methods/index.js'
 import { packageRoot } from '../native.js'
-import { parseArgs } from './args.js'
+import { parseArgs, type OptionSpec } from './args.js'
 
 export const DEFAULT_MODEL = join(packageRoot, 'models', 'arith-qwen3-tiny')
 
-export const EVOLVE_USAGE = `usage: autodidact evolve --method cose [options]
+const COMMON_OPTIONS: OptionSpec = { method: 'string', model: 'string', config: 'string', preset: 'string', out: 'string', steps: 'number', seed: 'number', resume: 'string', threads: 'number', help: 'boolean' }
 
-  --method NAME     cose (ttrl, dpo, wsft, rzero and jzero are not implemented yet)
-  --model DIR       Hugging Face model folder (default: the bundled ${'models/arith-qwen3-tiny'})
-  --config FILE     JSON config; keys as in src/methods/cose/config.ts (unknown keys are errors)
-  --preset NAME     toy (default) | paper (COSE Appendix C)
-  --out DIR         run folder: metrics.jsonl, checkpoints/, report.html (default runs/cose-<time>)
-  --steps N         override the number of steps
+function usage(): string {
+  const methods = Object.values(METHODS).map((m) => {
+    const flags = Object.entries(m.flags ?? {}).map(([name, kind]) => `--${name}${kind === 'boolean' ? '' : ` ${kind.toUpperCase()}`}`)
+    return `    ${m.name.padEnd(8)} ${m.summary}${flags.length ? `\n             method flags: ${flags.join(' ')}` : ''}\n             presets: ${Object.keys(m.presets).join(' | ')} (default ${m.defaultPreset})`
+  })
+  return `usage: autodidact evolve --method NAME [options]
+
+  --method NAME     one of:
+${methods.join('\n')}
+  --model DIR       Hugging Face model folder (default: the bundled models/arith-qwen3-tiny)
+  --config FILE     JSON config; keys as in src/methods/NAME/config.ts (unknown keys are errors)
+  --preset NAME     the method's presets (toy is sized for the bundled model on 2 CPU cores)
+  --out DIR         run folder: metrics.jsonl, checkpoints/, report.html (default runs/NAME-<time>)
+  --steps N         override the number of steps (with --resume: run until step N)
   --seed N          override the seed
-  --resume DIR      continue a run folder from its latest checkpoint
+  --resume DIR      continue a run folder from its latest checkpoint (the method is read from it)
   --threads N       CPU threads for the engine`
+}
 
-const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
+/** The --method value, read before full parsing because each method adds its own flags. */
+function peekMethod(argv: string[]): string | undefined {
+  for (let i = 0; i < argv.length; ++i) {
+    if (argv[i] === '--method') return argv[i + 1]
+    if (argv[i].startsWith('--method=')) return argv[i].slice('--method='.length)
+  }
+  return undefined
+}
+
+function methodSpec(name: string): MethodSpec<BaseMethodConfig> {
+  const spec = METHODS[name]
+  if (!spec) throw new InvalidArgumentError('method', `unknown method '${name}'; available: ${Object.keys(METHODS).join(', ')}`)
+  return spec
+}
+
+async function readLatest(outDir: string): Promise<{ method?: string; checkpoint: string }> {
+  const latestFile = join(outDir, LATEST_FILE)
+  if (!existsSync(latestFile)) throw new InvalidArgumentError('resume', `${outDir} has no ${LATEST_FILE}: not a run folder with a checkpoint`)
+  return JSON.parse(await readFile(latestFile, 'utf8')) as { method?: string; checkpoint: string }
+}
+
+function resolveStartConfig(spec: MethodSpec<BaseMethodConfig>, options: Record<string, string | number | boolean>, fileConfig: unknown, methodFlags: Record<string, string | number | boolean | undefined>): BaseMethodConfig {
+  const presetName = String(options.preset ?? spec.defaultPreset)
+  const base = spec.presets[presetName]
+  if (!base) throw new InvalidArgumentError('preset', `unknown preset '${presetName}' for ${spec.name} (${Object.keys(spec.presets).join(' | ')})`)
+  let config = spec.resolveConfig(fileConfig, base, options.config ? String(options.config) : '(preset)')
+  const flagOverride = spec.flagsToOverride?.(methodFlags)
+  if (flagOverride !== undefined) config = spec.resolveConfig(flagOverride, config, 'command line')
+  if (options.steps !== undefined) config = spec.resolveConfig({ steps: options.steps }, config, '--steps')
+  if (options.seed !== undefined) config = spec.resolveConfig({ seed: options.seed }, config, '--seed')
+  return config
+}
 
 export async function evolveCommand(argv: string[]): Promise<number> {
-  const { options } = parseArgs(argv, { method: 'string', model: 'string', config: 'string', preset: 'string', out: 'string', steps: 'number', seed: 'number', resume: 'string', threads: 'number', help: 'boolean' })
+  const peeked = peekMethod(argv)
+  const methodFlagSpec = peeked && METHODS[peeked] ? (METHODS[peeked].flags ?? {}) : {}
+  const { options } = parseArgs(argv, { ...COMMON_OPTIONS, ...methodFlagSpec })
   if (options.help) {
-    console.log(EVOLVE_USAGE)
+    console.log(usage())
     return 0
   }
-  const method = String(options.method ?? 'cose')
-  if (method !== 'cose') throw new InvalidArgumentError('method', `--method ${method} is not implemented yet; available: cose`)
   const threads = options.threads as number | undefined
-  let run: CoseRun
+  const methodFlags = Object.fromEntries(Object.keys(methodFlagSpec).map((k) => [k, options[k]]))
+  let spec: MethodSpec<BaseMethodConfig>
+  let run: MethodRunHandle
   let outDir: string
   if (options.resume) {
     outDir = String(options.resume)
-    const latestFile = join(outDir, LATEST_FILE)
-    if (!existsSync(latestFile)) throw new InvalidArgumentError('resume', `${outDir} has no ${LATEST_FILE}: not a run folder with a checkpoint`)
-    const latest = JSON.parse(await readFile(latestFile, 'utf8')) as { checkpoint: string }
-    run = await CoseRun.resume(latest.checkpoint, arithWorld, threads)
+    const latest = await readLatest(outDir)
+    spec = methodSpec(latest.method ?? 'cose')
+    if (options.method && options.method !== spec.name) throw new InvalidArgumentError('method', `${outDir} is a ${spec.name} run, not ${options.method}`)
+    run = await spec.resume(latest.checkpoint, { threads, extra: methodFlags })
   } else {
-    const presetName = String(options.preset ?? 'toy')
-    if (!(presetName in PRESETS)) throw new InvalidArgumentError('preset', `unknown preset '${presetName}' (toy | paper)`)
-    const base = PRESETS[presetName as keyof typeof PRESETS]
+    spec = methodSpec(String(options.method ?? 'cose'))
     const fileConfig = options.config ? await readConfigFile(String(options.config)) : undefined
-    const config = resolveCoseConfig(fileConfig, base, options.config ? String(options.config) : '(preset)')
-    if (options.steps !== undefined) config.steps = resolveCoseConfig({ steps: options.steps }, config, '--steps').steps
-    if (options.seed !== undefined) config.seed = resolveCoseConfig({ seed: options.seed }, config, '--seed').seed
-    const model = String(options.model ?? DEFAULT_MODEL)
-    outDir = String(options.out ?? join('runs', `cose-${new Date().toISOString().replace(/[:.]/g, '-')}`))
-    run = await CoseRun.start(model, config, arithWorld, threads)
+    const config = resolveStartConfig(spec, options, fileConfig, methodFlags)
+    outDir = String(options.out ?? join('runs', `${spec.name}-${new Date().toISOString().replace(/[:.]/g, '-')}`))
+    run = await spec.start(config, { model: String(options.model ?? DEFAULT_MODEL), threads, extra: methodFlags })
   }
   let stop = false
   const onSigint = () => {
     if (stop) process.exit(130)
     stop = true
-    process.stderr.write('\n[cose] Ctrl-C: finishing this step, then checkpointing (Ctrl-C again to abort)\n')
+    process.stderr.write(`\n[${spec.name}] Ctrl-C: finishing this step, then checkpointing (Ctrl-C again to abort)\n`)
   }
   process.on('SIGINT', onSigint)
   try {
     const c = run.config
     const result = await drive(run, {
       outDir,
-      method: 'cose',
-      totalSteps: c.steps,
+      method: spec.name,
+      // On resume, --steps extends (or shortens) the run; a fresh run has it in its config already.
+      totalSteps: (options.steps as number | undefined) ?? c.steps,
       evalEvery: c.eval.every,
       checkpointEvery: c.checkpointEvery,
-      series: [
-        { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
-        { title: 'Solver reward r_S (Eq. 7)', path: 'rewardSolver.mean' },
-        { title: 'Proposer reward r_P (Eq. 8)', path: 'rewardProposer.mean' },
-        { title: 'Validator confidence c_V', path: 'confidenceValidator.mean' },
-        { title: 'Judge confidence c_J', path: 'confidenceJudge.mean' },
-        { title: 'Solver weight w_S (Eq. 5)', path: 'weightSolver.mean' },
-        { title: 'accept rate', path: 'acceptRate' },
-        { title: 'replay buffer size', path: 'bufferSize' },
-        { title: 'KL to reference', path: 'train.objective.kl' },
-        { title: 'policy entropy', path: 'train.objective.entropy' },
-      ],
-      describe: (r) => `r_S ${fmt((r.rewardSolver as { mean: number }).mean)} r_P ${fmt((r.rewardProposer as { mean: number }).mean)} accept ${fmt(r.acceptRate)}`,
+      series: spec.series,
+      describe: spec.describe,
       progress: (line) => process.stderr.write(`\r${line.padEnd(120)}`),
       stopRequested: () => stop,
     })
     process.stderr.write('\n')
+    const fmt = (x: number | null) => (x === null ? '–' : x.toFixed(2))
     console.log(`held-out accuracy ${fmt(result.accuracyBefore)} → ${fmt(result.accuracyAfter)}; ${result.stepsRun} steps in ${result.seconds.toFixed(0)} s; report: ${join(outDir, 'report.html')}`)
     return result.stoppedEarly ? 130 : 0
   } finally {

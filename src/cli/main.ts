@@ -4,13 +4,23 @@ import { AutodidactError } from '../engine/errors.js'
 import { doctorReport, formatDoctor } from './doctor.js'
 import { evalCommand } from './eval.js'
 import { evolveCommand } from './evolve.js'
+import { exportCommand } from './export.js'
+import { compareCommand } from './compare.js'
+import { profileCommand } from './profile.js'
+import { selectCommand } from './select.js'
+import { serveCommand } from './serve.js'
 
 const USAGE = `usage: autodidact <command> [options]
 
 commands:
   doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
-  evolve --method cose  self-evolution on the bundled toy model (or --model DIR); --help for options
+  evolve --method NAME  self-evolution (cose, ttrl, dpo, wsft, rzero, jzero) on the bundled toy model or --model DIR; --help
   eval --world arith    held-out accuracy by difficulty (greedy, mean@k, bootstrap), Validator/Judge agreement and AUROC
+  serve [--model DIR] [--port N]  OpenAI-compatible HTTP server over one model (/v1/completions, /v1/chat/completions, /v1/models, /health)
+  export --format gguf|onnx --model DIR --out PATH [--dtype f32|f16]  a GGUF file for llama.cpp / Ollama, or an ONNX folder for onnxruntime / transformers.js
+  select [--model DIR]  best-of-n selectors of UID A.1 (majority, SC, UID-Conj, Borda) on nested pools n ∈ {2, 4, 8}
+  compare RUN_A RUN_B   per-benchmark accuracy, macro average, paired prompt-cluster bootstrap of the difference (UID D.4)
+  profile [--model DIR] per-kernel table (time, bytes, FLOPs, GB/s, GFLOP/s, % of measured floor) of prefill, decode, training
   help                this text`
 
 async function main(argv: string[]): Promise<number> {
@@ -25,6 +35,16 @@ async function main(argv: string[]): Promise<number> {
       return evolveCommand(rest)
     case 'eval':
       return evalCommand(rest)
+    case 'profile':
+      return profileCommand(rest)
+    case 'serve':
+      return serveCommand(rest)
+    case 'export':
+      return exportCommand(rest)
+    case 'select':
+      return selectCommand(rest)
+    case 'compare':
+      return compareCommand(rest)
     case undefined:
     case 'help':
     case '--help':

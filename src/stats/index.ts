@@ -9,3 +9,4 @@ export {
   type BootstrapResult,
   type Interval,
 } from './bootstrap.js'
+export { auroc, bootstrapMean } from './summary.js'

@@ -74,7 +74,7 @@ export async function drive<R extends { step: number; seconds: number; generated
   const save = async () => {
     const dir = checkpointDir(o.outDir, run.step)
     await run.checkpoint(dir)
-    await writeFileAtomic(join(o.outDir, LATEST_FILE), JSON.stringify({ step: run.step, checkpoint: dir }) + '\n')
+    await writeFileAtomic(join(o.outDir, LATEST_FILE), JSON.stringify({ method: o.method, step: run.step, checkpoint: dir }) + '\n')
     lastCheckpoint = run.step
   }
   while (run.step < o.totalSteps) {

@@ -1,0 +1,163 @@
+// Prefill and decode tokens/s of our CPU engine against llama.cpp (node-llama-cpp 3.21.1, CPU
+// prebuild) on the same weights exported to GGUF (f32 and f16), batch 1 and 8, threads pinned
+// equal, each measurement in its own process, engines alternating, median and spread of the runs;
+// plus the memory-bandwidth floor: weight bytes read per decode step / measured copy bandwidth.
+//
+//   npm run build && bash bench/peers/install.sh && node bench/decode.mjs [--models toy,qwen3-0.6b] [--threads 2 | 1,2] [--reps 3] [--out decode.json]
+//
+// Our engine keeps weights in f32 in memory whatever the file holds (f16/bf16 are widened at load),
+// so "ours" is one measurement per model, compared with llama.cpp at f32 and at f16.
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { writeRandomModel } from './random-model.mjs'
+
+const here = fileURLToPath(new URL('.', import.meta.url))
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? process.argv[i + 1] : fallback
+}
+// a comma list runs the whole table at each thread count (llama.cpp's spinning thread barriers make
+// it collapse on an oversubscribed machine; 1 thread shows the kernels without that effect)
+const threadList = String(arg('threads', String(Math.min(2, cpus().length)))).split(',').map(Number)
+const reps = Number(arg('reps', 3))
+const MODELS = {
+  toy: { dir: () => join(here, '..', 'models', 'arith-qwen3-tiny'), promptTokens: 64, newTokens: 64, vocab: 365 },
+  'qwen3-0.6b': { dir: () => writeRandomModel(join(tmpdir(), 'autodidact-bench-qwen3-0.6b')), promptTokens: 16, newTokens: 16, vocab: 151936 },
+}
+const wanted = String(arg('models', 'toy,qwen3-0.6b')).split(',')
+const BATCHES = [1, 8]
+
+const { exportGguf } = await import(pathToFileURL(join(here, '..', 'dist', 'export', 'gguf.js')).href)
+const { nativeAddon } = await import(pathToFileURL(join(here, '..', 'dist', 'index.js')).href)
+const addon = await nativeAddon()
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b)
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+const spread = (xs) => [Math.min(...xs), Math.max(...xs)]
+
+/** Read bandwidth of a parallel copy (256 MiB buffers, far past the caches), bytes/s read. Median of 7. */
+function copyReadBandwidth(threads) {
+  const n = 256 << 20
+  const src = new Float32Array(n / 4).fill(1)
+  const dst = new Float32Array(n / 4)
+  addon.kernels.copyBytes(src, dst, threads)
+  const t = []
+  for (let i = 0; i < 7; i++) {
+    const t0 = process.hrtime.bigint()
+    addon.kernels.copyBytes(src, dst, threads)
+    t.push(Number(process.hrtime.bigint() - t0) / 1e9)
+  }
+  return n / median(t)
+}
+
+function worker(job) {
+  const r = spawnSync(process.execPath, [join(here, 'decode-worker.mjs'), JSON.stringify(job)], { encoding: 'utf8', maxBuffer: 1 << 24 })
+  if (r.status !== 0) throw new Error(`decode worker (${job.engine}) failed: ${r.stderr.slice(-2000)}`)
+  return JSON.parse(r.stdout.trim().split('\n').at(-1))
+}
+
+/** GGUF of the folder at a dtype, exported once and reused (the bench measures decoding, not export). */
+async function gguf(name, dir, dtype) {
+  const file = join(tmpdir(), `autodidact-bench-${name}-${dtype}.gguf`)
+  if (!existsSync(file)) {
+    const r = await exportGguf(dir, file, { dtype })
+    console.error(`[decode] exported ${file} (${(r.bytes / 2 ** 20).toFixed(0)} MiB, ${r.seconds.toFixed(1)} s)`)
+  }
+  return file
+}
+
+const rows = []
+const bandwidth = {}
+for (const threads of threadList) {
+const bw = copyReadBandwidth(threads)
+bandwidth[threads] = bw / 1e9
+for (const name of wanted) {
+  const m = MODELS[name]
+  if (!m) throw new Error(`unknown model ${name} (have ${Object.keys(MODELS).join(', ')})`)
+  const dir = m.dir()
+  const files = { f32: await gguf(name, dir, 'f32'), f16: await gguf(name, dir, 'f16') }
+  for (const batch of BATCHES) {
+    const base = { modelDir: dir, batch, promptTokens: m.promptTokens, newTokens: m.newTokens, threads, vocab: m.vocab }
+    const contenders = { ours: { ...base, engine: 'ours' }, 'llama.cpp f32': { ...base, engine: 'llama.cpp', gguf: files.f32 }, 'llama.cpp f16': { ...base, engine: 'llama.cpp', gguf: files.f16 } }
+    const names = Object.keys(contenders)
+    const runs = Object.fromEntries(names.map((k) => [k, []]))
+    for (let rep = 0; rep < reps; rep++) {
+      for (let j = 0; j < names.length; j++) {
+        const k = names[(rep + j) % names.length] // rotate the order every round
+        const r = worker(contenders[k])
+        runs[k].push(r)
+        console.error(`[decode] ${name} b${batch} ${k} rep ${rep + 1}: ${r.unavailable ?? `prefill ${r.prefillTokensPerSecond.toFixed(1)}, decode ${r.decodeTokensPerSecond.toFixed(2)} tok/s`}`)
+      }
+    }
+    const weightBytes = runs.ours[0].weightBytes
+    // Bytes of weights one decode step reads (once per step, shared by the batch): all matrices,
+    // f32 in our memory; llama.cpp's f16 file holds the matrices at 2 bytes (norms stay f32, negligible).
+    const bytesPerStep = { ours: weightBytes, 'llama.cpp f32': weightBytes, 'llama.cpp f16': weightBytes / 2 }
+    for (const k of names) {
+      const rs = runs[k]
+      if (rs[0].unavailable) {
+        rows.push({ model: name, threads, batch, engine: k, unavailable: rs[0].unavailable })
+        continue
+      }
+      const prefill = rs.map((r) => r.prefillTokensPerSecond)
+      const decode = rs.map((r) => r.decodeTokensPerSecond)
+      const floor = (bw / bytesPerStep[k]) * batch
+      rows.push({
+        model: name,
+        threads,
+        batch,
+        engine: k,
+        promptTokens: m.promptTokens,
+        newTokens: m.newTokens,
+        prefill: { median: median(prefill), spread: spread(prefill), runs: prefill },
+        decode: { median: median(decode), spread: spread(decode), runs: decode },
+        peakRssBytes: median(rs.map((r) => r.peakRssBytes)),
+        bandwidthFloorTokensPerSecond: floor,
+        fractionOfFloor: median(decode) / floor,
+      })
+    }
+    const same = (r) => r.model === name && r.threads === threads && r.batch === batch
+    const ours = rows.find((r) => same(r) && r.engine === 'ours')
+    for (const r of rows.filter((r) => same(r) && r.engine !== 'ours' && !r.unavailable)) {
+      ours[`decodeRatioTo ${r.engine}`] = ours.decode.median / r.decode.median
+      ours[`prefillRatioTo ${r.engine}`] = ours.prefill.median / r.prefill.median
+    }
+  }
+}
+}
+
+const record = {
+  bench: 'decode',
+  date: new Date().toISOString(),
+  machine: { cpu: cpus()[0]?.model, cores: cpus().length, simd: addon.info().simd, loadAverage: loadavg() },
+  threads: threadList,
+  reps,
+  copyReadBandwidthGBs: bandwidth,
+  peer: 'llama.cpp via node-llama-cpp 3.21.1 (CPU prebuild, default f16 KV cache)',
+  rows,
+}
+mkdirSync(join(here, 'results'), { recursive: true })
+const outName = String(arg('out', 'decode.json'))
+writeFileSync(join(here, 'results', outName), JSON.stringify(record, null, 2) + '\n')
+
+console.log(`decode: greedy, threads pinned equal per row, ${reps} alternating runs per cell (median [min–max]); copy read bandwidth ${Object.entries(bandwidth).map(([t, b]) => `${b.toFixed(1)} GB/s at ${t} thr`).join(', ')}; load average ${loadavg()[0].toFixed(1)}`)
+console.log('model        thr batch engine          prefill tok/s          decode tok/s           ours/peer  of floor  peak RSS')
+for (const r of rows) {
+  if (r.unavailable) {
+    console.log(`${r.model.padEnd(12)} ${String(r.threads).padStart(3)} ${String(r.batch).padStart(5)} ${r.engine.padEnd(15)} ${r.unavailable}`)
+    continue
+  }
+  const ours = rows.find((o) => o.model === r.model && o.threads === r.threads && o.batch === r.batch && o.engine === 'ours')
+  const ratio = r.engine === 'ours' ? '' : (ours.decode.median / r.decode.median).toFixed(2) + '×'
+  const cell = (x) => `${x.median.toFixed(1)} [${x.spread[0].toFixed(1)}–${x.spread[1].toFixed(1)}]`
+  console.log(
+    `${r.model.padEnd(12)} ${String(r.threads).padStart(3)} ${String(r.batch).padStart(5)} ${r.engine.padEnd(15)} ${cell(r.prefill).padEnd(22)} ${cell(r.decode).padEnd(22)} ${ratio.padStart(9)} ${(r.fractionOfFloor.toFixed(2) + '×').padStart(9)} ${(r.peakRssBytes / 2 ** 30).toFixed(2).padStart(6)} GiB`,
+  )
+}
+console.log('ours/peer: our decode tok/s over the peer\'s; of floor: decode tok/s over (copy read bandwidth / weight bytes per step × batch).')
+console.log(`wrote bench/results/${outName}`)

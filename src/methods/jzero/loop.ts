@@ -1,0 +1,481 @@
+// J-Zero (JZ §3): a Challenger C_θc and a Solver S_θs (two copies of one policy) and a scalar Judge
+// J_φ (a reward model) co-evolve. Each iteration has three stages:
+//   1. Challenger GRPO steps: N tasks from one instruction form one group; the Solver answers
+//      each M times, the Judge scores the answers; r^C = max(0, 1 − r̄ − r_rep), or −1 − r_rep
+//      on a format failure (Eq. 4–6), with BLEU-distance clusters for r_rep (Eq. 5).
+//   2. Solver GRPO steps on tasks of the frozen Challenger selected by Judge-score dispersion
+//      (Eq. 8), rewarded by the Judge σ(J(x, y)) (Eq. 9), clip (0.20, 0.28).
+//   3. Judge Bradley–Terry steps (Eq. 13) on role-asymmetry (Eq. 10) and subtask-amplification
+//      (Eq. 11–12) pairs, in equal proportions, built on fresh held-out tasks.
+// Measured each iteration, never fed back: the Judge's pairwise accuracy on a verifier-ordered
+// held-out preference set (JZ App. B counterpart) and the verifier win rate of each pair type's
+// chosen side (JZ Figure 2 counterpart); held-out Solver accuracy via evaluate().
+import { mkdir, readFile, rename, rm } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { InvalidArgumentError } from '../../engine/errors.js'
+import { loadModel, type Completion, type Model, type Prompt } from '../../engine/model.js'
+import { writeFileAtomic } from '../../engine/hf/atomic.js'
+import { computeAdvantages } from '../../rl/advantages.js'
+import type { StepMetrics, Trainer, TrainerOptions, TrainSequence } from '../../train/trainer.js'
+import { Rng } from '../../util/prng.js'
+import type { JzeroConfig, PolicyStage } from './config.js'
+import { bradleyTerryBatch, judgeRewards, loadJudge, pairMargins, pairwiseAccuracy } from './judge.js'
+import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRate, type JudgePair, type WinRate } from './pairs.js'
+import { challengerBatchRewards } from './rewards.js'
+import { selectByDispersion } from './select.js'
+import type { HeldOutPreference, JzeroWorld } from './world.js'
+
+export interface Spread {
+  mean: number
+  min: number
+  max: number
+  n: number
+}
+
+function spread(xs: readonly number[]): Spread {
+  const v = xs.filter((x) => Number.isFinite(x))
+  if (!v.length) return { mean: NaN, min: NaN, max: NaN, n: 0 }
+  return { mean: v.reduce((a, b) => a + b, 0) / v.length, min: Math.min(...v), max: Math.max(...v), n: v.length }
+}
+
+const mean = (xs: readonly number[]) => spread(xs).mean
+
+/** The optimizer steps of one stage, summarized. */
+export interface StageTrain {
+  updates: number
+  skipped: number
+  loss: number
+  gradNorm: number
+  kl: number
+  clipFrac: number
+}
+
+function summarize(steps: StepMetrics[]): StageTrain {
+  const ok = steps.filter((s) => !s.skipped)
+  const obj = (k: string) => mean(ok.map((s) => s.objective[k] ?? NaN))
+  return { updates: ok.length, skipped: steps.length - ok.length, loss: mean(ok.map((s) => s.loss)), gradNorm: mean(ok.map((s) => s.gradNorm)), kl: obj('kl'), clipFrac: obj('clipFrac') }
+}
+
+export interface JzeroStepRecord {
+  step: number
+  challenger: {
+    tasks: number
+    formatRate: number
+    /** r^C (Eq. 6). */
+    reward: Spread
+    /** r̄ (Eq. 4). */
+    meanJudgeScore: Spread
+    /** r_rep (Eq. 5). */
+    repetition: Spread
+    /** Distinct well-formed tasks / well-formed tasks (last Challenger step). */
+    distinctRate: number
+    train: StageTrain
+  }
+  selection: {
+    candidates: number
+    kept: number
+    /** s_i (Eq. 8) of all candidates and of the kept ones. */
+    dispersionAll: Spread
+    dispersionKept: Spread
+    /** Measurement only: verifier accuracy of the M answers to kept tasks. */
+    keptVerifierAccuracy: number
+  }
+  solver: {
+    /** r^S = σ(J) (Eq. 9) of the sampled responses. */
+    reward: Spread
+    /** Measurement only: the verifier's accuracy of those responses. */
+    verifierAccuracy: number
+    train: StageTrain
+  }
+  judge: {
+    tasks: number
+    rolePairs: number
+    ampPairs: number
+    ampFailures: { decompose: number; compose: number }
+    /** Pairs in D after balancing (Eq. 13's data). */
+    trainPairs: number
+    /** Verifier win rate of each type's chosen side (JZ Figure 2 counterpart). */
+    winRate: { role: WinRate; amp: WinRate }
+    /** Pairwise accuracy on D before and after this iteration's Judge steps. */
+    trainPairAccuracy: { before: number; after: number }
+    /** Mean margin J(x, y⁺) − J(x, y⁻) over D before and after. */
+    trainPairMargin: { before: number; after: number }
+    /** Pairwise accuracy on the verifier-ordered held-out set, before and after. */
+    heldOut: { before: number; after: number; plainAfter: number }
+    train: StageTrain | null
+  }
+  /** = judge.heldOut.after (for the report). */
+  judgeAccuracy: number
+  heldOutAccuracy?: number
+  generatedTokens: number
+  seconds: number
+}
+
+interface Trajectory {
+  prompt: number[]
+  completion: Completion
+}
+
+/** Deterministic per-(step, call) sampling seed, so a resumed run samples what the original did. */
+function seedFor(runSeed: number, step: number, call: number): number {
+  return (runSeed * 1_000_003 + step * 100_003 + call) % Number.MAX_SAFE_INTEGER
+}
+
+// Sampling-call codes, distinct within an iteration for up to 99 Challenger and 999 Solver steps.
+const CALL = {
+  challengerTasks: (s: number) => 1000 + 10 * s,
+  challengerSolver: (s: number) => 1001 + 10 * s,
+  poolTasks: 2000,
+  poolSolver: 2001,
+  solver: (s: number) => 3000 + s,
+  judgeTasks: 4000,
+  judgeOneShot: 4001,
+  judgeChallengerAnswer: 4002,
+  decompose: 4003,
+  subtask: (k: number) => 4010 + k,
+  compose: 4004,
+}
+
+export interface JzeroRunState {
+  format: 'autodidact.jzero.run'
+  version: 1
+  step: number
+  rng: [number, number, number, number]
+  baseModel: string
+  judgeModel: string
+  judgeAccuracy: number
+  config: JzeroConfig
+}
+
+export class JzeroRun {
+  private readonly heldOutPreferences: HeldOutPreference[]
+
+  private constructor(
+    readonly config: JzeroConfig,
+    readonly world: JzeroWorld,
+    readonly challenger: Model,
+    readonly solver: Model,
+    readonly judge: Model,
+    private readonly reference: Model | null,
+    private readonly challengerTrainer: Trainer,
+    private readonly solverTrainer: Trainer,
+    private readonly judgeTrainer: Trainer | null,
+    private rng: Rng,
+    private stepIndex: number,
+    readonly baseModel: string,
+    readonly judgeModel: string,
+    private judgeAccuracy: number,
+  ) {
+    this.heldOutPreferences = world.heldOutPreferences(config.eval.judgeLevels, config.eval.judgePerLevel)
+  }
+
+  /** A fresh run: Challenger and Solver start from `baseModel`, the Judge from `judgeModel`. */
+  static async start(baseModel: string, judgeModel: string, config: JzeroConfig, world: JzeroWorld, threads?: number): Promise<JzeroRun> {
+    const models = await loadAll([() => loadJudge(judgeModel, threads), () => loadModel(baseModel, { threads }), () => loadModel(baseModel, { threads })])
+    const [judge, challenger, solver] = models
+    try {
+      const run = await JzeroRun.assemble(config, world, challenger, solver, judge, baseModel, judgeModel, new Rng(config.seed), 0, NaN, threads)
+      run.judgeAccuracy = (await run.judgeHeldOut()).accuracy
+      return run
+    } catch (e) {
+      models.forEach((m) => m.dispose())
+      throw e
+    }
+  }
+
+  /** Continues from a checkpoint folder written by `checkpoint()`. */
+  static async resume(dir: string, world: JzeroWorld | ((prompts: JzeroConfig['prompts']) => JzeroWorld), threads?: number): Promise<JzeroRun> {
+    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as JzeroRunState
+    if (state.format !== 'autodidact.jzero.run') throw new InvalidArgumentError('resume', `${dir}: not a J-Zero checkpoint (format ${String(state.format)})`)
+    if (typeof world === 'function') world = world(state.config.prompts)
+    const models = await loadAll([() => loadJudge(join(dir, 'judge'), threads), () => loadModel(join(dir, 'challenger'), { threads }), () => loadModel(join(dir, 'solver'), { threads })])
+    const [judge, challenger, solver] = models
+    try {
+      const run = await JzeroRun.assemble(state.config, world, challenger, solver, judge, state.baseModel, state.judgeModel, Rng.fromState(state.rng), state.step, state.judgeAccuracy, threads)
+      await run.challengerTrainer.loadState(join(dir, 'challenger-state'))
+      await run.solverTrainer.loadState(join(dir, 'solver-state'))
+      if (run.judgeTrainer) await run.judgeTrainer.loadState(join(dir, 'judge-state'))
+      return run
+    } catch (e) {
+      models.forEach((m) => m.dispose())
+      throw e
+    }
+  }
+
+  private static async assemble(c: JzeroConfig, world: JzeroWorld, challenger: Model, solver: Model, judge: Model, baseModel: string, judgeModel: string, rng: Rng, step: number, judgeAccuracy: number, threads?: number): Promise<JzeroRun> {
+    // one frozen copy of the initial policy is the KL reference of both (they share the initialization)
+    const reference = c.challenger.klCoef > 0 || c.solver.klCoef > 0 ? await loadModel(baseModel, { threads: threads ?? 1 }) : null
+    const challengerTrainer = await challenger.trainer(policyTrainerOptions(c.challenger, c, reference))
+    const solverTrainer = await solver.trainer(policyTrainerOptions(c.solver, c, reference))
+    const judgeTrainer = c.switches.trainJudge
+      ? await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: c.judge.lr, weightDecay: 0 }, clipGradNorm: c.ppo.clipGradNorm })
+      : null
+    return new JzeroRun(c, world, challenger, solver, judge, reference, challengerTrainer, solverTrainer, judgeTrainer, rng, step, baseModel, judgeModel, judgeAccuracy)
+  }
+
+  get step(): number {
+    return this.stepIndex
+  }
+
+  dispose(): void {
+    this.challenger.dispose()
+    this.solver.dispose()
+    this.judge.dispose()
+    this.reference?.dispose()
+  }
+
+  private async sample(model: Model, prompts: Prompt[], n: number, o: PolicyStage, call: number): Promise<Trajectory[][]> {
+    if (!prompts.length) return []
+    const out = await model.generate(prompts, { n, temperature: o.temperature, topP: o.topP, maxTokens: o.maxTokens, seed: seedFor(this.config.seed, this.stepIndex, call) })
+    return out.map((group, i) => {
+      const prompt = model.encodePrompt(prompts[i])
+      return group.map((completion) => ({ prompt, completion }))
+    })
+  }
+
+  /** Well-formed, distinct tasks from the Challenger's instruction (n samples of one prompt). */
+  private async sampleTasks(n: number, call: number, exclude: ReadonlySet<string> = new Set()): Promise<{ tasks: string[]; outputs: number; tokens: number }> {
+    const [group] = await this.sample(this.challenger, [this.world.challengerPrompt(this.config.challenger.level)], n, this.config.challenger, call)
+    const seen = new Set(exclude)
+    const tasks: string[] = []
+    for (const t of group) {
+      const p = this.world.parseTask(t.completion.text)
+      if (p && !seen.has(p.key)) {
+        seen.add(p.key)
+        tasks.push(p.question)
+      }
+    }
+    return { tasks, outputs: group.length, tokens: tokens(group) }
+  }
+
+  /** One J-Zero iteration (three stages); returns its metrics line. */
+  async runStep(): Promise<JzeroStepRecord> {
+    const started = process.hrtime.bigint()
+    const counter = { tokens: 0 }
+    const challenger = await this.challengerStage(counter)
+    const { kept, record: selection } = await this.selectionStage(counter)
+    const solver = await this.solverStage(kept, counter)
+    const judge = await this.judgeStage(new Set(kept), counter)
+    this.stepIndex++
+    this.judgeAccuracy = judge.heldOut.after
+    return { step: this.stepIndex, challenger, selection, solver, judge, judgeAccuracy: judge.heldOut.after, generatedTokens: counter.tokens, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
+  }
+
+  // ---- Stage 1: Challenger GRPO steps (Eq. 4–7)
+  private async challengerStage(counter: { tokens: number }): Promise<JzeroStepRecord['challenger']> {
+    const c = this.config.challenger
+    const w = this.world
+    const steps: StepMetrics[] = []
+    let last = { tasks: 0, formatRate: NaN, reward: spread([]), meanJudgeScore: spread([]), repetition: spread([]), distinctRate: NaN }
+    for (let s = 0; s < c.steps; s++) {
+      const groups = await this.sample(this.challenger, Array(c.batch).fill(w.challengerPrompt(c.level)), c.rollouts, c, CALL.challengerTasks(s))
+      const trajs = groups.flat()
+      counter.tokens += tokens(trajs)
+      const tasks = trajs.map((t) => w.parseTask(t.completion.text)?.question ?? null)
+      const ok = tasks.map((t, i) => (t === null ? -1 : i)).filter((i) => i >= 0)
+      const answers = await this.sample(this.solver, ok.map((i) => w.solverPrompt(tasks[i]!)), c.solverSamples, this.config.solver, CALL.challengerSolver(s))
+      counter.tokens += answers.reduce((a, g) => a + tokens(g), 0)
+      const flat = answers.flatMap((g, k) => g.map((t) => ({ question: tasks[ok[k]]!, response: t.completion.text })))
+      const scores = await judgeRewards(this.judge, w, flat)
+      const perTask: number[][] = tasks.map(() => [])
+      flat.forEach((_, j) => perTask[ok[Math.floor(j / c.solverSamples)]].push(scores[j]))
+      const r = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : w.repetitionText(t))), scores: perTask, tau: c.repetition.tau, lambda: c.repetition.lambda })
+      // all N tasks answer one instruction: one GRPO group (JZ §3.1)
+      const advantages = computeAdvantages(this.config.ppo.advantage, r.rewards, r.rewards.map(() => 0))
+      const sequences = trajs.map((t, i) => toSequence(t, advantages[i])).filter((q) => q.completion.length > 0)
+      if (sequences.length) steps.push(await this.challengerTrainer.step({ sequences }))
+      const wellFormed = tasks.filter((t): t is string => t !== null)
+      last = {
+        tasks: tasks.length,
+        formatRate: wellFormed.length / tasks.length,
+        reward: spread(r.rewards),
+        meanJudgeScore: spread(r.meanScores),
+        repetition: spread(r.repetition),
+        distinctRate: wellFormed.length ? new Set(wellFormed).size / wellFormed.length : NaN,
+      }
+    }
+    return { ...last, train: summarize(steps) }
+  }
+
+  // ---- Task selection by score dispersion (Eq. 8)
+  private async selectionStage(counter: { tokens: number }): Promise<{ kept: string[]; record: JzeroStepRecord['selection'] }> {
+    const o = this.config.selection
+    const pool = await this.sampleTasks(o.pool, CALL.poolTasks)
+    counter.tokens += pool.tokens
+    const answers = await this.sample(this.solver, pool.tasks.map((q) => this.world.solverPrompt(q)), o.samples, this.config.solver, CALL.poolSolver)
+    counter.tokens += answers.reduce((a, g) => a + tokens(g), 0)
+    const flat = answers.flatMap((g, i) => g.map((t) => ({ question: pool.tasks[i], response: t.completion.text })))
+    const scores = await judgeRewards(this.judge, this.world, flat)
+    const perTask = pool.tasks.map((_, i) => scores.slice(i * o.samples, (i + 1) * o.samples))
+    const sel = selectByDispersion(perTask, o.keep)
+    const keptSet = new Set(sel.kept)
+    const keptAnswers = flat.filter((_, j) => keptSet.has(Math.floor(j / o.samples)))
+    return {
+      kept: sel.kept.map((i) => pool.tasks[i]),
+      record: {
+        candidates: pool.tasks.length,
+        kept: sel.kept.length,
+        dispersionAll: spread(sel.dispersions),
+        dispersionKept: spread(sel.kept.map((i) => sel.dispersions[i])),
+        keptVerifierAccuracy: verifierAccuracy(this.world, keptAnswers),
+      },
+    }
+  }
+
+  // ---- Stage 2: Solver GRPO steps on the Judge's reward (Eq. 9)
+  private async solverStage(kept: string[], counter: { tokens: number }): Promise<JzeroStepRecord['solver']> {
+    const o = this.config.solver
+    const steps: StepMetrics[] = []
+    const rewards: number[] = []
+    const sampled: { question: string; response: string }[] = []
+    if (kept.length) {
+      for (let s = 0; s < o.steps; s++) {
+        const tasks = Array.from({ length: Math.min(o.batch, kept.length) }, (_, k) => kept[(s * o.batch + k) % kept.length])
+        const groups = await this.sample(this.solver, tasks.map((q) => this.world.solverPrompt(q)), o.rollouts, o, CALL.solver(s))
+        counter.tokens += groups.reduce((a, g) => a + tokens(g), 0)
+        const items = groups.flatMap((g, i) => g.map((t) => ({ question: tasks[i], response: t.completion.text })))
+        const r = await judgeRewards(this.judge, this.world, items)
+        rewards.push(...r)
+        sampled.push(...items)
+        const advantages = computeAdvantages(this.config.ppo.advantage, r, items.map((_, j) => Math.floor(j / o.rollouts)))
+        const trajs = groups.flat()
+        // mini-batches of `miniBatch` tasks, each one optimizer update on the same rollouts
+        for (let m = 0; m < tasks.length; m += o.miniBatch) {
+          const sequences = trajs
+            .map((t, j) => ({ t, j }))
+            .filter(({ j }) => Math.floor(j / o.rollouts) >= m && Math.floor(j / o.rollouts) < m + o.miniBatch)
+            .map(({ t, j }) => toSequence(t, advantages[j]))
+            .filter((q) => q.completion.length > 0)
+          if (sequences.length) steps.push(await this.solverTrainer.step({ sequences }))
+        }
+      }
+    }
+    return { reward: spread(rewards), verifierAccuracy: verifierAccuracy(this.world, sampled), train: summarize(steps) }
+  }
+
+  // ---- Stage 3: Judge Bradley–Terry steps on D_role ∪ D_amp (Eq. 10–13)
+  private async judgeStage(solverTasks: ReadonlySet<string>, counter: { tokens: number }): Promise<JzeroStepRecord['judge']> {
+    const c = this.config
+    const w = this.world
+    const answerStage = { ...c.solver }
+    const { tasks, tokens: taskTokens } = await this.sampleTasks(c.judge.tasks, CALL.judgeTasks, solverTasks)
+    counter.tokens += taskTokens
+    const prompts = tasks.map((q) => w.solverPrompt(q))
+    const oneShot = (await this.sample(this.solver, prompts, 1, answerStage, CALL.judgeOneShot)).map((g) => g[0])
+    const challengerAnswers = (await this.sample(this.challenger, prompts, 1, { ...answerStage, temperature: c.challenger.temperature, topP: c.challenger.topP }, CALL.judgeChallengerAnswer)).map((g) => g[0])
+    counter.tokens += tokens(oneShot) + tokens(challengerAnswers)
+    const role = tasks.map((q, i) => rolePair(q, oneShot[i].completion.text, challengerAnswers[i].completion.text))
+    const texts = async (model: Model, ps: Prompt[], call: number, o: PolicyStage) => {
+      const out = (await this.sample(model, ps, 1, o, call)).map((g) => g[0])
+      counter.tokens += tokens(out)
+      return out.map((t) => t.completion.text)
+    }
+    const challengerAnswerStage = { ...answerStage, temperature: c.challenger.temperature, topP: c.challenger.topP }
+    const amplified = await amplify(w, tasks, {
+      decompose: (ps) => texts(this.challenger, ps, CALL.decompose, challengerAnswerStage),
+      subtask: (() => {
+        let k = 0
+        return (ps: Prompt[]) => texts(this.solver, ps, CALL.subtask(++k), answerStage)
+      })(),
+      compose: (ps) => texts(this.challenger, ps, CALL.compose, challengerAnswerStage),
+    }, { minSubtasks: c.judge.minSubtasks, maxSubtasks: c.judge.maxSubtasks, ampResponse: c.judge.ampResponse })
+    const amp: JudgePair[] = []
+    amplified.forEach((a, i) => {
+      if (a.ok) amp.push(ampPair(tasks[i], a.response, oneShot[i].completion.text))
+    })
+    const D = balancedUnion(role, amp, { role: c.switches.rolePairs, amp: c.switches.ampPairs }, this.rng)
+    const heldOutBefore = this.judgeAccuracy
+    let train: StageTrain | null = null
+    const marginsBefore = D.length ? await pairMargins(this.judge, w, D) : []
+    let marginsAfter = marginsBefore
+    if (this.judgeTrainer && D.length && c.judge.steps > 0) {
+      const steps: StepMetrics[] = []
+      for (const batch of judgeBatches(D, c.judge.steps, c.judge.batch, this.rng)) steps.push(await this.judgeTrainer.step(bradleyTerryBatch(this.judge, w, batch)))
+      train = summarize(steps)
+      marginsAfter = await pairMargins(this.judge, w, D)
+    }
+    const heldOut = await this.judgeHeldOut()
+    return {
+      tasks: tasks.length,
+      rolePairs: role.length,
+      ampPairs: amp.length,
+      ampFailures: { decompose: amplified.filter((a) => !a.ok && a.stage === 'decompose').length, compose: amplified.filter((a) => !a.ok && a.stage === 'compose').length },
+      trainPairs: D.length,
+      winRate: { role: verifierWinRate(w, role), amp: verifierWinRate(w, amp) },
+      trainPairAccuracy: { before: pairwiseAccuracy(marginsBefore), after: pairwiseAccuracy(marginsAfter) },
+      trainPairMargin: { before: mean(marginsBefore), after: mean(marginsAfter) },
+      heldOut: { before: heldOutBefore, after: heldOut.accuracy, plainAfter: heldOut.plain },
+      train,
+    }
+  }
+
+  /** The Judge's pairwise accuracy on the verifier-ordered held-out preference set (and its no-hedge split). */
+  async judgeHeldOut(): Promise<{ accuracy: number; plain: number }> {
+    const margins = await pairMargins(this.judge, this.world, this.heldOutPreferences)
+    return { accuracy: pairwiseAccuracy(margins), plain: pairwiseAccuracy(margins.filter((_, i) => this.heldOutPreferences[i].plain)) }
+  }
+
+  /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
+  async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
+    const items = this.world.evalSet(level, size)
+    const out = await this.solver.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
+    return out.filter((g, i) => this.world.verify(items[i].question, g[0].text) === true).length / items.length
+  }
+
+  /** Writes the three models, their optimizer states, the RNG and the config under `dir` (renamed into place). */
+  async checkpoint(dir: string): Promise<void> {
+    const tmp = `${dir}.tmp-${process.pid}`
+    await rm(tmp, { recursive: true, force: true })
+    await mkdir(tmp, { recursive: true })
+    await this.challenger.save(join(tmp, 'challenger'))
+    await this.solver.save(join(tmp, 'solver'))
+    await this.judge.save(join(tmp, 'judge'))
+    for (const [name, t] of [['challenger-state', this.challengerTrainer], ['solver-state', this.solverTrainer], ['judge-state', this.judgeTrainer]] as const) {
+      if (!t) continue
+      await mkdir(join(tmp, name), { recursive: true })
+      await t.saveState(join(tmp, name))
+    }
+    const state: JzeroRunState = { format: 'autodidact.jzero.run', version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
+    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
+    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
+    await rename(tmp, dir)
+  }
+}
+
+/** Loads models in order; if one fails, the ones already loaded are disposed. */
+async function loadAll(loaders: (() => Promise<Model>)[]): Promise<Model[]> {
+  const out: Model[] = []
+  try {
+    for (const load of loaders) out.push(await load())
+    return out
+  } catch (e) {
+    out.forEach((m) => m.dispose())
+    throw e
+  }
+}
+
+function tokens(trajs: readonly Trajectory[]): number {
+  return trajs.reduce((a, t) => a + t.completion.tokens.length, 0)
+}
+
+function verifierAccuracy(world: JzeroWorld, items: readonly { question: string; response: string }[]): number {
+  const v = items.map((it) => world.verify(it.question, it.response)).filter((x): x is boolean => x !== null)
+  return v.length ? v.filter(Boolean).length / v.length : NaN
+}
+
+function toSequence(t: Trajectory, advantage: number): TrainSequence {
+  return { prompt: t.prompt, completion: Array.from(t.completion.tokens), oldLogprobs: t.completion.logprobs, advantages: advantage }
+}
+
+function policyTrainerOptions(s: PolicyStage, c: JzeroConfig, reference: Model | null): TrainerOptions {
+  return {
+    // JZ Eq. 7 / 9: GRPO with the asymmetric clip (ε_low, ε_high) = (0.20, 0.28) and KL to the reference
+    objective: { name: 'policy', clipLow: s.clipLow, clipHigh: s.clipHigh, klCoef: s.klCoef, aggregation: c.ppo.aggregation },
+    optimizer: { lr: s.lr, weightDecay: 0 },
+    schedule: { kind: 'constant' },
+    clipGradNorm: c.ppo.clipGradNorm,
+    microBatchSize: c.ppo.microBatchSize,
+    reference: s.klCoef > 0 && reference ? reference : undefined,
+  }
+}

@@ -1,0 +1,56 @@
+// `autodidact evolve --method jzero [--judge DIR] [--frozen-judge] [--no-role-pairs] [--no-amp-pairs]`:
+// J-Zero's presets, runs and report charts for the evolve command.
+import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
+import { DEFAULT_TOY_JUDGE_DIR } from '../../toymodel/judge.js'
+import { PRESETS, resolveJzeroConfig, type JzeroConfig } from './config.js'
+import { JzeroRun } from './loop.js'
+import { arithWorldFor } from './world.js'
+
+const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
+
+// JzeroRun's step records are plain objects; the driver only needs step, seconds and generatedTokens.
+const asHandle = (run: JzeroRun) => run as unknown as MethodRunHandle
+
+/** Command-line switches → a config override (JZ Table 3 ablations, the Judge folder). */
+export function jzeroFlagsToOverride(flags: Record<string, string | number | boolean | undefined>): unknown {
+  const o: { judge?: { model: string }; switches?: Partial<JzeroConfig['switches']> } = {}
+  if (typeof flags.judge === 'string') o.judge = { model: flags.judge }
+  const switches: Partial<JzeroConfig['switches']> = {}
+  if (flags['frozen-judge'] === true) switches.trainJudge = false
+  if (flags['no-role-pairs'] === true) switches.rolePairs = false
+  if (flags['no-amp-pairs'] === true) switches.ampPairs = false
+  if (Object.keys(switches).length) o.switches = switches
+  return Object.keys(o).length ? o : undefined
+}
+
+export const spec: MethodSpec<JzeroConfig> = {
+  name: 'jzero',
+  summary: 'J-Zero: Challenger, Solver and a co-evolving Bradley–Terry Judge (paper 003)',
+  presets: PRESETS,
+  defaultPreset: 'toy',
+  // a deep merge: partial switches ({ switches: { trainJudge: false } }) keep the other defaults
+  resolveConfig: resolveJzeroConfig,
+  start: async (config, o) => asHandle(await JzeroRun.start(o.model, config.judge.model ?? DEFAULT_TOY_JUDGE_DIR, config, arithWorldFor(config.prompts), o.threads)),
+  // the checkpoint's config names the prompt style; JzeroRun.resume checks it against the world
+  resume: async (dir, o) => asHandle(await JzeroRun.resume(dir, (style) => arithWorldFor(style), o.threads)),
+  flags: { judge: 'string', 'frozen-judge': 'boolean', 'no-role-pairs': 'boolean', 'no-amp-pairs': 'boolean' },
+  flagsToOverride: jzeroFlagsToOverride,
+  series: [
+    { title: 'held-out Solver accuracy (greedy)', path: 'heldOutAccuracy' },
+    { title: 'Judge held-out pairwise accuracy', path: 'judgeAccuracy' },
+    { title: 'Judge held-out accuracy, no-hedge split', path: 'judge.heldOut.plainAfter' },
+    { title: 'Challenger reward r^C (Eq. 6)', path: 'challenger.reward.mean' },
+    { title: 'mean Judge score r̄ (Eq. 4)', path: 'challenger.meanJudgeScore.mean' },
+    { title: 'Solver reward σ(J) (Eq. 9)', path: 'solver.reward.mean' },
+    { title: 'Solver sample accuracy (verifier)', path: 'solver.verifierAccuracy' },
+    { title: 'kept-task dispersion s_i (Eq. 8)', path: 'selection.dispersionKept.mean' },
+    { title: 'role pairs: chosen wins (verifier)', path: 'judge.winRate.role.rate' },
+    { title: 'amplification pairs: chosen wins (verifier)', path: 'judge.winRate.amp.rate' },
+    { title: 'Judge BT loss (Eq. 13)', path: 'judge.train.loss' },
+    { title: 'Solver KL to reference', path: 'solver.train.kl' },
+  ],
+  describe: (r) => {
+    const x = r as unknown as { challenger: { reward: { mean: number } }; solver: { reward: { mean: number } }; judgeAccuracy: number }
+    return `r_C ${fmt(x.challenger.reward.mean)} r_S ${fmt(x.solver.reward.mean)} judge ${fmt(x.judgeAccuracy)}`
+  },
+}

@@ -1,0 +1,193 @@
+// The offline response pool (UID §4.3, B.1 "Offline scoring", B.3, C.1): k responses per training
+// prompt from the frozen base model with the sampling pass's top-K statistics (the generating
+// model is the scoring model, so no rescoring pass is needed), a calibration fitted on a disjoint
+// unlabeled split, and per prompt the deduplicated, complete, UID-eligible, verifier-correct
+// responses with their calibrated SC, UID-Conj and UID-Mix scores. Pairs and weights derive from it.
+import { createHash } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import { mkdir, readFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { ConfigError } from '../../engine/errors.js'
+import { writeFileAtomic } from '../../engine/hf/atomic.js'
+import type { Model } from '../../engine/model.js'
+import { auxPreferencePair, auxSftWeights, randomPreferencePair } from '../../rl/offline.js'
+import type { UidCalibration } from '../../signals/calibration.js'
+import { Rng } from '../../util/prng.js'
+import { samplePools } from '../select/run.js'
+import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../select/selectors.js'
+import { trainingQuestions, type SolveWorld } from '../select/world.js'
+import type { OfflineConfig, PoolConfig, ScoreMethod } from './config.js'
+
+export interface PoolResponse {
+  text: string
+  /** Completion token ids as sampled (end-of-sequence token included). */
+  completion: number[]
+  scores: Record<ScoreMethod, number>
+  /** Diagnostics only: the world's trace-validity proxy (null when unknown). */
+  valid: boolean | null
+}
+
+export interface PoolPrompt {
+  id: string
+  question: string
+  /** Eligible correct responses, distinct strings, in generation order. */
+  responses: PoolResponse[]
+}
+
+export interface ResponsePool {
+  format: 'autodidact.uid-pool'
+  version: 1
+  model: string
+  promptFormat: string
+  config: PoolConfig
+  calibration: UidCalibration
+  prompts: PoolPrompt[]
+  stats: { sampled: number; complete: number; correct: number; eligibleCorrect: number; distinctEligibleCorrect: number }
+}
+
+/** The default cache folder of a pool: keyed by the model folder, the prompt format and the pool section. */
+export function defaultPoolDir(model: string, format: string, p: PoolConfig): string {
+  const key = createHash('sha256').update(JSON.stringify({ model: resolve(model), format, ...p, dir: '' })).digest('hex').slice(0, 12)
+  return join('runs', 'uid-pools', key)
+}
+
+export const POOL_FILE = 'pool.json'
+
+export async function buildPool(model: Model, world: SolveWorld, p: PoolConfig): Promise<ResponsePool> {
+  const train = trainingQuestions(p.seed, p.level, p.prompts)
+  const taken = new Set(train.map((t) => t.question))
+  const calibrationItems = trainingQuestions(`${p.seed}-calibration`, p.level, p.calibrationPrompts).filter((c) => !taken.has(c.question)) // disjoint splits (C.1)
+  const sampling = { n: p.k, temperature: p.temperature, topP: p.topP, maxTokens: p.maxTokens, seed: 11, scoring: p.scoring }
+  const calibration = fitCalibrationOn(await samplePools(model, world, calibrationItems, sampling, 10_000_000))
+  const pools = await samplePools(model, world, train, sampling)
+  const stats = { sampled: 0, complete: 0, correct: 0, eligibleCorrect: 0, distinctEligibleCorrect: 0 }
+  const prompts: PoolPrompt[] = []
+  for (const [qi, group] of pools.entries()) {
+    const item = train[qi]
+    const scores = calibratedScores(calibration, group)
+    const seen = new Set<string>()
+    const responses: PoolResponse[] = []
+    group.forEach((t, i) => {
+      stats.sampled++
+      if (t.complete) stats.complete++
+      const correct = t.complete && world.verify(item, t.text)
+      if (correct) stats.correct++
+      // UID B.1 eligibility for training: complete, UID-eligible, correct, finite scores for every method
+      if (!correct || !isScoreEligible(t) || scores.sc[i] === null || scores.conj[i] === null || scores.mix[i] === null) return
+      stats.eligibleCorrect++
+      if (seen.has(t.text)) return // UID B.3: identical response strings are deduplicated within a prompt
+      seen.add(t.text)
+      responses.push({ text: t.text, completion: t.tokenIds, scores: { sc: scores.sc[i]!, 'uid-conj': scores.conj[i]!, 'uid-mix': scores.mix[i]! }, valid: world.traceValid?.(t.text) ?? null })
+    })
+    stats.distinctEligibleCorrect += responses.length
+    prompts.push({ id: item.id, question: item.question, responses })
+  }
+  return { format: 'autodidact.uid-pool', version: 1, model: model.dir, promptFormat: world.format, config: p, calibration, prompts, stats }
+}
+
+/** The pool of `c` (built and cached on first use). */
+export async function ensurePool(c: OfflineConfig, model: Model, world: SolveWorld): Promise<{ dir: string; pool: ResponsePool }> {
+  const dir = c.pool.dir || defaultPoolDir(model.dir, c.format, c.pool)
+  const file = join(dir, POOL_FILE)
+  if (existsSync(file)) {
+    const pool = JSON.parse(await readFile(file, 'utf8')) as ResponsePool
+    if (pool.format !== 'autodidact.uid-pool') throw new ConfigError(file, null, `${file}: not a response pool`)
+    const want = JSON.stringify({ ...c.pool, dir: '' })
+    if (JSON.stringify({ ...pool.config, dir: '' }) !== want || pool.promptFormat !== c.format)
+      throw new ConfigError(file, 'pool', `${file}: the pool there was built with another pool config; choose another pool.dir`)
+    return { dir, pool }
+  }
+  const pool = await buildPool(model, world, c.pool)
+  await mkdir(dir, { recursive: true })
+  await writeFileAtomic(file, JSON.stringify(pool) + '\n')
+  return { dir, pool }
+}
+
+export interface DpoPair {
+  prompt: number
+  chosen: number
+  rejected: number
+}
+
+// UID Eq. 6, B.3: per prompt, max- vs min-score eligible correct responses with gap ≥ minGap, kept
+// only on prompts where every method in `common` qualifies; the random control draws two distinct
+// responses of the same prompts and orients them at random.
+export function dpoPairs(pool: ResponsePool, arm: string, o: { minGap: number; commonMethods: readonly string[] }, seed: number): DpoPair[] {
+  const out: DpoPair[] = []
+  pool.prompts.forEach((p, pi) => {
+    if (p.responses.length < 2) return
+    const pairs = new Map<string, { chosen: number; rejected: number } | null>()
+    for (const m of o.commonMethods) pairs.set(m, auxPreferencePair(p.responses.map((r) => r.scores[m as ScoreMethod]), { minGap: o.minGap }))
+    if ([...pairs.values()].some((x) => x === null)) return
+    if (arm === 'random') {
+      const r = randomPreferencePair(p.responses.length, new Rng(`dpo-random-${seed}-${p.id}`))!
+      out.push({ prompt: pi, chosen: r.chosen, rejected: r.rejected })
+    } else {
+      const pr = pairs.get(arm)
+      if (!pr) throw new RangeError(`arm '${arm}' is not among the common pair methods`)
+      out.push({ prompt: pi, chosen: pr.chosen, rejected: pr.rejected })
+    }
+  })
+  return out
+}
+
+/** UID B.3 warm start data: the deduplicated union of the responses of every arm's pairs. */
+export function warmStartExamples(pool: ResponsePool, arms: readonly string[], o: { minGap: number; commonMethods: readonly string[] }, seed: number): Array<{ prompt: number; response: number }> {
+  const keys = new Set<string>()
+  for (const arm of arms) for (const p of dpoPairs(pool, arm, o, seed)) for (const r of [p.chosen, p.rejected]) keys.add(`${p.prompt}:${r}`)
+  return [...keys].map((k) => k.split(':').map(Number)).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map(([prompt, response]) => ({ prompt, response }))
+}
+
+export interface WeightedExample {
+  prompt: number
+  response: number
+  weight: number
+}
+
+// UID Eq. 7: w_i = m·exp(αq_i)/Σ_j exp(αq_j) within each prompt (mean 1); uniform: w = 1 on the same responses.
+export function wsftExamples(pool: ResponsePool, arm: string, alpha: number): WeightedExample[] {
+  const out: WeightedExample[] = []
+  pool.prompts.forEach((p, pi) => {
+    if (!p.responses.length) return
+    const w = arm === 'uniform' ? new Float64Array(p.responses.length).fill(1) : auxSftWeights(p.responses.map((r) => r.scores[arm as ScoreMethod]), alpha)
+    p.responses.forEach((_, ri) => out.push({ prompt: pi, response: ri, weight: w[ri] }))
+  })
+  return out
+}
+
+export interface TraceDiagnostics {
+  /** DPO: pairs; SFT: examples. */
+  count: number
+  /** DPO: share of chosen / rejected responses whose trace is valid. */
+  chosenValid?: number
+  rejectedValid?: number
+  /** SFT: weight-averaged share of valid traces (uniform weights: the plain share). */
+  weightedValid?: number
+}
+
+const validShare = (xs: Array<boolean | null>) => {
+  const known = xs.filter((x): x is boolean => x !== null)
+  return known.length ? known.filter(Boolean).length / known.length : NaN
+}
+
+/** How often a DPO arm prefers the valid trace (the toy analogue of UID §3.3's judged validity). */
+export function pairTraceDiagnostics(pool: ResponsePool, pairs: readonly DpoPair[]): TraceDiagnostics {
+  return {
+    count: pairs.length,
+    chosenValid: validShare(pairs.map((p) => pool.prompts[p.prompt].responses[p.chosen].valid)),
+    rejectedValid: validShare(pairs.map((p) => pool.prompts[p.prompt].responses[p.rejected].valid)),
+  }
+}
+
+/** The share of the SFT weight that lands on valid traces. */
+export function weightTraceDiagnostics(pool: ResponsePool, examples: readonly WeightedExample[]): TraceDiagnostics {
+  let w = 0
+  let v = 0
+  for (const e of examples) {
+    const valid = pool.prompts[e.prompt].responses[e.response].valid
+    if (valid === null) continue
+    w += e.weight
+    if (valid) v += e.weight
+  }
+  return { count: examples.length, weightedValid: w > 0 ? v / w : NaN }
+}

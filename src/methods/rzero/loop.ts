@@ -1,0 +1,486 @@
+// R-Zero (Huang et al. 2025) with the multi-solver disagreement reward of DIS: a Challenger and a
+// Solver, two models started from one base, trained alternately with GRPO while the other is
+// frozen (DIS §3).
+//   Challenger step: one GRPO group of questions; every parsed question goes to the solver ensemble
+//     (DIS §4.2, §4.5), which gives the pooled p̂ and r_dis; with the BLEU repetition penalty over
+//     the batch, r = α·r_unc + β·r_dis − r_rep, and −1 for a parse failure (DIS §3, §4.3).
+//   Solver step: questions from the frozen Challenger, answered by the same ensemble; those whose
+//     pooled p̂ lies in the informative band keep their majority answer as pseudo-label; the Solver's
+//     own rollouts get reward 1 when they agree with it (R-Zero's Solver reward), GRPO per question.
+// β = 0 is plain R-Zero: ensemble.mode 'auto' then samples the Solver alone (m samples).
+import { mkdir, readFile, rename, rm } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { loadModel, type Completion, type Model } from '../../engine/model.js'
+import { writeFileAtomic } from '../../engine/hf/atomic.js'
+import { queryEnsemble, variantStats, type EnsembleResult, type QuestionVerdict, type VariantStats } from '../../ensemble/ensemble.js'
+import { InProcessSampler } from '../../ensemble/inprocess.js'
+import { RemoteSampler } from '../../ensemble/remote.js'
+import type { EnsembleVariant } from '../../ensemble/types.js'
+import { computeAdvantages } from '../../rl/advantages.js'
+import { disChallengerReward, uncertaintyReward } from '../../rl/challenger.js'
+import { repetitionPenalty } from '../../tasks/cluster.js'
+import type { StepMetrics, Trainer, TrainSequence } from '../../train/trainer.js'
+import { Rng } from '../../util/prng.js'
+import { usesEnsemble, type RzeroConfig } from './config.js'
+import { DEFAULT_LLAMA_RECIPE, ensureLlamaVariant } from './second-model.js'
+import type { RzeroWorld } from './world.js'
+
+/** Mean and population std (DIS Table 2 reports both per batch), with min, max and count. */
+export interface Spread {
+  mean: number
+  std: number
+  min: number
+  max: number
+  n: number
+}
+
+export function spread(xs: ArrayLike<number>): Spread {
+  const v = Array.from(xs).filter((x) => Number.isFinite(x))
+  if (!v.length) return { mean: NaN, std: NaN, min: NaN, max: NaN, n: 0 }
+  const mean = v.reduce((a, b) => a + b, 0) / v.length
+  const std = Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / v.length)
+  return { mean, std, min: Math.min(...v), max: Math.max(...v), n: v.length }
+}
+
+export type Phase = 'challenger' | 'solver'
+
+export interface EnsembleRecord {
+  /** Variants queried per call, and those that answered (mean over this step's calls). */
+  variants: number
+  responding: number
+  timeouts: number
+  errors: number
+  perVariant: VariantStats[]
+}
+
+export interface ChallengerRecord {
+  step: number
+  phase: 'challenger'
+  level: number
+  questions: number
+  parseRate: number
+  /** Distinct parsed questions over parsed questions. */
+  distinctRate: number
+  /** DIS Table 2: per-batch r_dis, r_unc and r_rep over the parsed questions. */
+  rDis: Spread
+  rUnc: Spread
+  rRep: Spread
+  pHat: Spread
+  reward: Spread
+  /** Diagnostics (ground truth, never a reward): well-posed questions, their mean difficulty level. */
+  questionGoodRate: number
+  questionLevel: Spread
+  ensemble: EnsembleRecord
+  skipped: string | null
+  train: StepMetrics | null
+  heldOutAccuracy?: number
+  generatedTokens: number
+  seconds: number
+}
+
+export interface SolverRecord {
+  step: number
+  phase: 'solver'
+  candidates: number
+  parseRate: number
+  distinct: number
+  /** Questions in the informative band of pooled p̂, and the share of distinct ones. */
+  kept: number
+  keptRate: number
+  pHat: Spread
+  /** Diagnostics: pseudo-labels that are right (verifier), Solver rollouts that are right. */
+  pseudoLabelAccuracy: number
+  rolloutAccuracy: number
+  reward: Spread
+  ensemble: EnsembleRecord
+  train: StepMetrics | null
+  heldOutAccuracy?: number
+  generatedTokens: number
+  seconds: number
+}
+
+export type RzeroStepRecord = ChallengerRecord | SolverRecord
+
+export interface RzeroRunState {
+  format: 'autodidact.rzero.run'
+  version: 1
+  step: number
+  rng: [number, number, number, number]
+  baseModel: string
+  secondModel: string | null
+  config: RzeroConfig
+}
+
+export interface RzeroRunOptions {
+  threads?: number
+  /** Where the Llama ensemble variant is cached (default ~/.cache/autodidact/variants). */
+  cacheRoot?: string
+  /** Variants added to the configured ensemble (when the ensemble is used), e.g. a RemoteSampler with its own fetch. */
+  extraVariants?: EnsembleVariant[]
+  log?: (line: string) => void
+}
+
+/** Deterministic per-(step, role) sampling seed, so a resumed run samples what the original did. */
+function seedFor(runSeed: number, step: number, role: number): number {
+  return (runSeed * 1_000_003 + step * 8 + role) % 2_147_483_647
+}
+
+/** Phase of 0-based step `s`: each iteration is challengerSteps Challenger steps, then solverSteps Solver steps. */
+export function phaseOf(c: RzeroConfig, s: number): Phase {
+  const period = c.phases.challengerSteps + c.phases.solverSteps
+  return s % period < c.phases.challengerSteps ? 'challenger' : 'solver'
+}
+
+/** How many of the run's steps a role trains (its learning-rate schedule's length). */
+export function phaseSteps(c: RzeroConfig, phase: Phase): number {
+  let n = 0
+  for (let s = 0; s < c.steps; s++) if (phaseOf(c, s) === phase) n++
+  return n
+}
+
+function trainerOptions(c: RzeroConfig, reference: Model | null, totalSteps: number) {
+  return {
+    objective: { name: 'policy' as const, clip: c.grpo.clip, klCoef: c.grpo.klCoef, entropyCoef: 0 },
+    optimizer: { lr: c.grpo.lr },
+    schedule: { kind: 'cosine' as const, warmupSteps: Math.min(c.grpo.warmupSteps, Math.max(0, totalSteps - 1)), totalSteps: Math.max(1, totalSteps), minLrRatio: 0 },
+    clipGradNorm: c.grpo.clipGradNorm,
+    microBatchSize: c.grpo.microBatchSize,
+    reference: reference ?? undefined,
+  }
+}
+
+function toSequence(prompt: number[], c: Completion, advantage: number): TrainSequence {
+  return { prompt, completion: Array.from(c.tokens), oldLogprobs: c.logprobs, advantages: advantage }
+}
+
+function ensembleRecord(results: EnsembleResult[]): EnsembleRecord {
+  const calls = results.length
+  const per = variantStats(results)
+  const sum = (f: (r: EnsembleResult) => number) => (calls ? results.reduce((a, r) => a + f(r), 0) / calls : 0)
+  return {
+    variants: sum((r) => r.variants.length),
+    responding: sum((r) => r.variants.filter((v) => v.status === 'ok').length),
+    timeouts: per.reduce((a, v) => a + v.timeouts, 0),
+    errors: per.reduce((a, v) => a + v.errors, 0),
+    perVariant: per,
+  }
+}
+
+function tokensOf(result: EnsembleResult | null): number {
+  let n = 0
+  for (const v of result?.variants ?? []) for (const g of v.samples ?? []) for (const s of g) n += s.tokens?.length ?? 0
+  return n
+}
+
+export interface ChallengerScores {
+  /** Per question of the batch: the composite reward (DIS §3), −parseFailure for parse failures. */
+  rewards: number[]
+  /** Over the parsed questions only (DIS Table 2): r_unc, r_dis, r_rep and the pooled p̂. */
+  rUnc: number[]
+  rDis: number[]
+  rRep: number[]
+  pHat: number[]
+}
+
+/**
+ * The Challenger rewards of one batch (one GRPO group). `questions[i]` is null on a parse failure
+ * (reward −1, DIS §4.3); otherwise `verdicts[i]` is the ensemble's verdict on it. r_rep clusters
+ * the parsed questions only by BLEU distance (DIS §4.5 (iii)); r_unc has the configured form.
+ */
+export function scoreChallengerBatch(
+  questions: readonly (string | null)[],
+  verdicts: readonly (QuestionVerdict | null)[],
+  reward: RzeroConfig['reward'],
+  bleuText: (q: string) => string = (q) => q,
+): ChallengerScores {
+  const rep = repetitionPenalty(questions.map((q) => (q === null ? null : bleuText(q))), reward.repetition)
+  const out: ChallengerScores = { rewards: [], rUnc: [], rDis: [], rRep: [], pHat: [] }
+  questions.forEach((q, i) => {
+    const v = verdicts[i]
+    if (q === null || v === null) {
+      out.rewards.push(disChallengerReward({ parsed: false, rUnc: 0, rDis: 0, rRep: 0 }, { failure: reward.parseFailure })) // DIS §4.3
+      return
+    }
+    const rUnc = uncertaintyReward(v.pHat, reward.uncertainty)
+    out.rUnc.push(rUnc)
+    out.rDis.push(v.rDis)
+    out.rRep.push(rep.penalty[i])
+    out.pHat.push(v.pHat)
+    out.rewards.push(disChallengerReward({ parsed: true, rUnc, rDis: v.rDis, rRep: rep.penalty[i] }, { alpha: reward.alpha, beta: reward.beta, failure: reward.parseFailure })) // DIS §3
+  })
+  return out
+}
+
+export class RzeroRun {
+  private constructor(
+    readonly config: RzeroConfig,
+    readonly world: RzeroWorld,
+    readonly challenger: Model,
+    readonly solver: Model,
+    private readonly challengerTrainer: Trainer,
+    private readonly solverTrainer: Trainer,
+    private readonly reference: Model | null,
+    readonly second: Model | null,
+    readonly variants: EnsembleVariant[],
+    private rng: Rng,
+    private stepIndex: number,
+    readonly baseModel: string,
+  ) {}
+
+  /** A fresh run: Challenger and Solver both start from `baseModel`. */
+  static async start(baseModel: string, config: RzeroConfig, world: RzeroWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
+    return RzeroRun.open(config, world, o, { baseModel, challengerDir: baseModel, solverDir: baseModel, secondModel: undefined, stateDir: null, step: 0, rng: new Rng(config.seed) })
+  }
+
+  /** Continues from a checkpoint folder written by `checkpoint()`. */
+  static async resume(dir: string, world: RzeroWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
+    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as RzeroRunState
+    return RzeroRun.open(state.config, world, o, {
+      baseModel: state.baseModel,
+      challengerDir: join(dir, 'challenger'),
+      solverDir: join(dir, 'solver'),
+      secondModel: state.secondModel,
+      stateDir: dir,
+      step: state.step,
+      rng: Rng.fromState(state.rng),
+    })
+  }
+
+  private static async open(
+    config: RzeroConfig,
+    world: RzeroWorld,
+    o: RzeroRunOptions,
+    s: { baseModel: string; challengerDir: string; solverDir: string; secondModel: string | null | undefined; stateDir: string | null; step: number; rng: Rng },
+  ): Promise<RzeroRun> {
+    const opened: Model[] = []
+    const load = async (dir: string, threads = o.threads) => {
+      const m = await loadModel(dir, { threads })
+      opened.push(m)
+      return m
+    }
+    try {
+      const challenger = await load(s.challengerDir)
+      const solver = await load(s.solverDir)
+      const reference = config.grpo.klCoef > 0 ? await load(s.baseModel, 1) : null
+      const challengerTrainer = await challenger.trainer(trainerOptions(config, reference, phaseSteps(config, 'challenger')))
+      const solverTrainer = await solver.trainer(trainerOptions(config, reference, phaseSteps(config, 'solver')))
+      if (s.stateDir) {
+        await challengerTrainer.loadState(join(s.stateDir, 'challenger-trainer'))
+        await solverTrainer.loadState(join(s.stateDir, 'solver-trainer'))
+      }
+      // a resumed run reuses its S_c folder; a built variant whose cache was cleared is rebuilt
+      const stale = typeof s.secondModel === 'string' && !existsSync(join(s.secondModel, 'config.json')) && config.ensemble.second.model === ''
+      const secondModel = s.secondModel === undefined || stale ? await RzeroRun.secondModelDir(config, s.baseModel, o) : s.secondModel
+      const second = secondModel && usesEnsemble(config) ? await load(secondModel) : null
+      const variants = [...RzeroRun.buildVariants(config, solver, second), ...(usesEnsemble(config) ? (o.extraVariants ?? []) : [])]
+      return new RzeroRun(config, world, challenger, solver, challengerTrainer, solverTrainer, reference, second, variants, s.rng, s.step, s.baseModel).withSecondDir(secondModel ?? null)
+    } catch (e) {
+      for (const m of opened) m.dispose()
+      throw e
+    }
+  }
+
+  /** The folder of DIS's S_c: the configured one, the cached Llama variant of the base, or none. */
+  private static async secondModelDir(c: RzeroConfig, baseModel: string, o: RzeroRunOptions): Promise<string | null> {
+    if (!usesEnsemble(c) || c.ensemble.second.model === 'none') return null
+    if (c.ensemble.second.model !== '') return c.ensemble.second.model
+    return ensureLlamaVariant(baseModel, { ...DEFAULT_LLAMA_RECIPE, healSteps: c.ensemble.second.healSteps }, { cacheRoot: o.cacheRoot, threads: o.threads, log: o.log })
+  }
+
+  /** DIS §4.2: the current Solver at two temperatures, the second model, and any remote endpoints; or the Solver alone. */
+  static buildVariants(c: RzeroConfig, solver: Model, second: Model | null): EnsembleVariant[] {
+    const e = c.ensemble
+    if (!usesEnsemble(c)) return [{ sampler: new InProcessSampler(solver, { name: `solver@${e.solverOnly.temperature}` }), temperature: e.solverOnly.temperature, k: e.solverOnly.k, timeoutMs: e.timeoutMs }]
+    const out: EnsembleVariant[] = e.solverTemperatures.map((t) => ({ sampler: new InProcessSampler(solver, { name: `solver@${t}` }), temperature: t, k: e.k, timeoutMs: e.timeoutMs }))
+    if (second) out.push({ sampler: new InProcessSampler(second, { name: `${second.config.architecture}:${second.dir.split(/[\\/]/).filter(Boolean).pop()}@${e.second.temperature}` }), temperature: e.second.temperature, k: e.k, timeoutMs: e.timeoutMs })
+    e.remote.forEach((r) => {
+      const timeoutMs = r.timeoutMs || e.timeoutMs
+      const sampler = new RemoteSampler({ baseUrl: r.url, model: r.model || undefined, requestTimeoutMs: timeoutMs })
+      out.push({ sampler, temperature: r.temperature, k: r.k || e.k, timeoutMs })
+    })
+    return out
+  }
+
+  private secondDir: string | null = null
+  private withSecondDir(dir: string | null): this {
+    this.secondDir = dir
+    return this
+  }
+
+  get step(): number {
+    return this.stepIndex
+  }
+
+  get phase(): Phase {
+    return phaseOf(this.config, this.stepIndex)
+  }
+
+  dispose(): void {
+    for (const v of this.variants) void v.sampler.dispose?.()
+    this.challenger.dispose()
+    this.solver.dispose()
+    this.reference?.dispose()
+    this.second?.dispose()
+  }
+
+  /** Asks the ensemble about parsed questions (never throws for a variant's failure). */
+  private async askEnsemble(questions: string[], role: number): Promise<EnsembleResult> {
+    return queryEnsemble(this.variants, questions.map((q) => this.world.solverPrompt(q)), {
+      extract: (t) => this.world.extractAnswer(t),
+      equivalent: this.world.equivalent,
+      maxTokens: this.config.ensemble.maxTokens,
+      seed: seedFor(this.config.seed, this.stepIndex, role),
+      timeoutMs: this.config.ensemble.timeoutMs,
+      keepSamples: true,
+    })
+  }
+
+  async runStep(): Promise<RzeroStepRecord> {
+    const record = this.phase === 'challenger' ? await this.challengerStep() : await this.solverStep()
+    return record
+  }
+
+  /** One Challenger GRPO step (the Solver frozen). */
+  private async challengerStep(): Promise<ChallengerRecord> {
+    const started = process.hrtime.bigint()
+    const c = this.config
+    const w = this.world
+    const level = c.challenger.levels[this.rng.nextInt(c.challenger.levels.length)]
+    const prompt = w.challengerPrompt(level)
+    const [group] = await this.challenger.generate([prompt], { n: c.challenger.batch, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedFor(c.seed, this.stepIndex, 0) })
+    let generatedTokens = group.reduce((a, t) => a + t.tokens.length, 0)
+    const parsed = group.map((t) => w.parseQuestion(t.text))
+    const valid = parsed.flatMap((p, i) => (p ? [i] : []))
+    const ens = valid.length ? await this.askEnsemble(valid.map((i) => parsed[i]!.question), 1) : null
+    generatedTokens += tokensOf(ens)
+    const verdicts = parsed.map(() => null as QuestionVerdict | null)
+    valid.forEach((i, j) => (verdicts[i] = ens!.questions[j]))
+    const { rewards, rUnc, rDis, rRep, pHat } = scoreChallengerBatch(parsed.map((p) => p?.question ?? null), verdicts, c.reward, (q) => w.bleuText(q))
+    // If no variant answered, parsed questions have no measured reward: skip the update, keep the record.
+    const silent = ens !== null && ens.variants.every((v) => v.status !== 'ok')
+    let train: StepMetrics | null = null
+    let skipped: string | null = silent ? 'no ensemble variant responded' : null
+    if (!silent) {
+      const adv = computeAdvantages('grpo', rewards, rewards.map(() => 0))
+      const encoded = this.challenger.encodePrompt(prompt)
+      const sequences = group.map((t, i) => toSequence(encoded, t, adv[i])).filter((s) => s.completion.length > 0)
+      if (sequences.length) train = await this.challengerTrainer.step({ sequences })
+      else skipped = 'no completion tokens'
+    }
+    const infos = valid.map((i) => w.questionInfo(parsed[i]!.question))
+    this.stepIndex++
+    return {
+      step: this.stepIndex,
+      phase: 'challenger',
+      level,
+      questions: group.length,
+      parseRate: valid.length / group.length,
+      distinctRate: valid.length ? new Set(valid.map((i) => parsed[i]!.key)).size / valid.length : NaN,
+      rDis: spread(rDis),
+      rUnc: spread(rUnc),
+      rRep: spread(rRep),
+      pHat: spread(pHat),
+      reward: spread(rewards),
+      questionGoodRate: infos.length ? infos.filter((x) => x.good).length / infos.length : NaN,
+      questionLevel: spread(infos.flatMap((x) => (x.level === null ? [] : [x.level]))),
+      ensemble: ensembleRecord(ens ? [ens] : []),
+      skipped,
+      train,
+      generatedTokens,
+      seconds: Number(process.hrtime.bigint() - started) / 1e9,
+    }
+  }
+
+  /** One Solver GRPO step on pseudo-labelled questions from the frozen Challenger. */
+  private async solverStep(): Promise<SolverRecord> {
+    const started = process.hrtime.bigint()
+    const c = this.config
+    const w = this.world
+    const prompts = Array.from({ length: c.solver.candidates }, () => w.challengerPrompt(c.challenger.levels[this.rng.nextInt(c.challenger.levels.length)]))
+    const proposed = await this.challenger.generate(prompts, { n: 1, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedFor(c.seed, this.stepIndex, 2) })
+    let generatedTokens = proposed.reduce((a, g) => a + g[0].tokens.length, 0)
+    const parsed = proposed.map((g) => w.parseQuestion(g[0].text))
+    const unique = new Map<string, string>()
+    for (const p of parsed) if (p && !unique.has(p.key)) unique.set(p.key, p.question)
+    const questions = [...unique.values()]
+    const ens = questions.length ? await this.askEnsemble(questions, 3) : null
+    generatedTokens += tokensOf(ens)
+    const [lo, hi] = c.solver.band
+    // R-Zero's filter on the pooled p̂, majority answer as pseudo-label
+    const kept = questions
+      .map((q, j) => ({ q, v: ens!.questions[j] }))
+      .filter(({ v }) => v.responding > 0 && v.vote.answer !== null && v.pHat >= lo && v.pHat <= hi)
+      .slice(0, c.solver.questions)
+    let train: StepMetrics | null = null
+    const rewards: number[] = []
+    let right = 0
+    if (kept.length) {
+      const rollouts = await this.solver.generate(kept.map(({ q }) => w.solverPrompt(q)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens, seed: seedFor(c.seed, this.stepIndex, 4) })
+      const groups: number[] = []
+      const flat: { prompt: number[]; t: Completion }[] = []
+      rollouts.forEach((g, qi) => {
+        const label = kept[qi].v.vote.answer as string
+        const encoded = this.solver.encodePrompt(w.solverPrompt(kept[qi].q))
+        for (const t of g) {
+          generatedTokens += t.tokens.length
+          const a = w.extractAnswer(t.text)
+          rewards.push(a !== null && w.equivalent(a, label) ? 1 : 0) // R-Zero Solver reward: agreement with the pseudo-label
+          if (w.verify(kept[qi].q, t.text)) right++
+          groups.push(qi)
+          flat.push({ prompt: encoded, t })
+        }
+      })
+      const adv = computeAdvantages('grpo', rewards, groups)
+      const sequences = flat.map(({ prompt, t }, i) => toSequence(prompt, t, adv[i])).filter((s) => s.completion.length > 0)
+      if (sequences.length) train = await this.solverTrainer.step({ sequences })
+    }
+    this.stepIndex++
+    return {
+      step: this.stepIndex,
+      phase: 'solver',
+      candidates: prompts.length,
+      parseRate: parsed.filter(Boolean).length / prompts.length,
+      distinct: questions.length,
+      kept: kept.length,
+      keptRate: questions.length ? kept.length / questions.length : NaN,
+      pHat: spread(ens ? ens.questions.map((v) => v.pHat) : []),
+      pseudoLabelAccuracy: kept.length ? kept.filter(({ q, v }) => w.isRightAnswer(q, v.vote.answer as string)).length / kept.length : NaN,
+      rolloutAccuracy: rewards.length ? right / rewards.length : NaN,
+      reward: spread(rewards),
+      ensemble: ensembleRecord(ens ? [ens] : []),
+      train,
+      generatedTokens,
+      seconds: Number(process.hrtime.bigint() - started) / 1e9,
+    }
+  }
+
+  /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
+  async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
+    const correct = await this.evaluateItems(level, size)
+    return correct.filter(Boolean).length / correct.length
+  }
+
+  /** Per held-out question: is the greedy Solver right? */
+  async evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
+    const items = this.world.evalSet(level, size)
+    const out = await this.solver.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
+    return out.map((g, i) => this.world.verify(items[i].question, g[0].text))
+  }
+
+  /** Writes both models, both optimizers and the RNG under `dir` (a complete folder, renamed into place). */
+  async checkpoint(dir: string): Promise<void> {
+    const tmp = `${dir}.tmp-${process.pid}`
+    await rm(tmp, { recursive: true, force: true })
+    await mkdir(join(tmp, 'challenger-trainer'), { recursive: true })
+    await mkdir(join(tmp, 'solver-trainer'), { recursive: true })
+    await this.challenger.save(join(tmp, 'challenger'))
+    await this.solver.save(join(tmp, 'solver'))
+    await this.challengerTrainer.saveState(join(tmp, 'challenger-trainer'))
+    await this.solverTrainer.saveState(join(tmp, 'solver-trainer'))
+    const state: RzeroRunState = { format: 'autodidact.rzero.run', version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
+    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
+    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
+    await rename(tmp, dir)
+  }
+}

@@ -1,0 +1,57 @@
+// `autodidact evolve --method rzero`: R-Zero's Challenger–Solver loop with the DIS multi-solver
+// disagreement reward (β > 0 by default; `--beta 0` is plain R-Zero). `--remote URL[,URL]` adds
+// OpenAI-compatible endpoints (e.g. `autodidact serve`) to the solver ensemble.
+import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
+import { PRESETS, resolveRzeroConfig, type RzeroConfig } from './config.js'
+import { RzeroRun } from './loop.js'
+import { arithRzeroWorld } from './world.js'
+
+const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
+const mean = (x: unknown) => fmt((x as { mean?: number } | undefined)?.mean)
+
+// RzeroRun's step records are plain objects; the driver only needs step, seconds and generatedTokens.
+const asHandle = (run: RzeroRun) => run as unknown as MethodRunHandle
+
+/** --beta, --alpha, --uncertainty, --remote → a config override. */
+export function rzeroFlagsToOverride(flags: Record<string, string | number | boolean | undefined>): unknown {
+  const reward: Record<string, unknown> = {}
+  if (flags.beta !== undefined) reward.beta = Number(flags.beta)
+  if (flags.alpha !== undefined) reward.alpha = Number(flags.alpha)
+  if (flags.uncertainty !== undefined) reward.uncertainty = String(flags.uncertainty)
+  const override: Record<string, unknown> = {}
+  if (Object.keys(reward).length) override.reward = reward
+  if (typeof flags.remote === 'string' && flags.remote.trim()) {
+    const remote = flags.remote.split(',').map((u) => u.trim()).filter(Boolean).map((url) => ({ url, model: '', temperature: 0.7, k: 0, timeoutMs: 0 }))
+    override.ensemble = { remote }
+  }
+  return override
+}
+
+export const spec: MethodSpec<RzeroConfig> = {
+  name: 'rzero',
+  summary: 'R-Zero Challenger–Solver with the multi-solver disagreement reward (paper 002; --beta 0: plain R-Zero)',
+  presets: PRESETS,
+  defaultPreset: 'toy',
+  resolveConfig: resolveRzeroConfig,
+  start: async (config, o) => asHandle(await RzeroRun.start(o.model, config, arithRzeroWorld, { threads: o.threads, log: (s) => process.stderr.write(s + '\n') })),
+  resume: async (dir, o) => asHandle(await RzeroRun.resume(dir, arithRzeroWorld, { threads: o.threads, log: (s) => process.stderr.write(s + '\n') })),
+  flags: { beta: 'number', alpha: 'number', uncertainty: 'string', remote: 'string' },
+  flagsToOverride: rzeroFlagsToOverride,
+  series: [
+    { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
+    { title: 'r_dis per batch (DIS §4.2)', path: 'rDis.mean' },
+    { title: 'r_unc per batch (DIS §3)', path: 'rUnc.mean' },
+    { title: 'r_rep per batch (BLEU clusters)', path: 'rRep.mean' },
+    { title: 'Challenger reward', path: 'reward.mean' },
+    { title: 'Challenger parse rate', path: 'parseRate' },
+    { title: 'pooled p̂', path: 'pHat.mean' },
+    { title: 'questions kept in the band', path: 'kept' },
+    { title: 'pseudo-label accuracy (verifier)', path: 'pseudoLabelAccuracy' },
+    { title: 'ensemble variants responding', path: 'ensemble.responding' },
+    { title: 'KL to reference', path: 'train.objective.kl' },
+  ],
+  describe: (r) =>
+    r.phase === 'challenger'
+      ? `C r ${mean(r.reward)} dis ${mean(r.rDis)} unc ${mean(r.rUnc)} rep ${mean(r.rRep)} parse ${fmt(r.parseRate)}`
+      : `S kept ${r.kept}/${r.distinct} r ${mean(r.reward)} label-acc ${fmt(r.pseudoLabelAccuracy)}`,
+}

@@ -1,0 +1,36 @@
+// `autodidact evolve --method ttrl`: TTRL with auxiliary trajectory rewards (paper 001, UID).
+import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
+import { PRESETS, resolveTtrlConfig, type TtrlConfig } from './config.js'
+import { TtrlRun } from './loop.js'
+
+const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
+const asHandle = (run: TtrlRun) => run as unknown as MethodRunHandle
+
+export const spec: MethodSpec<TtrlConfig> = {
+  name: 'ttrl',
+  summary: 'TTRL: majority-vote pseudo-labels on unlabeled prompts, gated SC / UID-Conj / UID-Mix rewards (paper 001)',
+  presets: PRESETS,
+  defaultPreset: 'toy',
+  resolveConfig: resolveTtrlConfig,
+  start: async (config, o) => asHandle(await TtrlRun.start(o.model, config, o.threads)),
+  resume: async (dir, o) => asHandle(await TtrlRun.resume(dir, o.threads)),
+  flags: { arm: 'string', lambda: 'number' },
+  flagsToOverride: (f) => {
+    const reward: Record<string, unknown> = {}
+    if (f.arm !== undefined) reward.arm = f.arm
+    if (f.lambda !== undefined) reward.lambda = f.lambda
+    return Object.keys(reward).length ? { reward } : undefined
+  },
+  series: [
+    { title: 'held-out accuracy (macro, mean@k)', path: 'heldOutAccuracy' },
+    { title: 'majority agreement rate', path: 'agreeRate' },
+    { title: 'pseudo-label accuracy (diagnostic)', path: 'labelAccuracy' },
+    { title: 'rollout accuracy (diagnostic)', path: 'rolloutAccuracy' },
+    { title: 'reward R (Eq. 5)', path: 'reward.mean' },
+    { title: 'auxiliary term b, agreeing responses', path: 'aux.max' },
+    { title: 'responses with A ≠ 0', path: 'nonzeroAdvantages' },
+    { title: 'KL to reference', path: 'kl' },
+    { title: 'response length (tokens)', path: 'responseTokens.mean' },
+  ],
+  describe: (r) => `agree ${fmt(r.agreeRate)} label ${fmt(r.labelAccuracy)} R ${fmt((r.reward as { mean: number }).mean)}`,
+}

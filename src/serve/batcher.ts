@@ -1,0 +1,241 @@
+// Request batching for `autodidact serve`. The engine's generate() decodes many prompts together
+// (one matrix product per step for all rows), but takes one set of sampling options, one seed and
+// one abort signal per call, and its sequence ids (hence its samples) depend on a prompt's place
+// in the call. So requests are merged into one generate() call only when:
+//   - their sampling options, n, max_tokens, stop strings and ignore_eos are identical, and
+//   - none of them gave a seed: a seeded request runs alone, so its samples equal
+//     Model.generate(prompts, { seed, n, … }) exactly, whatever else the server is doing.
+// A merged call draws a fresh seed. Its abort signal fires only when every member has gone (a
+// member that leaves early is dropped from the reply; its rows decode on with the others).
+// Requests wait in a queue for `windowMs` after the first arrives, then leave in FIFO groups of at
+// most `maxBatch` sequences while fewer than `maxInflight` engine calls run; requests that arrive
+// while the engine is busy gather in the queue and leave together when a call finishes.
+import { randomInt } from 'node:crypto'
+import type { Completion, Model } from '../engine/model.js'
+import { ServeRequestError } from './errors.js'
+import type { SamplingSpec } from './validate.js'
+
+export interface BatchRequest {
+  /** Encoded prompts. */
+  prompts: number[][]
+  n: number
+  maxTokens: number
+  sampling: SamplingSpec
+  /** null: the server draws one and may merge the request with others. */
+  seed: number | null
+  stop: string[]
+  /** End-of-sequence tokens do not end generation. */
+  ignoreEos: boolean
+  /** Top-K raw logits to record per token (0: none). */
+  statsTopK: number
+  signal: AbortSignal
+}
+
+export interface BatcherOptions {
+  /** How long the first queued request waits for others to join it. Default 2 ms. */
+  windowMs?: number
+  /** Most sequences (prompts × n) merged into one engine call; also the engine's decode batch. Default 256. */
+  maxBatch?: number
+  /**
+   * Most engine generate() calls running at once (their steps interleave on the model's lock). Default 4:
+   * a short request need not wait behind a long call, and merging still happens among requests that
+   * arrive while four calls run.
+   */
+  maxInflight?: number
+  /** Token ids that end a sequence (passed to the engine as stopTokenIds). */
+  stopTokenIds: number[]
+}
+
+export interface BatcherStats {
+  /** Requests submitted. */
+  requests: number
+  /** Engine generate() calls made. */
+  batches: number
+  /** Most requests merged into one call so far. */
+  largestBatch: number
+  /** Requests whose client left (while queued or running). */
+  abandoned: number
+  /** Engine calls that were aborted (every member gone, or shutdown). */
+  engineAborts: number
+  inflight: number
+  queued: number
+}
+
+interface Job {
+  req: BatchRequest
+  key: string
+  sequences: number
+  settled: boolean
+  resolve(v: Completion[][]): void
+  reject(e: unknown): void
+  cleanup(): void
+}
+
+/** The part of a request that decides whether it can share an engine call with another. */
+function batchKey(r: BatchRequest, solo: number): string {
+  if (r.seed !== null) return `seed:${solo}`
+  const s = r.sampling
+  return JSON.stringify([r.n, r.maxTokens, s.temperature, s.topK, s.topP, s.minP, s.presencePenalty, s.frequencyPenalty, s.repetitionPenalty, r.ignoreEos, [...r.stop].sort()])
+}
+
+export class Batcher {
+  readonly stats: BatcherStats = { requests: 0, batches: 0, largestBatch: 0, abandoned: 0, engineAborts: 0, inflight: 0, queued: 0 }
+  private readonly queue: Job[] = []
+  private readonly running = new Set<AbortController>()
+  private readonly settledCalls = new Set<Promise<void>>()
+  private timer: NodeJS.Timeout | null = null
+  private closed = false
+  private soloCounter = 0
+  private readonly windowMs: number
+  private readonly maxBatch: number
+  private readonly maxInflight: number
+
+  constructor(
+    private readonly model: Model,
+    private readonly options: BatcherOptions,
+  ) {
+    this.windowMs = options.windowMs ?? 2
+    this.maxBatch = options.maxBatch ?? 256
+    this.maxInflight = options.maxInflight ?? 4
+  }
+
+  /** Completions per prompt of the request (result[promptIndex][sampleIndex]). */
+  submit(req: BatchRequest): Promise<Completion[][]> {
+    if (this.closed) return Promise.reject(new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down'))
+    this.stats.requests++
+    return new Promise<Completion[][]>((resolve, reject) => {
+      const job: Job = {
+        req,
+        key: batchKey(req, this.soloCounter++),
+        sequences: req.prompts.length * req.n,
+        settled: false,
+        resolve: (v) => {
+          if (job.settled) return
+          job.settled = true
+          job.cleanup()
+          resolve(v)
+        },
+        reject: (e) => {
+          if (job.settled) return
+          job.settled = true
+          job.cleanup()
+          reject(e)
+        },
+        cleanup: () => req.signal.removeEventListener('abort', onAbort),
+      }
+      const onAbort = () => {
+        this.stats.abandoned++
+        const at = this.queue.indexOf(job)
+        if (at >= 0) {
+          this.queue.splice(at, 1)
+          this.stats.queued = this.queue.length
+        }
+        job.reject(req.signal.reason ?? new Error('aborted'))
+      }
+      if (req.signal.aborted) {
+        this.stats.abandoned++
+        reject(req.signal.reason ?? new Error('aborted'))
+        return
+      }
+      req.signal.addEventListener('abort', onAbort, { once: true })
+      this.queue.push(job)
+      this.stats.queued = this.queue.length
+      if (!this.timer) this.timer = setTimeout(() => this.pump(), this.windowMs)
+    })
+  }
+
+  /** Starts engine calls for queued groups while there is room. */
+  private pump(): void {
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = null
+    while (!this.closed && this.queue.length && this.stats.inflight < this.maxInflight) this.dispatch(this.takeGroup())
+  }
+
+  /** The oldest queued request and every later one sharing its key, up to maxBatch sequences. */
+  private takeGroup(): Job[] {
+    const first = this.queue[0]
+    const group: Job[] = []
+    let sequences = 0
+    for (let i = 0; i < this.queue.length; ) {
+      const job = this.queue[i]
+      if (job.key === first.key && (group.length === 0 || sequences + job.sequences <= this.maxBatch)) {
+        group.push(job)
+        sequences += job.sequences
+        this.queue.splice(i, 1)
+      } else ++i
+    }
+    this.stats.queued = this.queue.length
+    return group
+  }
+
+  private dispatch(group: Job[]): void {
+    const controller = new AbortController()
+    // The engine call stops only when every member has gone.
+    const memberGone = () => {
+      if (group.every((j) => j.req.signal.aborted)) controller.abort()
+    }
+    for (const j of group) j.req.signal.addEventListener('abort', memberGone, { once: true })
+    this.running.add(controller)
+    this.stats.inflight++
+    this.stats.batches++
+    this.stats.largestBatch = Math.max(this.stats.largestBatch, group.length)
+    const call = this.generate(group, controller.signal)
+      .then(
+        (perPrompt) => {
+          let p = 0
+          for (const j of group) {
+            j.resolve(perPrompt.slice(p, p + j.req.prompts.length))
+            p += j.req.prompts.length
+          }
+        },
+        (e) => {
+          for (const j of group) j.reject(e)
+        },
+      )
+      .finally(() => {
+        if (controller.signal.aborted) this.stats.engineAborts++
+        for (const j of group) j.req.signal.removeEventListener('abort', memberGone)
+        this.running.delete(controller)
+        this.settledCalls.delete(call)
+        this.stats.inflight--
+        this.pump()
+      })
+    this.settledCalls.add(call)
+  }
+
+  private generate(group: Job[], signal: AbortSignal): Promise<Completion[][]> {
+    const head = group[0].req
+    const s = head.sampling
+    return this.model.generate(
+      group.flatMap((j) => j.req.prompts),
+      {
+        n: head.n,
+        maxTokens: head.maxTokens,
+        temperature: s.temperature,
+        topK: s.topK,
+        topP: s.topP,
+        minP: s.minP,
+        presencePenalty: s.presencePenalty,
+        frequencyPenalty: s.frequencyPenalty,
+        repetitionPenalty: s.repetitionPenalty,
+        seed: head.seed ?? randomInt(0, 2 ** 47),
+        stop: head.stop,
+        stopTokenIds: head.ignoreEos ? [] : this.options.stopTokenIds,
+        stats: { topK: Math.max(...group.map((j) => j.req.statsTopK)) },
+        signal,
+        maxBatch: this.maxBatch,
+      },
+    )
+  }
+
+  /** Refuses queued requests (503), aborts running engine calls, and resolves once they have returned. */
+  async close(): Promise<void> {
+    this.closed = true
+    if (this.timer) clearTimeout(this.timer)
+    this.timer = null
+    for (const j of this.queue.splice(0)) j.reject(new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down'))
+    this.stats.queued = 0
+    for (const c of this.running) c.abort()
+    await Promise.allSettled([...this.settledCalls])
+  }
+}

@@ -1,0 +1,11 @@
+// `autodidact serve` as a library: an OpenAI-compatible HTTP server over one loaded model.
+export { createOpenAIServer, LISTENING_PREFIX, listeningUrl, OpenAIServer, urlOf } from './server.js'
+export type { ListenInfo, ServeOptions, ServeStats } from './server.js'
+export { Batcher } from './batcher.js'
+export type { BatcherOptions, BatcherStats, BatchRequest } from './batcher.js'
+export { ServeRequestError, toServeError } from './errors.js'
+export type { ServeErrorCode } from './errors.js'
+export { DEFAULT_LIMITS, parseChatRequest, parseCompletionRequest } from './validate.js'
+export type { ChatSpec, CompletionSpec, SamplingSpec, ServeLimits } from './validate.js'
+export { chatLogprobs, completionLogprobs, shownTokens, topAlternatives, TokenTexts } from './logprobs.js'
+export type * from './openai.js'

@@ -1,0 +1,463 @@
+// `autodidact serve`: an OpenAI-compatible HTTP server over one loaded model, on Node's http module.
+//   POST /v1/completions        prompt (string | string[] | token ids | token-id arrays), n, max_tokens,
+//                               temperature, top_p, top_k, min_p, penalties, stop, seed, logprobs (top-N), stream
+//   POST /v1/chat/completions   messages (rendered with the model folder's chat template), n, logprobs,
+//                               top_logprobs, max_tokens | max_completion_tokens, the sampling fields, stream
+//                               (both also take vLLM's top_k, min_p, repetition_penalty and ignore_eos)
+//   GET  /v1/models, /v1/models/{id}, /health
+// Non-streamed requests go through the Batcher (batcher.ts: identical-option requests share one
+// engine call). Streamed requests run one Model.stream per choice, each with the sequence id it
+// would have in generate(), so a seeded stream yields the same samples as the same request unstreamed.
+// In a stream, text arrives token by token; each choice's logprobs arrive whole in its last chunk
+// (the one carrying finish_reason), because the engine's stream chunks carry no top-K.
+// A client that disconnects aborts its generation; every failure is a JSON error, never a crash.
+import { randomBytes, randomInt } from 'node:crypto'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { basename } from 'node:path'
+import type { Completion, Model } from '../engine/model.js'
+import { Batcher, type BatcherOptions, type BatcherStats } from './batcher.js'
+import { badRequest, errorBody, ServeRequestError, toServeError } from './errors.js'
+import { chatLogprobs, completionLogprobs, TokenTexts } from './logprobs.js'
+import type { ChatCompletionResponse, CompletionResponse, ModelList, ModelObject, Usage } from './openai.js'
+import { DEFAULT_LIMITS, parseChatRequest, parseCompletionRequest, type ChatSpec, type CompletionSpec, type ServeLimits } from './validate.js'
+
+export interface ServeOptions {
+  /** The model served (the server never disposes it). */
+  model: Model
+  /** The model id clients name in `model`; default: the model folder's name. */
+  name?: string
+  limits?: Partial<ServeLimits>
+  /** Largest request body accepted (413 above). Default 1 MiB. */
+  maxBodyBytes?: number
+  /** Batching of non-streamed requests (see batcher.ts). */
+  batch?: Omit<BatcherOptions, 'stopTokenIds'>
+  /** max_tokens when a completions request gives none. Default 16 (OpenAI's). */
+  defaultCompletionMaxTokens?: number
+  /** max_tokens when a chat request gives none (capped by the context left). Default 256. */
+  defaultChatMaxTokens?: number
+}
+
+export interface ServeStats extends BatcherStats {
+  /** Streamed requests running now. */
+  streams: number
+  /** Streams that ended because their client left. */
+  streamAborts: number
+}
+
+/** Where a started server listens. */
+export interface ListenInfo {
+  host: string
+  port: number
+  url: string
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' }
+
+/** What `autodidact serve` prints on stdout, followed by the URL, once it listens (one line, nothing else on stdout). */
+export const LISTENING_PREFIX = 'autodidact serve: listening on '
+
+/** The server URL from a child process's stdout, once its listening line has arrived (else null). */
+export function listeningUrl(stdout: string): string | null {
+  for (const line of stdout.split('\n')) if (line.startsWith(LISTENING_PREFIX)) return line.slice(LISTENING_PREFIX.length).trim()
+  return null
+}
+
+/** http://host:port, bracketing IPv6 addresses. */
+export function urlOf(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`
+}
+
+/** Generation settings a validated request resolves to (prompts encoded, max_tokens decided). */
+interface Resolved {
+  spec: CompletionSpec | ChatSpec
+  prompts: number[][]
+  maxTokens: number
+}
+
+export class OpenAIServer {
+  readonly server: Server
+  readonly name: string
+  private readonly model: Model
+  private readonly batcher: Batcher
+  private readonly limits: ServeLimits
+  private readonly maxBodyBytes: number
+  private readonly stopTokenIds: number[]
+  private readonly stopSet: ReadonlySet<number>
+  private readonly texts: TokenTexts
+  private readonly created = Math.floor(Date.now() / 1000)
+  private readonly fingerprint: string
+  private readonly shutdown = new AbortController()
+  /** The abort controllers of requests being handled (aborted on shutdown). */
+  private readonly active = new Set<AbortController>()
+  private readonly streams = new Set<Promise<void>>()
+  private streamAborts = 0
+  private closing: Promise<void> | null = null
+
+  constructor(private readonly options: ServeOptions) {
+    this.model = options.model
+    this.name = options.name ?? basename(options.model.dir)
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits }
+    this.maxBodyBytes = options.maxBodyBytes ?? 1 << 20
+    // The engine's own default stop ids, passed explicitly so logprobs know which final token to hide.
+    this.stopTokenIds = [...new Set([...this.model.tokenizer.eosTokenIds, ...this.model.config.eosTokenIds])]
+    this.stopSet = new Set(this.stopTokenIds)
+    this.texts = new TokenTexts(this.model.tokenizer)
+    this.fingerprint = `autodidact-${this.model.config.architecture}-${this.model.config.numLayers}x${this.model.config.hiddenSize}`
+    this.batcher = new Batcher(this.model, { ...options.batch, stopTokenIds: this.stopTokenIds })
+    // handle() answers every failure itself; should even that fail, drop the connection, never the process
+    this.server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => void this.handle(req, res).catch(() => res.destroy()))
+    this.server.on('clientError', (_err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n')
+      else socket.destroy()
+    })
+  }
+
+  get stats(): ServeStats {
+    return { ...this.batcher.stats, streams: this.streams.size, streamAborts: this.streamAborts }
+  }
+
+  /** Starts listening (port 0: an ephemeral port). */
+  listen(port = 0, host = '127.0.0.1'): Promise<ListenInfo> {
+    return new Promise((resolve, reject) => {
+      const onError = (e: Error) => reject(e)
+      this.server.once('error', onError)
+      this.server.listen(port, host, () => {
+        this.server.off('error', onError)
+        const addr = this.server.address() as AddressInfo
+        resolve({ host, port: addr.port, url: urlOf(host, addr.port) })
+      })
+    })
+  }
+
+  /**
+   * Stops accepting connections, answers queued requests 503, aborts running generations (their
+   * clients get 503, or an error event in a stream), closes every connection, and resolves when the
+   * engine is idle (the model may then be disposed).
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      const stopped = new Promise<void>((resolve) => this.server.close(() => resolve()))
+      const reason = new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down')
+      this.shutdown.abort(reason)
+      for (const request of this.active) request.abort(reason)
+      await this.batcher.close()
+      await Promise.allSettled([...this.streams])
+      this.server.closeAllConnections()
+      await stopped
+    })()
+    return this.closing
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // The request's own signal: its client left before the answer was written, or the server stops.
+    const request = new AbortController()
+    let clientLeft = false
+    res.on('close', () => {
+      if (res.writableFinished) return
+      clientLeft = true
+      request.abort(new Error('client disconnected'))
+    })
+    this.active.add(request)
+    try {
+      if (this.closing) throw new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down')
+      await this.route(req, res, request.signal)
+    } catch (e) {
+      if (clientLeft) return // nobody to answer
+      const err = this.shutdown.signal.aborted && !(e instanceof ServeRequestError) ? new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down') : toServeError(e)
+      this.sendError(res, err)
+    } finally {
+      this.active.delete(request)
+    }
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '') || '/'
+    const method = req.method ?? 'GET'
+    const allow = (m: string) => {
+      if (method !== m) {
+        res.setHeader('allow', m)
+        throw new ServeRequestError(405, 'method_not_allowed', `${method} ${path}: use ${m}`)
+      }
+    }
+    if (path === '/health') {
+      allow('GET')
+      return this.sendJson(res, 200, { status: 'ok', model: this.name, ...this.stats })
+    }
+    if (path === '/v1/models') {
+      allow('GET')
+      return this.sendJson(res, 200, { object: 'list', data: [this.modelObject()] } satisfies ModelList)
+    }
+    if (path.startsWith('/v1/models/')) {
+      allow('GET')
+      const id = decodeURIComponent(path.slice('/v1/models/'.length))
+      if (id !== this.name) throw this.unknownModel(id)
+      return this.sendJson(res, 200, this.modelObject())
+    }
+    if (path === '/v1/completions') {
+      allow('POST')
+      const spec = parseCompletionRequest(await this.readJson(req), this.limits)
+      return this.serve(this.resolveCompletion(spec), res, signal)
+    }
+    if (path === '/v1/chat/completions') {
+      allow('POST')
+      const spec = parseChatRequest(await this.readJson(req), this.limits)
+      return this.serve(this.resolveChat(spec), res, signal)
+    }
+    throw new ServeRequestError(404, 'not_found', `no route ${method} ${path}`)
+  }
+
+  private modelObject(): ModelObject {
+    return { id: this.name, object: 'model', created: this.created, owned_by: 'autodidact' }
+  }
+
+  private unknownModel(id: string): ServeRequestError {
+    return new ServeRequestError(404, 'model_not_found', `the model '${id}' does not exist; this server serves '${this.name}'`, 'model')
+  }
+
+  /** The body as JSON, at most maxBodyBytes (413 above). */
+  private readJson(req: IncomingMessage): Promise<unknown> {
+    const limit = this.maxBodyBytes
+    const tooLarge = () => new ServeRequestError(413, 'body_too_large', `the request body exceeds ${limit} bytes`)
+    const declared = Number(req.headers['content-length'])
+    if (Number.isFinite(declared) && declared > limit) {
+      req.resume() // drain, so the 413 can be read
+      return Promise.reject(tooLarge())
+    }
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = []
+      let size = 0
+      let failed = false
+      req.on('data', (chunk: Buffer) => {
+        if (failed) return
+        size += chunk.length
+        if (size > limit) {
+          failed = true
+          chunks.length = 0
+          reject(tooLarge())
+        } else chunks.push(chunk)
+      })
+      req.on('error', (e) => reject(e))
+      req.on('close', () => {
+        if (!req.complete) reject(new Error('client disconnected'))
+      })
+      req.on('end', () => {
+        if (failed) return
+        const text = Buffer.concat(chunks).toString('utf8')
+        try {
+          resolve(JSON.parse(text))
+        } catch (e) {
+          reject(badRequest('invalid_json', null, `the request body is not valid JSON: ${(e as Error).message}`))
+        }
+      })
+    })
+  }
+
+  private checkModel(model: string | null): void {
+    if (model !== null && model !== this.name) throw this.unknownModel(model)
+  }
+
+  private checkContext(prompts: number[][], maxTokens: number, param: string): void {
+    const ctx = this.model.config.maxPositionEmbeddings
+    const longest = Math.max(...prompts.map((p) => p.length))
+    if (longest + maxTokens > ctx)
+      throw new ServeRequestError(
+        400,
+        'context_length_exceeded',
+        `this model's maximum context length is ${ctx} tokens; the request asks for ${longest} prompt tokens + ${maxTokens} completion tokens`,
+        param,
+      )
+  }
+
+  private resolveCompletion(spec: CompletionSpec): Resolved {
+    this.checkModel(spec.model)
+    const vocab = this.model.config.vocabSize
+    const prompts = spec.prompts.map((p, i) => {
+      if (typeof p !== 'string') {
+        const bad = p.find((id) => id >= vocab)
+        if (bad !== undefined) throw badRequest('invalid_value', 'prompt', `prompt ${i} holds token id ${bad}, outside the vocabulary [0, ${vocab})`)
+        return p
+      }
+      const ids = this.model.encodePrompt(p)
+      if (ids.length === 0) throw badRequest('invalid_value', 'prompt', `prompt ${i} encodes to no tokens`)
+      return ids
+    })
+    const maxTokens = spec.maxTokens ?? this.options.defaultCompletionMaxTokens ?? 16
+    this.checkContext(prompts, maxTokens, 'max_tokens')
+    return { spec, prompts, maxTokens }
+  }
+
+  private resolveChat(spec: ChatSpec): Resolved {
+    this.checkModel(spec.model)
+    const ids = this.model.encodePrompt({ messages: spec.messages })
+    if (ids.length === 0) throw badRequest('invalid_value', 'messages', 'the conversation renders to no tokens')
+    const left = this.model.config.maxPositionEmbeddings - ids.length
+    const maxTokens = spec.maxTokens ?? Math.min(this.options.defaultChatMaxTokens ?? 256, Math.max(left, 1))
+    this.checkContext([ids], maxTokens, spec.maxTokens === null ? 'messages' : 'max_tokens')
+    return { spec, prompts: [ids], maxTokens }
+  }
+
+  private serve(r: Resolved, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    return r.spec.stream ? this.serveStream(r, res, signal) : this.serveWhole(r, res, signal)
+  }
+
+  private usage(r: Resolved, completions: Completion[]): Usage {
+    const prompt = r.prompts.reduce((a, p) => a + p.length, 0)
+    const completion = completions.reduce((a, c) => a + c.tokens.length, 0)
+    return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion }
+  }
+
+  private finishReason(c: Completion): 'stop' | 'length' {
+    if (c.finishReason === 'abort') throw new ServeRequestError(503, 'server_shutting_down', 'the generation was aborted: the server is shutting down')
+    return c.finishReason
+  }
+
+  private async serveWhole(r: Resolved, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const { spec } = r
+    const perPrompt = await this.batcher.submit({
+      prompts: r.prompts,
+      n: spec.n,
+      maxTokens: r.maxTokens,
+      sampling: spec.sampling,
+      seed: spec.seed,
+      stop: spec.stop,
+      ignoreEos: spec.ignoreEos,
+      statsTopK: spec.logprobs ?? 0,
+      signal,
+    })
+    const flat = perPrompt.flat()
+    const created = Math.floor(Date.now() / 1000)
+    if (spec.kind === 'completion') {
+      const body: CompletionResponse = {
+        id: `cmpl-${randomBytes(12).toString('hex')}`,
+        object: 'text_completion',
+        created,
+        model: this.name,
+        system_fingerprint: this.fingerprint,
+        choices: flat.map((c, index) => ({
+          index,
+          text: c.text,
+          logprobs: spec.logprobs === null ? null : completionLogprobs(c, spec.logprobs, this.stopSet, this.texts),
+          finish_reason: this.finishReason(c),
+        })),
+        usage: this.usage(r, flat),
+      }
+      return this.sendJson(res, 200, body)
+    }
+    const body: ChatCompletionResponse = {
+      id: `chatcmpl-${randomBytes(12).toString('hex')}`,
+      object: 'chat.completion',
+      created,
+      model: this.name,
+      system_fingerprint: this.fingerprint,
+      choices: flat.map((c, index) => ({
+        index,
+        message: { role: 'assistant', content: c.text, refusal: null },
+        logprobs: spec.logprobs === null ? null : chatLogprobs(c, spec.logprobs, this.stopSet, this.texts),
+        finish_reason: this.finishReason(c),
+      })),
+      usage: this.usage(r, flat),
+    }
+    return this.sendJson(res, 200, body)
+  }
+
+  /** Server-sent events: one Model.stream per choice, chunks interleaved as they come, then [DONE]. */
+  private serveStream(r: Resolved, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    const { spec } = r
+    const chat = spec.kind === 'chat'
+    const id = `${chat ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`
+    const created = Math.floor(Date.now() / 1000)
+    const seed = spec.seed ?? randomInt(0, 2 ** 47)
+    const head = { id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model: this.name, system_fingerprint: this.fingerprint }
+    const send = (payload: object | string) => {
+      if (!res.destroyed && !res.writableEnded) res.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`)
+    }
+    const textChunk = (index: number, text: string) =>
+      chat ? { ...head, choices: [{ index, delta: { content: text }, logprobs: null, finish_reason: null }] } : { ...head, choices: [{ index, text, logprobs: null, finish_reason: null }] }
+    res.writeHead(200, SSE_HEADERS)
+    res.flushHeaders()
+
+    const finals: Completion[] = []
+    const choice = async (p: number, s: number): Promise<void> => {
+      const index = p * spec.n + s
+      if (chat) send({ ...head, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] })
+      const gen = this.model.stream(r.prompts[p], {
+        maxTokens: r.maxTokens,
+        temperature: spec.sampling.temperature,
+        topK: spec.sampling.topK,
+        topP: spec.sampling.topP,
+        minP: spec.sampling.minP,
+        presencePenalty: spec.sampling.presencePenalty,
+        frequencyPenalty: spec.sampling.frequencyPenalty,
+        repetitionPenalty: spec.sampling.repetitionPenalty,
+        seed,
+        // generate() numbers sequence p·n + s this way: the same samples, streamed or not
+        sequenceOffset: index,
+        stop: spec.stop,
+        stopTokenIds: spec.ignoreEos ? [] : this.stopTokenIds,
+        stats: { topK: spec.logprobs ?? 0 },
+        signal,
+      })
+      let emitted = ''
+      let step = await gen.next()
+      while (!step.done) {
+        if (step.value.text) {
+          emitted += step.value.text
+          send(textChunk(index, step.value.text))
+        }
+        step = await gen.next()
+      }
+      const c = step.value
+      finals[index] = c
+      const finish = this.finishReason(c)
+      // Text the stream held back (a partial character flushed at the end) goes in the last chunk.
+      const rest = c.text.startsWith(emitted) ? c.text.slice(emitted.length) : ''
+      if (chat) {
+        const logprobs = spec.logprobs === null ? null : chatLogprobs(c, spec.logprobs, this.stopSet, this.texts)
+        send({ ...head, choices: [{ index, delta: rest ? { content: rest } : {}, logprobs, finish_reason: finish }] })
+      } else {
+        const logprobs = spec.logprobs === null ? null : completionLogprobs(c, spec.logprobs, this.stopSet, this.texts)
+        send({ ...head, choices: [{ index, text: rest, logprobs, finish_reason: finish }] })
+      }
+    }
+
+    const task = (async () => {
+      const jobs: Promise<void>[] = []
+      for (let p = 0; p < r.prompts.length; ++p) for (let s = 0; s < spec.n; ++s) jobs.push(choice(p, s))
+      const outcomes = await Promise.allSettled(jobs)
+      if (signal.aborted && !this.shutdown.signal.aborted) {
+        this.streamAborts++
+        return
+      }
+      const failure = outcomes.find((o) => o.status === 'rejected') as PromiseRejectedResult | undefined
+      if (failure) send(errorBody(this.shutdown.signal.aborted ? new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down') : toServeError(failure.reason)))
+      else if (spec.includeUsage) send({ ...head, choices: [], usage: this.usage(r, finals) })
+      send('[DONE]')
+      if (!res.destroyed) res.end()
+    })()
+    this.streams.add(task)
+    return task.finally(() => this.streams.delete(task))
+  }
+
+  private sendJson(res: ServerResponse, status: number, body: unknown): void {
+    if (res.destroyed || res.writableEnded) return
+    const text = JSON.stringify(body)
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) })
+    res.end(text)
+  }
+
+  private sendError(res: ServerResponse, e: ServeRequestError): void {
+    if (res.headersSent) {
+      // a stream already started: say so in the stream and end it
+      if (!res.destroyed && !res.writableEnded) res.end(`data: ${JSON.stringify(errorBody(e))}\n\ndata: [DONE]\n\n`)
+      return
+    }
+    if (e.status === 413) res.setHeader('connection', 'close')
+    this.sendJson(res, e.status, errorBody(e))
+  }
+}
+
+/** A server over `options.model` (not yet listening). */
+export function createOpenAIServer(options: ServeOptions): OpenAIServer {
+  return new OpenAIServer(options)
+}

@@ -1,0 +1,40 @@
+// Summary statistics of per-item outcomes: a seeded percentile bootstrap of a mean, and AUROC.
+import { Rng } from '../util/prng.js'
+import type { Interval } from './bootstrap.js'
+
+/** Mean of per-question values with a seeded percentile bootstrap over questions (95% by default). */
+export function bootstrapMean(values: ArrayLike<number>, opts: { replicates?: number; seed?: number | string; alpha?: number } = {}): Interval {
+  const n = values.length
+  if (n === 0) return { estimate: NaN, lo: NaN, hi: NaN }
+  let s = 0
+  for (let i = 0; i < n; i++) s += values[i]
+  const B = opts.replicates ?? 2000
+  const alpha = opts.alpha ?? 0.05
+  const rng = new Rng(opts.seed ?? 'toymodel-bootstrap')
+  const reps = new Float64Array(B)
+  for (let b = 0; b < B; b++) {
+    let t = 0
+    for (let i = 0; i < n; i++) t += values[rng.nextInt(n)]
+    reps[b] = t / n
+  }
+  reps.sort()
+  const q = (p: number) => reps[Math.min(B - 1, Math.max(0, Math.round(p * (B - 1))))]
+  return { estimate: s / n, lo: q(alpha / 2), hi: q(1 - alpha / 2) }
+}
+
+/** Area under the ROC curve of `scores` for positives vs negatives (Mann–Whitney U, ties count ½). NaN if a class is empty. */
+export function auroc(positives: readonly number[], negatives: readonly number[]): number {
+  if (positives.length === 0 || negatives.length === 0) return NaN
+  const all = [...positives.map((v) => ({ v, p: 1 })), ...negatives.map((v) => ({ v, p: 0 }))].sort((a, b) => a.v - b.v)
+  let rankSumPos = 0
+  for (let i = 0; i < all.length; ) {
+    let j = i
+    while (j < all.length && all[j].v === all[i].v) j++
+    const mid = (i + 1 + j) / 2
+    for (let k = i; k < j; k++) if (all[k].p) rankSumPos += mid
+    i = j
+  }
+  const P = positives.length
+  return (rankSumPos - (P * (P + 1)) / 2) / (P * negatives.length)
+}
+

@@ -1,0 +1,249 @@
+#!/usr/bin/env node
+// The recipe of the bundled toy Judge (models/arith-judge-tiny), J-Zero's scalar reward model for
+// the arithmetic world: the bundled policy's backbone (models/arith-qwen3-tiny) with a fresh score
+// head on the last token (HF Qwen3ForSequenceClassification), fitted with the Bradley–Terry loss
+// (JZ Eq. 13) on *noisy* synthetic preferences, and stopped early, so that it starts imperfect —
+// better than chance, clearly improvable — and J-Zero's co-evolution has something to do.
+//
+// Training pairs: a question from the world's generator (never a held-out question), the scripted
+// teachers' right response over a wrong one (one slipped step, or with `malformedRate` a malformed
+// output), and each label flipped with probability `noise`. Measured on the held-out preference
+// set the loop uses (arithHeldOutPreferences: held-out questions, verifier-ordered), overall and on
+// its "plain" split where neither response hedges. Deterministic in (seed, options, threads).
+//
+//   node dist/toymodel/judge.js [--out DIR] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T]
+//   node dist/toymodel/judge.js --measure [--out DIR]   (held-out and on-policy pairwise accuracy, no training)
+import { isAbsolute, join, relative, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+
+import { writeJsonAtomic } from '../engine/hf/safetensors.js'
+import { loadModel, type Model } from '../engine/model.js'
+import { packageRoot } from '../native.js'
+import { bradleyTerryBatch, pairMargins, pairwiseAccuracy } from '../methods/jzero/judge.js'
+import { arithJzeroWorld, arithTrainingQuestions, scriptedRightWrong, type HeldOutPreference, type PreferencePair } from '../methods/jzero/world.js'
+import { deriveSeed, parseExpr, Rng as WorldRng, scriptedSolve } from '../worlds/arith/index.js'
+import { DEFAULT_TOY_MODEL_DIR } from './recipe.js'
+
+export const DEFAULT_TOY_JUDGE_DIR = join(packageRoot, 'models', 'arith-judge-tiny')
+
+export interface ToyJudgeOptions {
+  outDir: string
+  /** The backbone (default: the bundled policy model). */
+  base?: string
+  seed?: number
+  /** Bradley–Terry steps (default TOY_JUDGE_DEFAULTS.steps). */
+  steps?: number
+  /** Pairs per step. */
+  batchPairs?: number
+  lr?: number
+  /** Probability that a training pair's label is flipped. */
+  noise?: number
+  /** Fraction of rejected responses that are malformed rather than slipped. */
+  malformedRate?: number
+  /** Weights of levels 1..5 for the training questions. */
+  levelWeights?: readonly number[]
+  /** Held-out preference set: levels and questions per level. */
+  evalLevels?: readonly number[]
+  evalPerLevel?: number
+  /** Measure the held-out accuracy every this many steps (0: only before and after). */
+  evalEvery?: number
+  threads?: number
+  log?: (line: string) => void
+}
+
+export const TOY_JUDGE_DEFAULTS = {
+  seed: 1,
+  steps: 60,
+  batchPairs: 32,
+  lr: 3e-5,
+  noise: 0.3,
+  malformedRate: 0.1,
+  levelWeights: [1, 2, 3, 2, 1] as readonly number[],
+  evalLevels: [2, 3, 4] as readonly number[],
+  evalPerLevel: 100,
+  evalEvery: 10,
+}
+
+export function resolveToyJudge(o: ToyJudgeOptions) {
+  const d = TOY_JUDGE_DEFAULTS
+  return {
+    base: o.base ?? DEFAULT_TOY_MODEL_DIR,
+    seed: o.seed ?? d.seed,
+    steps: o.steps ?? d.steps,
+    batchPairs: o.batchPairs ?? d.batchPairs,
+    lr: o.lr ?? d.lr,
+    noise: o.noise ?? d.noise,
+    malformedRate: o.malformedRate ?? d.malformedRate,
+    levelWeights: o.levelWeights ?? d.levelWeights,
+    evalLevels: o.evalLevels ?? d.evalLevels,
+    evalPerLevel: o.evalPerLevel ?? d.evalPerLevel,
+    evalEvery: o.evalEvery ?? d.evalEvery,
+  }
+}
+
+/** The recipe's noisy synthetic preference pairs, `count` of them, a pure function of the seed. */
+export function noisyPreferences(seed: number, count: number, o: { noise: number; malformedRate: number; levelWeights: readonly number[] }): (PreferencePair & { flipped: boolean })[] {
+  const rng = new WorldRng(deriveSeed('toy-judge-pairs-v1', seed))
+  const perLevel = o.levelWeights.map(() => [] as string[])
+  const out: (PreferencePair & { flipped: boolean })[] = []
+  while (out.length < count) {
+    const li = rng.weighted([...o.levelWeights])
+    if (!perLevel[li].length) perLevel[li] = arithTrainingQuestions(`toy-judge-questions-v1-${seed}-${out.length}`, li + 1, 64)
+    const question = perLevel[li].pop()!
+    const pair = scriptedRightWrong(rng, question)
+    if (!pair) continue
+    let rejected = pair.wrong
+    if (rng.chance(o.malformedRate)) rejected = scriptedSolve(rng, parseExpr(question)!, { formatErrorRate: 1 })!.completion
+    const flipped = rng.chance(o.noise)
+    out.push(flipped ? { question, chosen: rejected, rejected: pair.right, flipped } : { question, chosen: pair.right, rejected, flipped })
+  }
+  return out
+}
+
+export interface HeldOutJudgeAccuracy {
+  accuracy: number
+  plainAccuracy: number
+  pairs: number
+  plainPairs: number
+  byLevel: Record<string, number>
+}
+
+/** Pairwise accuracy of a Judge on the verifier-ordered held-out preference set. */
+export async function heldOutJudgeAccuracy(judge: Model, set: readonly HeldOutPreference[]): Promise<HeldOutJudgeAccuracy> {
+  const margins = await pairMargins(judge, arithJzeroWorld, set)
+  const plain = margins.filter((_, i) => set[i].plain)
+  const byLevel: Record<string, number> = {}
+  for (const level of [...new Set(set.map((p) => p.level))]) byLevel[`L${level}`] = pairwiseAccuracy(margins.filter((_, i) => set[i].level === level))
+  return { accuracy: pairwiseAccuracy(margins), plainAccuracy: pairwiseAccuracy(plain), pairs: margins.length, plainPairs: plain.length, byLevel }
+}
+
+export interface ToyJudgeResult {
+  outDir: string
+  curve: { step: number; loss: number; heldOut?: HeldOutJudgeAccuracy }[]
+  before: HeldOutJudgeAccuracy
+  after: HeldOutJudgeAccuracy
+  trainingLabelAccuracy: number
+  seconds: number
+}
+
+/** A path inside the package as written relative to it (recipe files stay machine-independent). */
+function portable(path: string): string {
+  const rel = relative(packageRoot, resolve(path))
+  return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : path
+}
+
+/** Trains and saves the toy Judge (config.json, model.safetensors, tokenizer files, judge-recipe.json). */
+export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeResult> {
+  const r = resolveToyJudge(options)
+  const log = options.log ?? (() => {})
+  const started = Date.now()
+  const judge = await loadModel(r.base, { threads: options.threads ?? 2 })
+  try {
+    await judge.attachScoreHead({ seed: r.seed })
+    const heldOut = arithJzeroWorld.heldOutPreferences(r.evalLevels, r.evalPerLevel)
+    const before = await heldOutJudgeAccuracy(judge, heldOut)
+    log(`toy Judge: ${r.steps} steps × ${r.batchPairs} pairs, lr ${r.lr}, label noise ${r.noise}; held-out ${heldOut.length} pairs, accuracy before ${before.accuracy.toFixed(3)}`)
+    const data = noisyPreferences(r.seed, r.steps * r.batchPairs, r)
+    const trainer = await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: r.lr, weightDecay: 0 }, clipGradNorm: 1 })
+    const curve: ToyJudgeResult['curve'] = []
+    for (let step = 1; step <= r.steps; step++) {
+      const m = await trainer.step(bradleyTerryBatch(judge, arithJzeroWorld, data.slice((step - 1) * r.batchPairs, step * r.batchPairs)))
+      const point: ToyJudgeResult['curve'][number] = { step, loss: m.loss }
+      if ((r.evalEvery > 0 && step % r.evalEvery === 0) || step === r.steps) {
+        point.heldOut = await heldOutJudgeAccuracy(judge, heldOut)
+        log(`step ${step}/${r.steps}  BT loss ${m.loss.toFixed(4)}  held-out accuracy ${point.heldOut.accuracy.toFixed(3)} (plain ${point.heldOut.plainAccuracy.toFixed(3)})`)
+      }
+      curve.push(point)
+    }
+    const after = curve.at(-1)!.heldOut!
+    await judge.save(options.outDir)
+    const seconds = (Date.now() - started) / 1000
+    const trainingLabelAccuracy = data.filter((p) => !p.flipped).length / data.length
+    await writeJsonAtomic(join(options.outDir, 'judge-recipe.json'), {
+      recipe: { ...r, base: portable(r.base), objective: 'bradley-terry (JZ Eq. 13)', optimizer: 'AdamW, constant lr, weight decay 0, gradient-norm clip 1', scoreHead: `N(0, 0.02²), seed ${r.seed}` },
+      trainingPairs: data.length,
+      trainingLabelAccuracy,
+      heldOut: { before, after },
+      curve,
+    })
+    return { outDir: options.outDir, curve, before, after, trainingLabelAccuracy, seconds }
+  } finally {
+    judge.dispose()
+  }
+}
+
+/**
+ * The Judge on the bundled policy's own answers: for each held-out question, `n` Solver samples at
+ * temperature 1; where both occur, the first right and the first wrong one (by the verifier) make a
+ * pair. This is the distribution the Judge rewards in J-Zero's first iteration.
+ */
+export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels: readonly number[], perLevel: number, n = 8, seed = 123): Promise<{ accuracy: number; pairs: number; byLevel: Record<string, number> }> {
+  const w = arithJzeroWorld
+  const byLevel: Record<string, number> = {}
+  const all: number[] = []
+  for (const level of levels) {
+    const items = w.evalSet(level, perLevel)
+    const out = await policy.generate(items.map((q) => w.solverPrompt(q.question)), { n, temperature: 1, maxTokens: 64, seed: seed + level })
+    const pairs: PreferencePair[] = []
+    out.forEach((group, i) => {
+      const right = group.find((c) => w.verify(items[i].question, c.text) === true)
+      const wrong = group.find((c) => w.verify(items[i].question, c.text) !== true)
+      if (right && wrong) pairs.push({ question: items[i].question, chosen: right.text, rejected: wrong.text })
+    })
+    const margins = await pairMargins(judge, w, pairs)
+    byLevel[`L${level}`] = pairwiseAccuracy(margins)
+    all.push(...margins)
+  }
+  return { accuracy: pairwiseAccuracy(all), pairs: all.length, byLevel }
+}
+
+async function measure(judgeDir: string, perLevel: number, threads?: number): Promise<void> {
+  const judge = await loadModel(judgeDir, { threads })
+  const policy = await loadModel(DEFAULT_TOY_MODEL_DIR, { threads })
+  try {
+    const r = resolveToyJudge({ outDir: judgeDir })
+    const heldOut = await heldOutJudgeAccuracy(judge, arithJzeroWorld.heldOutPreferences(r.evalLevels, perLevel))
+    const onPolicy = await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel)
+    console.log(JSON.stringify({ judge: judgeDir, heldOut, onPolicy }, null, 2))
+  } finally {
+    judge.dispose()
+    policy.dispose()
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      out: { type: 'string' },
+      steps: { type: 'string' },
+      lr: { type: 'string' },
+      noise: { type: 'string' },
+      seed: { type: 'string' },
+      threads: { type: 'string' },
+      'eval-per-level': { type: 'string' },
+      measure: { type: 'boolean' },
+    },
+  })
+  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v))
+  const outDir = values.out ? resolve(values.out) : DEFAULT_TOY_JUDGE_DIR
+  if (values.measure) return measure(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads))
+  const result = await buildToyJudge({
+      outDir,
+      steps: num(values.steps),
+      lr: num(values.lr),
+      noise: num(values.noise),
+      seed: num(values.seed),
+      threads: num(values.threads),
+      evalPerLevel: num(values['eval-per-level']),
+      log: (l) => console.log(l),
+    })
+  console.log(`held-out pairwise accuracy ${result.before.accuracy.toFixed(3)} → ${result.after.accuracy.toFixed(3)} (plain split ${result.before.plainAccuracy.toFixed(3)} → ${result.after.plainAccuracy.toFixed(3)}); wrote ${outDir} in ${result.seconds.toFixed(0)} s`)
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((e) => {
+    console.error(e instanceof Error ? (e.stack ?? e.message) : e)
+    process.exit(1)
+  })
+}

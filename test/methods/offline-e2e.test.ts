@@ -1,0 +1,123 @@
+// Offline extensions on the bundled model (UID §4.3, B.3): a small scored pool (calibration on its
+// own unlabeled split, deduplicated verifier-correct responses), DPO pairs on a common prompt set
+// with the random control, the shared warm start, one DPO and one weighted-SFT run (with an exact
+// resume), and weights of mean one per prompt.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { DEFAULT_MODEL } from '../../src/cli/evolve.js'
+import { checkpointDir, drive, type DriveOptions } from '../../src/methods/common/driver.js'
+import { DPO_TOY_PRESET, resolveOfflineConfig, TOY_PRESET, type OfflineConfig } from '../../src/methods/offline/config.js'
+import { OfflineRun } from '../../src/methods/offline/loop.js'
+import { dpoPairs, ensurePool, pairTraceDiagnostics, warmStartExamples, weightTraceDiagnostics, wsftExamples } from '../../src/methods/offline/pool.js'
+import { dpoSpec, wsftSpec } from '../../src/methods/offline/spec.js'
+import { loadModel } from '../../src/engine/model.js'
+import { arithSolveWorld } from '../../src/methods/select/world.js'
+import { answerOf } from '../../src/worlds/arith/index.js'
+
+const root = mkdtempSync(join(tmpdir(), 'ad-offline-'))
+afterAll(() => rmSync(root, { recursive: true, force: true }))
+const poolDir = join(root, 'pool')
+
+const small = (base: OfflineConfig, over: object = {}): OfflineConfig =>
+  resolveOfflineConfig(
+    {
+      pool: { ...base.pool, dir: poolDir, prompts: 40, calibrationPrompts: 10, k: 16, maxTokens: 48 },
+      warmStart: { lr: 5e-4, batchSize: 16, epochs: 1 },
+      train: { ...base.train, batchSize: 8 },
+      eval: { every: 1, benchmarks: [{ name: 'L3', level: 3, offset: 0, size: 6 }], protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 48, seed: 7 } },
+      checkpointEvery: 1,
+      ...over,
+    },
+    base,
+  )
+
+const driveOptions = (outDir: string, c: OfflineConfig, stop = false): DriveOptions => ({
+  outDir, method: c.objective, totalSteps: c.steps, evalEvery: c.eval.every, checkpointEvery: c.checkpointEvery, series: [], describe: () => '', stopRequested: stop ? () => true : undefined,
+})
+const metrics = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+const untimed = (row: unknown) => JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' ? undefined : v)))
+
+describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline DPO and weighted SFT on the bundled model', () => {
+  it('builds a scored pool of distinct verified responses and derives pairs and weights from it', async () => {
+    const c = small(DPO_TOY_PRESET)
+    const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
+    const world = arithSolveWorld('toy')
+    const { pool } = await ensurePool(c, model, world)
+    model.dispose()
+    expect(pool.stats.sampled).toBe(40 * 16)
+    expect(pool.calibration.count).toBeGreaterThan(50)
+    for (const p of pool.prompts) {
+      expect(new Set(p.responses.map((r) => r.text)).size).toBe(p.responses.length)
+      for (const r of p.responses) {
+        expect(world.verify({ id: p.id, question: p.question, answer: String(answerOf(p.question)) }, r.text)).toBe(true)
+        for (const q of Object.values(r.scores)) expect(q >= 0 && q <= 1).toBe(true)
+        expect(r.valid).toBe(world.traceValid!(r.text))
+      }
+    }
+    expect(c.pairs.commonMethods).toEqual(['sc', 'uid-conj'])
+    expect(() => dpoPairs(pool, 'uid-mix', c.pairs, c.seed)).toThrow(RangeError) // not in the common set
+    const sets = ['sc', 'uid-conj', 'random'].map((arm) => dpoPairs(pool, arm, c.pairs, c.seed))
+    expect(sets[0].length).toBeGreaterThan(0)
+    for (const s of sets) expect(s.map((p) => p.prompt)).toEqual(sets[0].map((p) => p.prompt)) // the common prompt set (B.3)
+    sets[1].forEach((p) => {
+      const r = pool.prompts[p.prompt].responses
+      expect(r[p.chosen].scores['uid-conj'] - r[p.rejected].scores['uid-conj']).toBeGreaterThanOrEqual(0.05)
+    })
+    sets[2].forEach((p) => expect(p.chosen).not.toBe(p.rejected))
+    expect(warmStartExamples(pool, ['sc', 'random'], c.pairs, c.seed).length).toBeLessThanOrEqual(4 * sets[0].length)
+    const diag = pairTraceDiagnostics(pool, sets[1])
+    expect(diag.count).toBe(sets[1].length)
+    expect(diag.chosenValid! >= 0 && diag.chosenValid! <= 1).toBe(true)
+    const w = wsftExamples(pool, 'uid-conj', 2)
+    const u = wsftExamples(pool, 'uniform', 2)
+    expect(w.map((e) => [e.prompt, e.response])).toEqual(u.map((e) => [e.prompt, e.response])) // same responses
+    expect(u.every((e) => e.weight === 1)).toBe(true)
+    const uv = weightTraceDiagnostics(pool, u).weightedValid!
+    const known = pool.prompts.flatMap((p) => p.responses).filter((r) => r.valid !== null)
+    expect(uv).toBeCloseTo(known.filter((r) => r.valid).length / known.length, 12)
+    for (const pi of new Set(w.map((e) => e.prompt))) {
+      const ws = w.filter((e) => e.prompt === pi).map((e) => e.weight)
+      expect(ws.reduce((a, b) => a + b, 0) / ws.length).toBeCloseTo(1, 12) // UID Eq. 7: mean one
+    }
+  })
+
+  it('DPO from the shared warm start: pairs train, the policy moves away from its reference', async () => {
+    const c = small(DPO_TOY_PRESET, { steps: 2, arm: 'uid-conj' })
+    const run = await OfflineRun.start(DEFAULT_MODEL, c, 2)
+    expect(run.modelDir).toMatch(/warmstart-/)
+    const r1 = await run.runStep()
+    const r2 = await run.runStep()
+    run.dispose()
+    for (const r of [r1, r2]) {
+      expect(r.train.skipped).toBe(false)
+      expect(Number.isFinite(r.loss)).toBe(true)
+    }
+    expect(r1.loss).toBeCloseTo(Math.log(2), 6) // LoRA B = 0: the policy equals the reference at step 1
+    expect(r2.train.objective.rewardMargin).not.toBe(0)
+    expect(dpoSpec.presets.toy.objective).toBe('dpo')
+  })
+
+  it('weighted SFT runs, writes eval files and resumes exactly', async () => {
+    const c = small(TOY_PRESET, { steps: 2, arm: 'uid-conj' })
+    expect(wsftSpec.resolveConfig({ arm: 'sc' }, c, 'x').arm).toBe('sc')
+    expect(() => wsftSpec.resolveConfig({ arm: 'random' }, c, 'x')).toThrow(/arm/)
+    const straight = join(root, 'wsft-straight')
+    const run = await OfflineRun.start(DEFAULT_MODEL, c, 2)
+    await drive(run, driveOptions(straight, c))
+    run.dispose()
+    const rows = metrics(straight)
+    expect(rows.map((r) => r.step)).toEqual([0, 1, 2])
+    expect(rows[1].train.objective.meanWeight).toBeGreaterThan(0)
+    expect(existsSync(join(straight, 'evals', 'step-000002.json'))).toBe(true)
+    const split = join(root, 'wsft-split')
+    const first = await OfflineRun.start(DEFAULT_MODEL, c, 2)
+    await drive(first, driveOptions(split, c, true))
+    first.dispose()
+    const resumed = await OfflineRun.resume(checkpointDir(split, 1), 2)
+    await drive(resumed, driveOptions(split, c))
+    resumed.dispose()
+    expect(metrics(split).map(untimed)).toEqual(rows.map(untimed))
+  })
+})
