@@ -37,9 +37,9 @@ export function formatDoctor(r: DoctorReport): string {
     lines.push(`cuda: runtime ${n.cuda.runtimeVersion}, driver ${n.cuda.driverVersion}`)
     for (const d of n.cuda.devices)
       lines.push(`  [${d.index}] ${d.name}: ${gib(d.totalMemory)}, compute capability ${d.computeCapability}, ${d.multiprocessors} SMs`)
-    lines.push('  note: models run on the CPU backend in this version; the CUDA backend is not implemented yet')
+    lines.push(`  GEMM: ${n.cuda.gemmPath}; loadModel(dir, { device: 'cuda' }) runs here (not yet verified against the CPU on a GPU: run bench/device-check)`)
   } else {
-    lines.push(`cuda: unavailable: ${n.cuda.reason}`)
+    lines.push(`cuda: unavailable (${n.cuda.kind}): ${n.cuda.reason}`)
   }
   return lines.join('\n')
 }
