@@ -346,6 +346,7 @@ void cuda_zero_grad(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
 Napi::Value cuda_export_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
   Napi::Array out = Napi::Array::New(env);
   const int32_t n = m->api->tensor_count(m->m);
+  if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's tensors failed: ") + m->api->last_error());
   for (int32_t i = 0; i < n; ++i) {
     char name[512];
     int64_t shape[4];
@@ -371,6 +372,7 @@ void cuda_import_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m, 
   std::vector<std::pair<std::string, std::vector<float>>> plan;
   std::vector<std::pair<std::string, int64_t>> sizes;
   const int32_t n = m->api->tensor_count(m->m);
+  if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's tensors failed: ") + m->api->last_error());
   for (int32_t i = 0; i < n; ++i) {
     char name[512];
     int64_t shape[4];
@@ -400,6 +402,7 @@ void cuda_import_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m, 
 Napi::Value cuda_export_gradients(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
   Napi::Array out = Napi::Array::New(env);
   const int32_t n = m->api->gradient_count(m->m);
+  if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's gradients failed: ") + m->api->last_error());
   for (int32_t i = 0; i < n; ++i) {
     char name[512];
     int64_t numel = 0;

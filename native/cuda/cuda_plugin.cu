@@ -127,7 +127,14 @@ void model_destroy(ad_cuda_model* m) {
   }
 }
 
-int64_t model_parameter_bytes(ad_cuda_model* m) { return m->impl->parameter_bytes(); }
+int64_t model_parameter_bytes(ad_cuda_model* m) {
+  try {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    return m->impl->parameter_bytes();
+  } catch (...) {
+    return -1;
+  }
+}
 
 int cache_create(ad_cuda_model* m, int32_t slots, int32_t capacity, ad_cuda_cache** out) {
   *out = nullptr;
@@ -166,8 +173,13 @@ int cache_truncate(ad_cuda_cache* c, int32_t slot, int32_t len) {
 }
 
 int32_t cache_length(ad_cuda_cache* c, int32_t slot) {
-  if (slot < 0 || slot >= c->impl->slots()) return -1;
-  return c->impl->length(slot);
+  try {
+    std::lock_guard<std::mutex> lock(c->owner->impl->mutex());  // a step may be appending
+    if (slot < 0 || slot >= c->impl->slots()) return -1;
+    return c->impl->length(slot);
+  } catch (...) {
+    return -1;
+  }
 }
 
 int64_t cache_bytes(ad_cuda_cache* c) { return c->impl->bytes(); }
@@ -232,10 +244,20 @@ int zero_grad(ad_cuda_model* m) {
   });
 }
 
-int32_t tensor_count(ad_cuda_model* m) { return static_cast<int32_t>(m->impl->tensor_names().size()); }
+// No exception may cross the C ABI: the counts answer −1 on failure (callers treat it as an error).
+int32_t tensor_count(ad_cuda_model* m) {
+  try {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    return static_cast<int32_t>(m->impl->tensor_names().size());
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1;
+  }
+}
 
 int tensor_info(ad_cuda_model* m, int32_t index, char* name, int32_t cap, int64_t* shape4, int32_t* ndim) {
   return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
     auto names = m->impl->tensor_names();
     if (index < 0 || index >= static_cast<int32_t>(names.size())) throw std::out_of_range("tensor index out of range");
     copy_str(name, static_cast<size_t>(cap), names[index]);
@@ -260,7 +282,15 @@ int tensor_write(ad_cuda_model* m, const char* name, const float* data, int64_t 
   });
 }
 
-int32_t gradient_count(ad_cuda_model* m) { return static_cast<int32_t>(m->impl->gradient_names().size()); }
+int32_t gradient_count(ad_cuda_model* m) {
+  try {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());  // a backward may be creating gradients
+    return static_cast<int32_t>(m->impl->gradient_names().size());
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1;
+  }
+}
 
 int gradient_read(ad_cuda_model* m, int32_t index, char* name, int32_t cap, float* out, int64_t n, int64_t* numel) {
   return guarded([&] {

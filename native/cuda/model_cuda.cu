@@ -39,9 +39,11 @@ void copy_d2d(DeviceArray<T>& dst, const T* src, int64_t n, cudaStream_t s) {
   if (n > 0) ADL_CHECK(cudaMemcpyAsync(p, src, sizeof(T) * n, cudaMemcpyDeviceToDevice, s));
 }
 
-// Logits rows per chunk: ≤ 256 MiB of f32 logits alive at once.
+// Logits rows per chunk: ≤ 256 MiB of f32 logits alive at once, and ≤ 32768 rows (logit_stats
+// takes at most 65535 rows per call; a small vocabulary would otherwise allow more).
 int64_t logits_chunk(int64_t rows, int64_t vocab) {
-  return std::max<int64_t>(1, std::min<int64_t>(rows, (64ll << 20) / std::max<int64_t>(vocab, 1)));
+  const int64_t by_memory = (64ll << 20) / std::max<int64_t>(vocab, 1);
+  return std::max<int64_t>(1, std::min<int64_t>({rows, by_memory, int64_t{32768}}));
 }
 
 bool decays(const std::string& name) { return name.find("norm") == std::string::npos && name.find(".bias") == std::string::npos; }
@@ -127,6 +129,9 @@ int64_t CudaCache::bytes() const { return 2 * layer_elems_ * layers_ * static_ca
 // ------------------------------------------------------------------ weights
 
 CudaModel::CudaModel(const model::Config& cfg, int device) : cfg_(cfg), device_(device) {
+  if (cfg_.vocab <= 0 || cfg_.hidden <= 0 || cfg_.intermediate <= 0 || cfg_.layers <= 0 || cfg_.heads <= 0 || cfg_.kv_heads <= 0 ||
+      cfg_.head_dim <= 0)
+    throw std::invalid_argument("the model configuration has a non-positive dimension");
   if (cfg_.head_dim % 2 != 0) throw std::invalid_argument("head_dim must be even for RoPE");
   if (cfg_.head_dim > 256) throw std::invalid_argument("the CUDA backend supports head_dim up to 256");
   if (cfg_.heads % cfg_.kv_heads != 0) throw std::invalid_argument("num_attention_heads must be a multiple of num_key_value_heads");
@@ -135,10 +140,16 @@ CudaModel::CudaModel(const model::Config& cfg, int device) : cfg_(cfg), device_(
   activate();
   ops_check(gemm_init(), "GEMM initialization");
   ADL_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  std::vector<double> inv(cfg_.head_dim / 2);
-  for (int i = 0; i < cfg_.head_dim / 2; ++i) inv[i] = kernels::rope_inv_freq(i, cfg_.head_dim, cfg_.rope_theta, cfg_.rope_scaling);
-  upload(inv_freq_, inv.data(), static_cast<int64_t>(inv.size()), stream_);
-  sync();
+  try {  // the destructor does not run when the constructor throws: free the stream here
+    std::vector<double> inv(cfg_.head_dim / 2);
+    for (int i = 0; i < cfg_.head_dim / 2; ++i) inv[i] = kernels::rope_inv_freq(i, cfg_.head_dim, cfg_.rope_theta, cfg_.rope_scaling);
+    upload(inv_freq_, inv.data(), static_cast<int64_t>(inv.size()), stream_);
+    sync();
+  } catch (...) {
+    cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    throw;
+  }
 }
 
 CudaModel::~CudaModel() {
@@ -411,6 +422,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
   for (int e = 0; e < s.n_entries; ++e) {
     const ad_cuda_entry& en = s.entries[e];
     if (en.out_mode < 0 || en.out_mode > 2) throw std::invalid_argument("outModes entries must be 0, 1 or 2");
+    if (en.out_mode == 2 && en.out_from < 0) throw std::invalid_argument("outFrom entries must be ≥ 0");
     batch.push_back({en.slot, en.count, en.out_mode, en.out_from});
   }
   int64_t total = 0;
@@ -432,6 +444,13 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
 
   const int64_t R = forward(cache, batch, s.tokens, false);
   s.rows = R;
+  // The policy's final hidden rows; kept aside when the reference is this same model (its forward
+  // below would overwrite hid_b_).
+  const bf16* own_hidden = hid_b_.get();
+  if (ref == this) {
+    copy_d2d(hid_keep_b_, hid_b_.get(), R * H, stream_);
+    own_hidden = hid_keep_b_.get();
+  }
   if (ref) {
     ref->activate();
     const int64_t rr = ref->forward(*ref_cache, batch, s.tokens, false);
@@ -453,7 +472,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
 
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
     const int64_t n = std::min(chunk, R - r0);
-    lm_head(hid_b_.get() + r0 * H, n, logits);
+    lm_head(own_hidden + r0 * H, n, logits);
     if (ref) {
       ref->lm_head(ref->hid_b_.get() + r0 * H, n, ref_logits);  // on the reference's stream
       ref->sync();

@@ -170,7 +170,7 @@ class CudaModel {
 
   // scratch (grown on demand)
   DeviceArray<float> x_, q32_, k32_, v32_, g32_, u32_, lse_, logits_, ref_logits_, stat_f_, hid32_;
-  DeviceArray<bf16> xn_b_, q_b_, att_b_, h_b_, hid_b_, dlogits_b_;
+  DeviceArray<bf16> xn_b_, q_b_, att_b_, h_b_, hid_b_, hid_keep_b_, dlogits_b_;
   DeviceArray<int32_t> d_tokens_, d_slot_, d_pos_, d_out_rows_, d_targets_, d_sampled_, stat_i_;
   DeviceArray<unsigned char> workspace_;
   DeviceArray<SamplingParams> d_params_;
