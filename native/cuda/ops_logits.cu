@@ -35,8 +35,10 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Keys
 
+// −0 maps to +0's key: the CPU's order (topk_before, select_top_k) holds −0 == +0 and breaks the
+// tie by id, so the two zeros must tie here too.
 __device__ __forceinline__ uint32_t orderable(float f) {
-  const uint32_t b = __float_as_uint(f);
+  const uint32_t b = f == 0.0f ? 0u : __float_as_uint(f);
   return b ^ ((b >> 31) ? 0xFFFFFFFFu : 0x80000000u);
 }
 
@@ -115,6 +117,10 @@ struct Vec<__nv_bfloat16> {
 
 __device__ __forceinline__ float ld1(const float* p) { return __ldg(p); }
 __device__ __forceinline__ float ld1(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+// Coherent loads, for rows the same kernel overwrites (the in-place loss backward): ld.global.nc
+// (__ldg) is only defined for data that stays read-only while the kernel runs.
+__device__ __forceinline__ float ld_rw(const float* p) { return *p; }
+__device__ __forceinline__ float ld_rw(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 
 // ---------------------------------------------------------------------------------------------
 // Logit statistics, pass 1: one block per (row, chunk)
@@ -917,7 +923,7 @@ __global__ void __launch_bounds__(kLossThreads) lm_head_loss_backward_kernel(Los
   // Pass 1: m, s = Σ e^{z−m}, t = Σ e^{z−m}(z−m) (online, per thread; merged with the header's combine).
   SoftmaxState<float> st;
   for (int64_t i = threadIdx.x; i < V; i += kLossThreads) {
-    const float x = ld1(z + i);
+    const float x = ld_rw(z + i);
     if (x > st.m) softmax_rescale_z(st, x);
     const float base = st.m > kNegInf ? st.m : 0.0f;
     float d = x - base;
@@ -954,7 +960,7 @@ __global__ void __launch_bounds__(kLossThreads) lm_head_loss_backward_kernel(Los
     if (a.lse) a.lse[row] = static_cast<float>(softmax_lse(tot));
     if (a.entropy) a.entropy[row] = row_h;
     if (a.target_logprob)
-      a.target_logprob[row] = has_target ? static_cast<float>(double(ld1(z + target)) - softmax_lse(tot)) : NAN;
+      a.target_logprob[row] = has_target ? static_cast<float>(double(ld_rw(z + target)) - softmax_lse(tot)) : NAN;
   }
   __syncthreads();
   // Pass 2: dz = −a·p − b·p(log p + H), + a at the target.
@@ -962,7 +968,7 @@ __global__ void __launch_bounds__(kLossThreads) lm_head_loss_backward_kernel(Los
   const float ai = a.a[row], bi = a.b ? a.b[row] : 0.0f;
   const int32_t target = a.targets ? a.targets[row] : -1;
   for (int64_t i = threadIdx.x; i < V; i += kLossThreads) {
-    const float logp = (ld1(z + i) - m) - logs;
+    const float logp = (ld_rw(z + i) - m) - logs;
     const float p = expf(logp);
     float g = p > 0.0f ? -ai * p - bi * p * (logp + H) : 0.0f;
     if (i == target) g += ai;

@@ -214,10 +214,14 @@ double time_ms(const std::function<void()>& fn, int reps) {
 
 // ---------------------------------------------------------------------------------------------
 // GEMM parity: C = alpha·op(A,B) + beta·C0 + bias against f64 on the bf16-rounded inputs.
-// Error = max |C − C_ref| / (sqrt(K)·rms(A)·rms(B)); tolerance 2e-3 for f32 output, 1e-2 for bf16
-// output (bf16 rounding of |C| ≤ ~3σ gives ≤ 3·2^-9 ≈ 6e-3). Small products are compared in
-// full; large ones on 20,000 random elements plus the whole last row and last column (edge
-// tiles). Every element is checked for NaN (the output is poisoned first).
+// Error = max |C − C_ref| / (sqrt(K)·rms(A)·rms(B)), tolerance 2e-3 (f32 accumulation). For bf16
+// output the output's own rounding is taken off first: round-to-nearest into 8 significant bits
+// moves a value by at most 2^-8 of its magnitude (half an ulp at the bottom of a binade), so the
+// error counted is max(0, |C − C_ref| − 2^-8·|C_ref|) and the tolerance is 2e-3·(1 + 2^-8). (A fixed
+// tolerance on the normalized error cannot work for bf16: |C| reaches ~5σ, where half an ulp is
+// up to 2^-8·5σ ≈ 0.02σ.) Small products are compared in full; large ones on 20,000 random
+// elements plus the whole last row and last column (edge tiles). Every element is checked for NaN
+// (the output is poisoned first).
 
 struct GemmCase {
   cuda::GemmLayout layout;
@@ -314,17 +318,20 @@ void gemm_parity(const GemmCase& c, cuda::GemmBackend backend, const char* backe
     for (int64_t k = 0; k < K; ++k) acc += a_at(i, k) * b_at(k, j);
     double ref = double(c.alpha) * acc + (c.beta != 0 ? double(c.beta) * C0[i * ldc + j] : 0.0) +
                  (c.bias ? double(bias[j]) : 0.0);
-    err[size_t(s)] = std::fabs(double(C[i * ldc + j]) - ref) / denom;
+    double e = std::fabs(double(C[i * ldc + j]) - ref);
+    if (c.out == DType::BF16) e = std::max(0.0, e - std::ldexp(std::fabs(ref), -8));
+    err[size_t(s)] = std::isnan(double(C[i * ldc + j])) ? INFINITY : e / denom;
   });
   double worst = 0;
   for (double e : err) worst = std::max(worst, std::isnan(e) ? INFINITY : e);
   if (nan_count) worst = INFINITY;
-  const double tol = c.out == DType::F32 ? 2e-3 : 1e-2;
+  const double tol = c.out == DType::F32 ? 2e-3 : 2e-3 * (1.0 + std::ldexp(1.0, -8));
   char name[200];
   std::snprintf(name, sizeof name, "%s %s M=%lld N=%lld K=%lld %s%s", backend_name, layout_name(c.layout),
                 (long long)M, (long long)N, (long long)K, c.out == DType::F32 ? "f32" : "bf16", c.label.c_str());
   check("gemm", name, "err/(sqrtK·rms²)", worst, tol,
-        (nan_count ? std::to_string(nan_count) + " non-finite; " : std::string()) + (full ? "full" : "sampled"));
+        (nan_count ? std::to_string(nan_count) + " non-finite; " : std::string()) + (full ? "full" : "sampled") +
+            (c.out == DType::BF16 ? "; less 2^-8·|ref| (bf16 rounding)" : ""));
 }
 
 void gemm_checks(bool quick) {
@@ -657,8 +664,10 @@ void sampling_checks(bool quick) {
 // ---------------------------------------------------------------------------------------------
 // LM-head loss backward parity against the f64 per-row math of Transformer::lm_head_backward
 // (native/model/backward.cpp): dz = a·(onehot − p) + b·(−p(log p + H)).
-// Tolerance per element: |Δ| ≤ 1e-4·|ref| + 1e-7·(|a|+|b|) for f32 output, 2^-8·|ref| + 1e-7·(|a|+|b|)
-// for bf16 output; lse, entropy, target logprob rel ≤ 2e-5, 1e-4, 2e-5.
+// Tolerance per element: |Δ| ≤ 1e-4·|ref| + 1e-7·(|a|+|b|) for f32 output, (2^-8 + 1e-4)·|ref| +
+// 1e-7·(|a|+|b|) for bf16 output (the bf16 rounding bound, 2^-8 of the magnitude, on top of the f32
+// tolerance: 2^-8 alone is reached by values just above a power of two); lse, entropy, target
+// logprob rel ≤ 2e-5, 1e-4, 2e-5.
 
 void loss_parity(int64_t rows, int64_t V, DType in, DType out, bool with_b, bool in_place) {
   const bool b16 = in == DType::BF16;
@@ -729,7 +738,7 @@ void loss_parity(int64_t rows, int64_t V, DType in, DType out, bool with_b, bool
   std::vector<float> got;
   if (out == DType::F32) got = in_place ? dz32.download() : do32.download();
   else got = to_f32(in_place ? dz16.download() : do16.download());
-  const double relt = out == DType::F32 ? 1e-4 : 1.0 / 256;
+  const double relt = out == DType::F32 ? 1e-4 : 1.0 / 256 + 1e-4;
   double worst = 0;
   for (int64_t i = 0; i < rows; ++i) {
     const double scale = 1e-7 * (std::fabs(av[size_t(i)]) + std::fabs(bv[size_t(i)]));
@@ -768,8 +777,11 @@ void loss_checks(bool quick) {
 
 // ---------------------------------------------------------------------------------------------
 // AdamW parity against kernels::adamw_update on the CPU, clipping factor from an f64 norm.
-// Tolerance: |Δw| ≤ 1e-6·|w| + 1e-3·lr (FMA contraction may differ); m, v rel ≤ 1e-6; the bf16
-// copy equals bf16(w_gpu) exactly; a NaN gradient leaves everything bit-identical.
+// Tolerance: |Δw| ≤ 1e-6·|w| + 1e-3·lr; m, v: |Δ| ≤ 1e-6 of the magnitudes of the two terms
+// summed (β·m₀ and (1−β)·g, β₂·v₀ and (1−β₂)·g²): nvcc contracts them into an FMA and this host
+// code does not, and when β₁·m₀ ≈ −(1−β₁)·g the result is far smaller than either term, so a
+// tolerance relative to the result alone fails on ~1% of a million elements. The bf16 copy equals
+// bf16(w_gpu) exactly; a NaN gradient leaves everything bit-identical.
 
 void adamw_checks() {
   g_section = "adamw parity";
@@ -845,8 +857,11 @@ void adamw_checks() {
     const std::vector<bf16> gb = wb[t]->download();
     for (int64_t i = 0; i < n; ++i) {
       ew = std::max(ew, std::fabs(double(gw[i]) - W[i]) / (1e-6 * std::fabs(W[i]) + 1e-3 * p.lr));
-      em = std::max({em, std::fabs(double(gm[i]) - M[i]) / (1e-6 * std::fabs(M[i]) + 1e-12),
-                     std::fabs(double(gv[i]) - Vv[i]) / (1e-6 * std::fabs(Vv[i]) + 1e-15)});
+      const double gs = double(g[t][i]) * pc.grad_scale;
+      const double mag_m = std::fabs(M[i]) + p.beta1 * std::fabs(m[t][i]) + (1.0 - p.beta1) * std::fabs(gs);
+      const double mag_v = std::fabs(Vv[i]) + p.beta2 * std::fabs(v[t][i]) + (1.0 - p.beta2) * gs * gs;
+      em = std::max({em, std::fabs(double(gm[i]) - M[i]) / (1e-6 * mag_m + 1e-30),
+                     std::fabs(double(gv[i]) - Vv[i]) / (1e-6 * mag_v + 1e-30)});
       if (__bfloat162float(gb[i]) != bf(gw[i])) bf_ok = false;
     }
   }
