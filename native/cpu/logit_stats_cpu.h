@@ -1,9 +1,11 @@
 // CPU backend of the one-pass logit statistics (math in kernels/logit_stats.h): each row is read
-// from memory once, in L1-sized blocks that are scanned twice while hot (pass A: block maxima and
-// top-K candidates, one compare per vector against the current K-th value; pass B: a polynomial
-// SIMD exp and the softmax sums in f32 lanes, folded into f64 every block). Threads split rows,
-// and split rows into vocabulary chunks (merged with the header's combine helpers) when rows alone
-// would leave threads idle.
+// from memory once, in L1-sized blocks: one SIMD pass per block adds the softmax sums in f32 lanes
+// (a polynomial exp against a reference max that moves only when a block's max passes it by more
+// than a slack; the rare such block is summed again while hot), folded into f64 every block, and
+// tests the top-K bound once per 4 vectors, acting on the few hits after the block. The top-K of a
+// chunk's first elements waits for a bound read off their maxima, so few candidates come in.
+// Threads split rows, and split rows into vocabulary chunks (merged with the header's combine
+// helpers) when rows alone would leave threads idle.
 #pragma once
 #include <cstdint>
 
