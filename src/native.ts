@@ -137,11 +137,65 @@ export interface NativeProfiler {
   measureGemm(m: number, n: number, k: number, threads?: number): number
 }
 
+export interface LogitStatsResult {
+  maxLogit: Float32Array
+  logsumexp: Float32Array
+  entropy: Float32Array
+  margin: Float32Array
+  chosenLogprob: Float32Array | null
+  topkIds: Int32Array
+  topkLogits: Float32Array
+  k1: Float32Array | null
+  k2: Float32Array | null
+  k3: Float32Array | null
+  klExact: Float32Array | null
+}
+
+export interface LogitStatsOptions {
+  targets?: Int32Array
+  topK?: number
+  ref?: Float32Array
+  threads?: number
+  scalar?: boolean
+}
+
+export interface SamplingParamsJs {
+  temperature?: number
+  topK?: number
+  topP?: number
+  minP?: number
+  repetitionPenalty?: number
+  presencePenalty?: number
+  frequencyPenalty?: number
+  seed?: number | bigint
+  stream?: number | bigint
+}
+
+/** The addon's sampling and statistics kernels, exposed for tests, benches and non-engine decoders (ONNX members). */
+export interface NativeKernels {
+  logitStats(logits: Float32Array, rows: number, vocab: number, opts?: LogitStatsOptions): LogitStatsResult
+  naiveLogitStats(logits: Float32Array, rows: number, vocab: number, opts?: LogitStatsOptions): LogitStatsResult
+  sampleToken(logits: Float32Array, params: SamplingParamsJs, position: number | bigint, history?: Int32Array, generated?: Int32Array): number
+  sampleTokens(
+    logits: Float32Array,
+    params: SamplingParamsJs,
+    firstPosition: number | bigint,
+    count: number,
+    history?: Int32Array,
+    generated?: Int32Array,
+  ): Int32Array
+  philox(counter: ArrayLike<number>, key: ArrayLike<number>): Uint32Array
+  uniform01(seed: number | bigint, stream: number | bigint, position: number | bigint): number
+  copyBytes(src: ArrayBufferView, dst: ArrayBufferView, threads?: number): void
+  expf(x: Float32Array): Float32Array
+  maxTopK: number
+}
+
 export interface NativeAddon {
   info(): NativeInfo
   profiler: NativeProfiler
   loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number }): Promise<NativeModel>
-  kernels: Record<string, (...args: any[]) => any>
+  kernels: NativeKernels
   train: NativeTrain
 }
 

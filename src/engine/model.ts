@@ -13,6 +13,7 @@ import { readModelFolder } from './hf/folder.js'
 import type { ChatMessage, ChatTemplateOptions, Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
 import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult, type NativeTensor } from '../native.js'
+import { advanceText } from './stopping.js'
 
 export type Device = 'auto' | 'cpu' | 'cuda'
 
@@ -419,7 +420,7 @@ export class Model {
         live.forEach((s, row) => {
           s.buffer.push(result, row, o.k)
           const token = result.tokens[row]
-          this.advance(s, token, o)
+          advanceText(s, token, s.buffer.tokens.length, o)
           if (o.onToken) o.onToken({ text: this.releasableText(s, o.stops), token, logprob: result.chosenLogprob[row], entropy: result.entropy[row], finishReason: s.finish })
           if (s.finish) return
           pending.set(s, token)
@@ -468,31 +469,6 @@ export class Model {
     }
   }
 
-  /** Appends one sampled token's text and decides whether the sequence is finished. */
-  private advance(s: Sequence, token: number, o: { maxTokens: number; stops: string[]; stopIds: Set<number> }): void {
-    if (o.stopIds.has(token)) {
-      s.finish = 'stop'
-      return
-    }
-    const before = s.text.length
-    s.text += s.decoder.push(token)
-    if (o.stops.length) {
-      // Only the new text (plus the longest stop's overlap) can complete a stop string.
-      const from = Math.max(0, before - Math.max(...o.stops.map((x) => x.length)) + 1)
-      let cut = -1
-      for (const stop of o.stops) {
-        const at = s.text.indexOf(stop, from)
-        if (at >= 0 && (cut < 0 || at < cut)) cut = at
-      }
-      if (cut >= 0) {
-        s.text = s.text.slice(0, cut)
-        s.finish = 'stop'
-        s.cutAtStopString = true
-        return
-      }
-    }
-    if (s.buffer.tokens.length >= o.maxTokens) s.finish = 'length'
-  }
 
   /** Text not yet streamed, holding back a tail that could still become a stop string. */
   private releasableText(s: Sequence, stops: string[]): string {

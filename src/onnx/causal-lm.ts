@@ -13,9 +13,10 @@ import { InvalidArgumentError, TokenizerError } from '../engine/errors.js'
 import type { Completion, FinishReason, GenerateOptions, Prompt, ScoreOptions, ScorePair, Scored, TokenStats } from '../engine/model.js'
 import type { ChatMessage, ChatTemplateOptions } from '../engine/tokenizer.js'
 import { Tokenizer } from '../engine/tokenizer.js'
-import { nativeAddon } from '../native.js'
+import { nativeAddon, type NativeKernels } from '../native.js'
 import { OnnxModelError } from './errors.js'
 import { OnnxWorker, type ExtendResult, type FeedLayout, type OpenResult, type ValueMeta } from './worker.js'
+import { advanceText } from '../engine/stopping.js'
 
 export interface OnnxOpenOptions {
   /** onnxruntime intra-op threads. Default: min(4, cores). */
@@ -28,31 +29,8 @@ export interface OnnxLayout extends FeedLayout {
   vocabSize: number
 }
 
-/** Sampling and statistics kernels of the native addon (test/kernels/kernels.ts documents them). */
-interface Kernels {
-  logitStats(
-    logits: Float32Array,
-    rows: number,
-    vocab: number,
-    opts: { targets?: Int32Array; topK?: number; ref?: Float32Array; threads?: number },
-  ): {
-    maxLogit: Float32Array
-    logsumexp: Float32Array
-    entropy: Float32Array
-    margin: Float32Array
-    chosenLogprob: Float32Array | null
-    topkIds: Int32Array
-    topkLogits: Float32Array
-    k1: Float32Array | null
-    k2: Float32Array | null
-    k3: Float32Array | null
-    klExact: Float32Array | null
-  }
-  sampleToken(logits: Float32Array, params: object, position: number, history?: Int32Array, generated?: Int32Array): number
-}
-
-async function kernels(): Promise<Kernels> {
-  return (await nativeAddon()).kernels as unknown as Kernels
+async function kernels(): Promise<NativeKernels> {
+  return (await nativeAddon()).kernels
 }
 
 /** The .onnx file and the folder holding config.json / tokenizer files for `path` (a file or an export folder). */
@@ -347,7 +325,7 @@ export class OnnxCausalLM {
   private async decode(
     seqs: Sequence[],
     o: ReturnType<typeof checkedSampling> & { stops: string[]; stopIds: Set<number>; signal?: AbortSignal },
-    k: Kernels,
+    k: NativeKernels,
   ): Promise<void> {
     const prompt = seqs[0].prompt
     const V = this.vocabSize
@@ -371,7 +349,7 @@ export class OnnxCausalLM {
         const still: number[] = []
         live.forEach((s, row) => {
           this.record(s, stats, row, o.topK, chosen[row])
-          this.advance(s, chosen[row], o)
+          advanceText(s, chosen[row], s.generated.length, o)
           if (!s.finish) still.push(row)
         })
         if (still.length < live.length && still.length > 0) await cache.keep(still)
@@ -383,7 +361,7 @@ export class OnnxCausalLM {
     }
   }
 
-  private record(s: Sequence, st: ReturnType<Kernels['logitStats']>, row: number, topK: number, token: number): void {
+  private record(s: Sequence, st: ReturnType<NativeKernels['logitStats']>, row: number, topK: number, token: number): void {
     s.generated.push(token)
     s.stats.logprobs.push(st.chosenLogprob![row])
     s.stats.entropy.push(st.entropy[row])
@@ -396,30 +374,6 @@ export class OnnxCausalLM {
     }
   }
 
-  /** Model.generate's stopping rules: a stop id ends without text; a stop string cuts the text before it. */
-  private advance(s: Sequence, token: number, o: { maxTokens: number; stops: string[]; stopIds: Set<number> }): void {
-    if (o.stopIds.has(token)) {
-      s.finish = 'stop'
-      return
-    }
-    const before = s.text.length
-    s.text += s.decoder.push(token)
-    if (o.stops.length) {
-      const from = Math.max(0, before - Math.max(...o.stops.map((x) => x.length)) + 1)
-      let cut = -1
-      for (const stop of o.stops) {
-        const at = s.text.indexOf(stop, from)
-        if (at >= 0 && (cut < 0 || at < cut)) cut = at
-      }
-      if (cut >= 0) {
-        s.text = s.text.slice(0, cut)
-        s.finish = 'stop'
-        s.cutAtStopString = true
-        return
-      }
-    }
-    if (s.generated.length >= o.maxTokens) s.finish = 'length'
-  }
 
   private complete(s: Sequence, topK: number): Completion {
     if (!s.cutAtStopString) s.text += s.decoder.flush()
