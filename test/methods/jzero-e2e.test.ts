@@ -57,7 +57,6 @@ const haveModels = existsSync(join(DEFAULT_MODEL, 'model.safetensors')) && exist
 
 describe.skipIf(!haveModels)('J-Zero on the bundled models', () => {
   it('one iteration runs all three stages; the Judge orders its training pairs better after its steps', async () => {
-    const started = Date.now()
     const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, small(), world, 2)
     const [cBefore] = await run.challenger.score([probe])
     const [sBefore] = await run.solver.score([probe])
@@ -67,8 +66,6 @@ describe.skipIf(!haveModels)('J-Zero on the bundled models', () => {
     const [sAfter] = await run.solver.score([probe])
     const [jAfter] = await run.judge.rewardScores([judgeProbe])
     run.dispose()
-    const seconds = (Date.now() - started) / 1000
-    expect(seconds).toBeLessThan(45)
     // Stage 1: the Challenger's GRPO group of 6 tasks; rewards obey Eq. 6's range
     expect(r.challenger.tasks).toBe(6)
     expect(r.challenger.train.updates).toBe(2)
