@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -55,12 +56,19 @@ CudaPlugin load_plugin() {
 
 }  // namespace
 
+std::atomic<const ad_cuda_api*> g_loaded_api{nullptr};
+
 const CudaPlugin& cuda_plugin() {
   static std::once_flag once;
   static CudaPlugin plugin;
-  std::call_once(once, [] { plugin = load_plugin(); });
+  std::call_once(once, [] {
+    plugin = load_plugin();
+    g_loaded_api.store(plugin.api);
+  });
   return plugin;
 }
+
+const ad_cuda_api* cuda_api_if_loaded() { return g_loaded_api.load(); }
 
 CudaStatus cuda_status() {
   CudaStatus s;

@@ -18,6 +18,8 @@ struct CudaPlugin {
 
 // Loads once per process (thread-safe); AUTODIDACT_CUDA_PLUGIN overrides the path.
 const CudaPlugin& cuda_plugin();
+// The plugin's table when it was already loaded and usable, else null (never loads it).
+const ad_cuda_api* cuda_api_if_loaded();
 
 // The plugin's device probe, or a Probe-like answer naming why there is none.
 struct CudaStatus {

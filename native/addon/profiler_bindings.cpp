@@ -1,4 +1,6 @@
-// exports.profiler: per-kernel counters of the CPU backend (see cpu/profiler.h) and the two
+// exports.profiler: per-kernel counters of the CPU backend (see cpu/profiler.h), the CUDA
+// plugin's per-phase device times when the plugin is loaded (rows named "cuda:<phase>", no bytes
+// or FLOPs counted), and the two
 // floors a profile is read against, measured on this machine in the same run: copy bandwidth
 // through the thread pool and the FLOP rate of our own GEMM on a large square-ish product.
 #include <napi.h>
@@ -9,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "addon/cuda_plugin.h"
 #include "addon/registry.h"
 #include "cpu/gemm.h"
 #include "cpu/profiler.h"
@@ -25,18 +28,43 @@ int threads_arg(const Napi::CallbackInfo& info, size_t i) {
 }
 
 Napi::Value Enable(const Napi::CallbackInfo& info) {
-  prof::set_enabled(info.Length() == 0 || info[0].ToBoolean().Value());
+  const bool on = info.Length() == 0 || info[0].ToBoolean().Value();
+  prof::set_enabled(on);
+  if (const ad_cuda_api* api = cuda_api_if_loaded()) api->profiler_enable(on ? 1 : 0);
   return info.Env().Undefined();
 }
 
 Napi::Value Reset(const Napi::CallbackInfo& info) {
   prof::reset();
+  if (const ad_cuda_api* api = cuda_api_if_loaded()) api->profiler_reset();
   return info.Env().Undefined();
+}
+
+// The device rows: the plugin's phases, device time in seconds.
+std::vector<prof::Counter> cuda_counters() {
+  std::vector<prof::Counter> out;
+  const ad_cuda_api* api = cuda_api_if_loaded();
+  if (!api) return out;
+  std::vector<ad_cuda_profile_row> rows(64);
+  int32_t n = api->profiler_read(rows.data(), static_cast<int32_t>(rows.size()));
+  if (n > static_cast<int32_t>(rows.size())) {
+    rows.resize(n);
+    n = api->profiler_read(rows.data(), n);
+  }
+  for (int32_t i = 0; i < n && i < static_cast<int32_t>(rows.size()); ++i) {
+    prof::Counter c;
+    c.name = std::string("cuda:") + rows[i].name;
+    c.calls = rows[i].calls;
+    c.seconds = rows[i].total_ms / 1e3;
+    out.push_back(c);
+  }
+  return out;
 }
 
 Napi::Value Snapshot(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const auto counters = prof::snapshot();
+  auto counters = prof::snapshot();
+  for (auto& c : cuda_counters()) counters.push_back(std::move(c));
   Napi::Array out = Napi::Array::New(env, counters.size());
   for (size_t i = 0; i < counters.size(); ++i) {
     Napi::Object o = Napi::Object::New(env);

@@ -7,9 +7,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 
 #include "cuda/device_info.h"
+#include "cuda/device_profiler.h"
 #include "cuda/model_cuda.h"
 #include "cuda/ops.h"
 #include "cuda/plugin_abi.h"
@@ -302,11 +304,23 @@ int gradient_read(ad_cuda_model* m, int32_t index, char* name, int32_t cap, floa
   });
 }
 
+void profiler_enable(int32_t on) { ad::cuda::device_profiler_enable(on != 0); }
+void profiler_reset() { ad::cuda::device_profiler_reset(); }
+int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
+  const auto all = ad::cuda::device_profiler_snapshot();
+  for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(all.size()); ++i) {
+    copy_str(rows[i].name, sizeof rows[i].name, all[i].name);
+    rows[i].calls = all[i].calls;
+    rows[i].total_ms = all[i].total_ms;
+  }
+  return static_cast<int32_t>(all.size());
+}
+
 const ad_cuda_api kApi = {
     AD_CUDA_ABI_VERSION, sizeof(ad_cuda_api), last_error, probe, model_create, model_set_tensor, model_finalize,
     model_destroy, model_parameter_bytes, cache_create, cache_destroy, cache_copy_prefix, cache_truncate, cache_length,
     cache_bytes, step, set_trainable, train_forward, train_backward, optimizer_step, zero_grad, tensor_count, tensor_info,
-    tensor_read, tensor_write, gradient_count, gradient_read,
+    tensor_read, tensor_write, gradient_count, gradient_read, profiler_enable, profiler_reset, profiler_read,
 };
 
 }  // namespace

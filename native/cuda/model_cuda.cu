@@ -2,8 +2,11 @@
 // in native/model/transformer.cpp and backward.cpp; comments there explain the math.
 #include "cuda/model_cuda.h"
 
+#include "cuda/device_profiler.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -86,6 +89,7 @@ template class DeviceArray<double>;
 template class DeviceArray<unsigned char>;
 template class DeviceArray<SamplingParams>;
 template class DeviceArray<GradClip>;
+template class DeviceArray<AttentionTile>;
 
 // ------------------------------------------------------------------ KV cache
 
@@ -122,6 +126,10 @@ void CudaCache::truncate(int slot, int len) {
   if (slot < 0 || slot >= slots_ || len < 0 || len > length_[slot]) throw std::out_of_range("truncate beyond the slot's length");
   tokens_[slot].resize(len);
   length_[slot] = len;
+}
+
+void CudaCache::clear() {
+  for (int s = 0; s < slots_; ++s) truncate(s, 0);
 }
 
 int64_t CudaCache::bytes() const { return 2 * layer_elems_ * layers_ * static_cast<int64_t>(sizeof(bf16)); }
@@ -284,6 +292,43 @@ void CudaModel::write_tensor(const std::string& name, const float* host, int64_t
 
 // ------------------------------------------------------------------ forward
 
+namespace {
+bool tensor_core_attention_allowed() {
+  const char* env = std::getenv("AUTODIDACT_ATTENTION");
+  return !(env && std::string(env) == "warp");
+}
+}  // namespace
+
+void CudaModel::plan_attention(AttentionPlan& plan, std::vector<SlotSpan> spans, bool with_keys) {
+  const model::Config& c = cfg_;
+  plan.tensor_cores = tensor_core_attention_allowed() && attention_tc_supported(c.head_dim, c.heads, c.kv_heads);
+  plan.spans = std::move(spans);
+  plan.n_q_tiles = plan.n_k_tiles = plan.max_keys = 0;
+  if (!plan.tensor_cores) return;
+  for (const SlotSpan& s : plan.spans) plan.max_keys = std::max(plan.max_keys, s.pos0 + s.rows);
+  plan.tile_rows = attention_q_tile_rows(c.heads, c.kv_heads);
+  const std::vector<AttentionTile> q = plan_attention_q_tiles(plan.spans, plan.tile_rows);
+  plan.n_q_tiles = static_cast<int>(q.size());
+  upload(plan.q_tiles, q.data(), static_cast<int64_t>(q.size()), stream_);
+  if (with_keys) {
+    const std::vector<AttentionTile> k = plan_attention_key_tiles(plan.spans);
+    plan.n_k_tiles = static_cast<int>(k.size());
+    upload(plan.k_tiles, k.data(), static_cast<int64_t>(k.size()), stream_);
+  }
+}
+
+void CudaModel::attention_forward(const bf16* q, const KVLayer& kv, int64_t T, bf16* out, float* lse) {
+  const model::Config& c = cfg_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (!attention_.tensor_cores) {
+    attention_fwd(q, kv, TokenMap{d_slot_.get(), d_pos_.get()}, T, c.heads, c.kv_heads, c.head_dim, scale, out, lse, stream_);
+    return;
+  }
+  const size_t work = attention_fwd_work_floats(T, c.heads, c.head_dim);
+  attention_tc_fwd(q, kv, attention_.q_tiles.get(), attention_.n_q_tiles, attention_.tile_rows, T, attention_.max_keys, c.heads,
+                   c.kv_heads, c.head_dim, scale, out, lse, attention_work_.ensure(static_cast<int64_t>(work)), work, stream_);
+}
+
 void CudaModel::linear_nt(const bf16* x, int64_t T, const bf16* W, int64_t in, int64_t out, const float* bias, float* y,
                           bool accumulate) {
   GemmArgs a;
@@ -313,33 +358,56 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
   const int64_t H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim();
   const Layer& w = layers_[l];
   float* x = x_.get();
-  if (lt) copy_d2d(lt->x_in, x, T * H, stream_);
   bf16* xn = lt ? lt->xn1.ensure(T * H) : xn_b_.get();
-  rmsnorm_fwd(x, w.attn_norm, xn, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
+  {
+    ADC_PROFILE("fwd.attn_norm", stream_);
+    if (lt) copy_d2d(lt->x_in, x, T * H, stream_);
+    rmsnorm_fwd(x, w.attn_norm, xn, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
+  }
   float* q32 = lt ? lt->q_raw.ensure(T * qd) : q32_.get();
   float* k32 = lt ? lt->k_raw.ensure(T * kvd) : k32_.get();
-  linear_nt(xn, T, w.wq, H, qd, w.bq, q32, false);
-  linear_nt(xn, T, w.wk, H, kvd, w.bk, k32, false);
-  linear_nt(xn, T, w.wv, H, kvd, w.bv, v32_.get(), false);
+  {
+    ADC_PROFILE("fwd.qkv_proj", stream_);
+    linear_nt(xn, T, w.wq, H, qd, w.bq, q32, false);
+    linear_nt(xn, T, w.wk, H, kvd, w.bk, k32, false);
+    linear_nt(xn, T, w.wv, H, kvd, w.bv, v32_.get(), false);
+  }
   bf16* qb = lt ? lt->q.ensure(T * qd) : q_b_.get();
   const TokenMap map{d_slot_.get(), d_pos_.get()};
   const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
-  qk_rope_to_cache(q32, k32, v32_.get(), w.q_norm, w.k_norm, inv_freq_.get(), map, T, c.heads, c.kv_heads, c.head_dim, c.rms_eps,
-                   qb, kv, stream_);
+  {
+    ADC_PROFILE("fwd.qk_norm_rope", stream_);
+    qk_rope_to_cache(q32, k32, v32_.get(), w.q_norm, w.k_norm, inv_freq_.get(), map, T, c.heads, c.kv_heads, c.head_dim, c.rms_eps,
+                     qb, kv, stream_);
+  }
   bf16* att = lt ? lt->att.ensure(T * qd) : att_b_.get();
   float* lse = lt ? lt->lse.ensure(T * c.heads) : nullptr;
-  attention_fwd(qb, kv, map, T, c.heads, c.kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), att, lse,
-                stream_);
-  linear_nt(att, T, w.wo, qd, H, w.bo, x, true);
-  if (lt) copy_d2d(lt->x_mid, x, T * H, stream_);
-
+  {
+    ADC_PROFILE("fwd.attention", stream_);
+    attention_forward(qb, kv, T, att, lse);
+  }
+  {
+    ADC_PROFILE("fwd.o_proj", stream_);
+    linear_nt(att, T, w.wo, qd, H, w.bo, x, true);
+  }
   bf16* xn2 = lt ? lt->xn2.ensure(T * H) : xn_b_.get();
-  rmsnorm_fwd(x, w.mlp_norm, xn2, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
+  {
+    ADC_PROFILE("fwd.mlp_norm", stream_);
+    if (lt) copy_d2d(lt->x_mid, x, T * H, stream_);
+    rmsnorm_fwd(x, w.mlp_norm, xn2, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
+  }
   float* g = lt ? lt->gate.ensure(T * I) : g32_.get();
   float* u = lt ? lt->up.ensure(T * I) : u32_.get();
-  linear_nt(xn2, T, w.wg, H, I, nullptr, g, false);
-  linear_nt(xn2, T, w.wu, H, I, nullptr, u, false);
-  swiglu_fwd(g, u, h_b_.get(), T * I, stream_);
+  {
+    ADC_PROFILE("fwd.gate_up_proj", stream_);
+    linear_nt(xn2, T, w.wg, H, I, nullptr, g, false);
+    linear_nt(xn2, T, w.wu, H, I, nullptr, u, false);
+  }
+  {
+    ADC_PROFILE("fwd.swiglu", stream_);
+    swiglu_fwd(g, u, h_b_.get(), T * I, stream_);
+  }
+  ADC_PROFILE("fwd.down_proj", stream_);
   linear_nt(h_b_.get(), T, w.wd, I, H, nullptr, x, true);
 }
 
@@ -361,14 +429,17 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     if (tokens[t] < 0 || tokens[t] >= c.vocab)
       throw std::out_of_range("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" + std::to_string(c.vocab) + ")");
   std::vector<int32_t> token_slot(T), token_pos(T), out_rows;
+  std::vector<SlotSpan> spans;
   {
     int64_t t = 0;
-    for (const auto& e : batch)
+    for (const auto& e : batch) {
+      spans.push_back({e.slot, static_cast<int>(t), cache.length(e.slot), e.count});
       for (int i = 0; i < e.count; ++i, ++t) {
         token_slot[t] = e.slot;
         token_pos[t] = cache.length(e.slot) + i;
         if ((e.out_mode == 2 && i >= e.out_from) || (e.out_mode == 1 && i == e.count - 1)) out_rows.push_back(static_cast<int32_t>(t));
       }
+    }
   }
   const int64_t R = static_cast<int64_t>(out_rows.size());
   const int64_t H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim();
@@ -389,6 +460,7 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
   upload(d_slot_, token_slot.data(), T, stream_);
   upload(d_pos_, token_pos.data(), T, stream_);
   upload(d_out_rows_, out_rows.data(), R, stream_);
+  plan_attention(attention_, spans, false);
 
   if (tape) {
     tape_.valid = false;
@@ -398,12 +470,19 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     tape_.token_slot = token_slot;
     tape_.token_pos = token_pos;
     tape_.out_rows = out_rows;
+    plan_attention(tape_.attention, spans, true);
     if (static_cast<int>(tape_.layers.size()) != c.layers) tape_.layers = std::vector<LayerTape>(c.layers);
   }
-  embed_gather(embed_, d_tokens_.get(), T, static_cast<int>(H), x_.get(), stream_);
+  {
+    ADC_PROFILE("fwd.embed", stream_);
+    embed_gather(embed_, d_tokens_.get(), T, static_cast<int>(H), x_.get(), stream_);
+  }
   for (int l = 0; l < c.layers; ++l) forward_layer(l, cache, T, tape ? &tape_.layers[l] : nullptr);
-  if (tape) copy_d2d(tape_.x_final, x_.get(), T * H, stream_);
-  rmsnorm_gather_fwd(x_.get(), d_out_rows_.get(), R, final_norm_, hid_b_.get(), nullptr, static_cast<int>(H), c.rms_eps, stream_);
+  {
+    ADC_PROFILE("fwd.final_norm", stream_);
+    if (tape) copy_d2d(tape_.x_final, x_.get(), T * H, stream_);
+    rmsnorm_gather_fwd(x_.get(), d_out_rows_.get(), R, final_norm_, hid_b_.get(), nullptr, static_cast<int>(H), c.rms_eps, stream_);
+  }
   sync();
   int64_t t = 0;
   for (const auto& e : batch) {
@@ -472,13 +551,17 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
 
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
     const int64_t n = std::min(chunk, R - r0);
-    lm_head(own_hidden + r0 * H, n, logits);
+    {
+      ADC_PROFILE("step.lm_head", stream_);
+      lm_head(own_hidden + r0 * H, n, logits);
+    }
     if (ref) {
       ref->lm_head(ref->hid_b_.get() + r0 * H, n, ref_logits);  // on the reference's stream
       ref->sync();
     }
     for (int64_t i = 0; i < n; ++i) row_targets[i] = s.targets ? s.targets[r0 + i] : -1;
     if (s.sampling) {
+      ADC_PROFILE("step.sampling", stream_);
       // Rows of entries that sample (out_mode 1), in chunk order; the draw's position is the
       // slot's length after this step (as the CPU step).
       std::vector<SamplingParams> params(n);
@@ -532,6 +615,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
       for (int64_t i = 0; i < n; ++i)
         if (batch[row_entry[r0 + i]].out_mode == 1) row_targets[i] = sampled[i];
     }
+    ADC_PROFILE("step.logit_stats", stream_);
     upload(d_targets_, row_targets.data(), n, stream_);
     LogitStatsArgs la;
     la.logits = logits;
@@ -616,8 +700,7 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   }
   activate();
   tape_.valid = false;
-  tape_.cache = std::make_unique<CudaCache>(*this, B, capacity);
-  const int64_t R = forward(*tape_.cache, batch, fed.data(), true);
+  const int64_t R = forward(reusable_cache(tape_.cache, B, capacity), batch, fed.data(), true);
   if (R > f.rows_capacity) throw std::invalid_argument("more completion rows than the output capacity");
   const int64_t H = cfg_.hidden, V = cfg_.vocab;
   copy_d2d(tape_.hidden, hid_b_.get(), R * H, stream_);
@@ -643,6 +726,7 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
 
   // Chosen-token logprob and entropy of each completion row, chunk by chunk.
   auto row_stats = [&](CudaModel& m, const bf16* hidden, float* logp, float* entropy) {
+    ADC_PROFILE("train.row_stats", m.stream_);
     const int64_t chunk = logits_chunk(R, V);
     float* logits = m.logits_.ensure(chunk * V);
     float* st = m.stat_f_.ensure(chunk * 9);
@@ -673,8 +757,7 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   if (ref && f.ref_logp) {
     if (ref->config().vocab != V) throw std::invalid_argument("the reference model has another vocabulary");
     ref->activate();
-    CudaCache rc(*ref, B, capacity);
-    const int64_t rr = ref->forward(rc, batch, fed.data(), false);
+    const int64_t rr = ref->forward(ref->reusable_cache(ref->scoring_cache_, B, capacity), batch, fed.data(), false);
     if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
     row_stats(*ref, ref->hid_b_.get(), f.ref_logp, nullptr);
     activate();
@@ -718,7 +801,8 @@ void CudaModel::train_backward(const float* a, const float* b, int64_t rows) {
   if (rows != tape_.R) throw std::runtime_error("a and b must have one coefficient per completion token (" + std::to_string(tape_.R) + ")");
   activate();
   const int64_t R = tape_.R, V = cfg_.vocab, H = cfg_.hidden;
-  DeviceArray<float> da, db;
+  DeviceArray<float>& da = coef_a_;
+  DeviceArray<float>& db = coef_b_;
   upload(da, a, R, stream_);
   upload(db, b, R, stream_);
   float* dh = hid32_.ensure(R * H);
@@ -727,6 +811,7 @@ void CudaModel::train_backward(const float* a, const float* b, int64_t rows) {
   bf16* dz = dlogits_b_.ensure(chunk * V);
   float* gW = grad_of(lm_head_name_);
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+    ADC_PROFILE("bwd.lm_head_loss", stream_);
     const int64_t n = std::min(chunk, R - r0);
     const bf16* h = tape_.hidden.get() + r0 * H;
     lm_head(h, n, logits);
@@ -770,15 +855,19 @@ void CudaModel::train_backward(const float* a, const float* b, int64_t rows) {
       ops_check(gemm(w, stream_), "GEMM (dzᵀ·h)");
     }
   }
-  try {
-    backward(dh);
-  } catch (...) {
-    tape_.valid = false;
-    tape_.cache.reset();
-    throw;
+  tape_.valid = false;  // one backward per forward, whether it succeeds or not
+  backward(dh);
+}
+
+CudaCache& CudaModel::reusable_cache(std::unique_ptr<CudaCache>& c, int slots, int capacity) {
+  if (c && c->slots() >= slots && c->capacity() >= capacity) {
+    c->clear();
+    return *c;
   }
-  tape_.valid = false;
-  tape_.cache.reset();
+  c.reset();  // free first: the old and the new cache need not fit together
+  const int rounded = (capacity + 255) / 256 * 256;  // slack, so slowly growing lengths do not reallocate each step
+  c = std::make_unique<CudaCache>(*this, slots, rounded);
+  return *c;
 }
 
 // Back-propagates d hidden_out rows through the taped forward, as Transformer::backward.
@@ -816,41 +905,78 @@ void CudaModel::backward(const float* d_hidden) {
     const Layer& w = layers_[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     // ---- MLP: x_out = x_mid + down(silu(gate)·up)
-    swiglu_fwd(lt.gate.get(), lt.up.get(), hb, T * I, stream_);
-    cast_f32_to_bf16(dx, dyb, T * H, stream_);
-    linear_bwd(dyb, dx, T, p + "mlp.down_proj.weight", w.wd, I, H, hb, dh, false, "");
-    swiglu_bwd(lt.gate.get(), lt.up.get(), dh, dh, dup, T * I, stream_);  // dh becomes d gate
-    cast_f32_to_bf16(dh, dhb, T * I, stream_);
-    cast_f32_to_bf16(dup, dupb, T * I, stream_);
-    linear_bwd(dhb, dh, T, p + "mlp.gate_proj.weight", w.wg, H, I, lt.xn2.get(), dxn, false, "");
-    linear_bwd(dupb, dup, T, p + "mlp.up_proj.weight", w.wu, H, I, lt.xn2.get(), dxn, true, "");
-    rmsnorm_bwd(lt.x_mid.get(), w.mlp_norm, dxn, dx, true, grad_of(p + "post_attention_layernorm.weight"), T, static_cast<int>(H), eps,
-                stream_);
+    {
+      ADC_PROFILE("bwd.down_proj", stream_);
+      swiglu_fwd(lt.gate.get(), lt.up.get(), hb, T * I, stream_);
+      cast_f32_to_bf16(dx, dyb, T * H, stream_);
+      linear_bwd(dyb, dx, T, p + "mlp.down_proj.weight", w.wd, I, H, hb, dh, false, "");
+    }
+    {
+      ADC_PROFILE("bwd.swiglu", stream_);
+      swiglu_bwd(lt.gate.get(), lt.up.get(), dh, dh, dup, T * I, stream_);  // dh becomes d gate
+      cast_f32_to_bf16(dh, dhb, T * I, stream_);
+      cast_f32_to_bf16(dup, dupb, T * I, stream_);
+    }
+    {
+      ADC_PROFILE("bwd.gate_up_proj", stream_);
+      linear_bwd(dhb, dh, T, p + "mlp.gate_proj.weight", w.wg, H, I, lt.xn2.get(), dxn, false, "");
+      linear_bwd(dupb, dup, T, p + "mlp.up_proj.weight", w.wu, H, I, lt.xn2.get(), dxn, true, "");
+    }
+    {
+      ADC_PROFILE("bwd.mlp_norm", stream_);
+      rmsnorm_bwd(lt.x_mid.get(), w.mlp_norm, dxn, dx, true, grad_of(p + "post_attention_layernorm.weight"), T, static_cast<int>(H),
+                  eps, stream_);
+    }
 
     // ---- attention: x_mid = x_in + o(attention(q, k, v))
-    cast_f32_to_bf16(dx, dyb, T * H, stream_);
-    linear_bwd(dyb, dx, T, p + "self_attn.o_proj.weight", w.wo, qd, H, lt.att.get(), datt, false,
-               w.bo ? p + "self_attn.o_proj.bias" : "");
+    {
+      ADC_PROFILE("bwd.o_proj", stream_);
+      cast_f32_to_bf16(dx, dyb, T * H, stream_);
+      linear_bwd(dyb, dx, T, p + "self_attn.o_proj.weight", w.wo, qd, H, lt.att.get(), datt, false,
+                 w.bo ? p + "self_attn.o_proj.bias" : "");
+    }
     const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
-    attention_bwd(lt.q.get(), lt.att.get(), datt, lt.lse.get(), kv, map, slots, T, c.heads, c.kv_heads, c.head_dim, scale, delta, dq,
-                  dk, dv, stream_);
-    qk_rope_bwd(dq, dk, lt.q_raw.get(), lt.k_raw.get(), w.q_norm, w.k_norm, inv_freq_.get(), tape_.d_pos.get(), T, c.heads, c.kv_heads,
-                c.head_dim, eps, w.q_norm ? grad_of(p + "self_attn.q_norm.weight") : nullptr,
-                w.k_norm ? grad_of(p + "self_attn.k_norm.weight") : nullptr, stream_);
-    cast_f32_to_bf16(dq, dqb, T * qd, stream_);
-    cast_f32_to_bf16(dk, dkb, T * kvd, stream_);
-    cast_f32_to_bf16(dv, dvb, T * kvd, stream_);
-    linear_bwd(dqb, dq, T, p + "self_attn.q_proj.weight", w.wq, H, qd, lt.xn1.get(), dxn, false, w.bq ? p + "self_attn.q_proj.bias" : "");
-    linear_bwd(dkb, dk, T, p + "self_attn.k_proj.weight", w.wk, H, kvd, lt.xn1.get(), dxn, true, w.bk ? p + "self_attn.k_proj.bias" : "");
-    linear_bwd(dvb, dv, T, p + "self_attn.v_proj.weight", w.wv, H, kvd, lt.xn1.get(), dxn, true, w.bv ? p + "self_attn.v_proj.bias" : "");
+    {
+      ADC_PROFILE("bwd.attention", stream_);
+      const AttentionPlan& ap = tape_.attention;
+      if (ap.tensor_cores)
+        attention_tc_bwd(lt.q.get(), lt.att.get(), datt, lt.lse.get(), kv, ap.q_tiles.get(), ap.n_q_tiles, ap.tile_rows,
+                         ap.k_tiles.get(), ap.n_k_tiles, T, c.heads, c.kv_heads, c.head_dim, scale, delta, dq, dk, dv, stream_);
+      else
+        attention_bwd(lt.q.get(), lt.att.get(), datt, lt.lse.get(), kv, map, slots, T, c.heads, c.kv_heads, c.head_dim, scale,
+                      delta, dq, dk, dv, stream_);
+    }
+    {
+      ADC_PROFILE("bwd.qk_norm_rope", stream_);
+      qk_rope_bwd(dq, dk, lt.q_raw.get(), lt.k_raw.get(), w.q_norm, w.k_norm, inv_freq_.get(), tape_.d_pos.get(), T, c.heads,
+                  c.kv_heads, c.head_dim, eps, w.q_norm ? grad_of(p + "self_attn.q_norm.weight") : nullptr,
+                  w.k_norm ? grad_of(p + "self_attn.k_norm.weight") : nullptr, stream_);
+      cast_f32_to_bf16(dq, dqb, T * qd, stream_);
+      cast_f32_to_bf16(dk, dkb, T * kvd, stream_);
+      cast_f32_to_bf16(dv, dvb, T * kvd, stream_);
+    }
+    {
+      ADC_PROFILE("bwd.qkv_proj", stream_);
+      linear_bwd(dqb, dq, T, p + "self_attn.q_proj.weight", w.wq, H, qd, lt.xn1.get(), dxn, false,
+                 w.bq ? p + "self_attn.q_proj.bias" : "");
+      linear_bwd(dkb, dk, T, p + "self_attn.k_proj.weight", w.wk, H, kvd, lt.xn1.get(), dxn, true,
+                 w.bk ? p + "self_attn.k_proj.bias" : "");
+      linear_bwd(dvb, dv, T, p + "self_attn.v_proj.weight", w.wv, H, kvd, lt.xn1.get(), dxn, true,
+                 w.bv ? p + "self_attn.v_proj.bias" : "");
+    }
+    ADC_PROFILE("bwd.attn_norm", stream_);
     rmsnorm_bwd(lt.x_in.get(), w.attn_norm, dxn, dx, true, grad_of(p + "input_layernorm.weight"), T, static_cast<int>(H), eps, stream_);
   }
-  if (train_base_) embed_scatter_add(dx, tape_.d_tokens.get(), T, static_cast<int>(H), grad_of("model.embed_tokens.weight"), stream_);
+  if (train_base_) {
+    ADC_PROFILE("bwd.embed", stream_);
+    embed_scatter_add(dx, tape_.d_tokens.get(), T, static_cast<int>(H), grad_of("model.embed_tokens.weight"), stream_);
+  }
   sync();
 }
 
 void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
   activate();
+  ADC_PROFILE("optim.step", stream_);
   GradClip* clip = clip_.ensure(1);
   ops_check(grad_clip_reset(clip, stream_), "gradient-norm reset");
   int64_t count = 0;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/ops.h"
+#include "cuda/ops_attention.h"
 #include "cuda/plugin_abi.h"
 #include "model/transformer.h"
 
@@ -58,6 +59,8 @@ class CudaCache {
   void append_tokens(int slot, const int32_t* toks, int n);
   void copy_prefix(int src, int dst, int len);
   void truncate(int slot, int len);
+  // Empties every slot (the memory stays).
+  void clear();
   int64_t bytes() const;
   bf16* keys(int layer) const { return k_.get() + static_cast<int64_t>(layer) * layer_elems_; }
   bf16* values(int layer) const { return v_.get() + static_cast<int64_t>(layer) * layer_elems_; }
@@ -131,8 +134,17 @@ class CudaModel {
     DeviceArray<float> x_in, q_raw, k_raw, lse, x_mid, gate, up;
     DeviceArray<bf16> xn1, q, att, xn2;
   };
+  // How a batch's attention runs: the tensor-core kernels over planned row tiles, or (for head
+  // sizes they do not take, or AUTODIDACT_ATTENTION=warp) the warp-per-row kernels.
+  struct AttentionPlan {
+    bool tensor_cores = false;
+    int tile_rows = 0, n_q_tiles = 0, n_k_tiles = 0, max_keys = 0;
+    std::vector<SlotSpan> spans;
+    DeviceArray<AttentionTile> q_tiles, k_tiles;
+  };
   struct Tape {
     bool valid = false;
+    AttentionPlan attention;
     int64_t T = 0, R = 0;
     std::vector<int32_t> token_slot, token_pos, out_rows, tokens;
     std::vector<LayerTape> layers;
@@ -147,12 +159,18 @@ class CudaModel {
   const float* f32_of(const std::string& name, std::initializer_list<int64_t> shape);
   const bf16* bf16_of(const std::string& name, std::initializer_list<int64_t> shape);
   void forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt);
+  // Plans `plan` for the batch's spans (key tiles too when `with_keys`, for a backward).
+  void plan_attention(AttentionPlan& plan, std::vector<SlotSpan> spans, bool with_keys);
+  void attention_forward(const bf16* q, const KVLayer& kv, int64_t T, bf16* out, float* lse);
   void backward(const float* d_hidden);
   void linear_nt(const bf16* x, int64_t T, const bf16* W, int64_t in, int64_t out, const float* bias, float* y, bool accumulate);
   // dx (=|+=) dy·W; dW += dyᵀ·x when a gradient exists (and db += Σ dy).
   void linear_bwd(const bf16* dy_b, const float* dy32, int64_t T, const std::string& weight, const bf16* W, int64_t in,
                   int64_t out, const bf16* x, float* dx, bool accumulate_dx, const std::string& bias);
   float* grad_of(const std::string& name);
+  // `c` emptied, or (re)allocated when it has fewer slots or positions than asked: a training
+  // step's cache is hundreds of MiB, and freeing device memory synchronizes the device.
+  CudaCache& reusable_cache(std::unique_ptr<CudaCache>& c, int slots, int capacity);
   void sync();
 
   model::Config cfg_;
@@ -167,6 +185,9 @@ class CudaModel {
   DeviceArray<double> inv_freq_;
   bool finalized_ = false, train_base_ = false;
   Tape tape_;
+  AttentionPlan attention_;  // the current forward's
+  DeviceArray<float> attention_work_;
+  std::unique_ptr<CudaCache> scoring_cache_;  // this model's cache when it scores as a reference
 
   // scratch (grown on demand)
   DeviceArray<float> x_, q32_, k32_, v32_, g32_, u32_, lse_, logits_, ref_logits_, stat_f_, hid32_;
@@ -178,7 +199,7 @@ class CudaModel {
   DeviceArray<int32_t> d_hist_, d_gen_;
   DeviceArray<int64_t> d_hist_off_, d_gen_off_;
   // backward scratch
-  DeviceArray<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, dup_, delta_;
+  DeviceArray<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, dup_, delta_, coef_a_, coef_b_;
   DeviceArray<bf16> dyb_, dqb_, dkb_, dvb_, dhb_, dupb_;
   DeviceArray<double> norm_acc_;
   DeviceArray<GradClip> clip_;

@@ -2,7 +2,9 @@
 // through a 4-deep cp.async pipeline in shared memory and read into fragments with ldmatrix
 // (.trans for operands whose contiguous dimension is M or N). 128×128×32 block tiles, 8 warps of
 // 64×32. Edge tiles are zero-filled on load and predicated on store. A second, skinny kernel
-// serves NT products with M ≤ 8 (decode), where the weight read is the whole cost.
+// serves NT products with M ≤ 8 (decode), where the weight read is the whole cost. On compute
+// capability 9.0, builds that hold the sm_90a kernels (ops_gemm_sm90.cu) run aligned products
+// with M, N ≥ 64 on warpgroup MMA + TMA instead (AUTODIDACT_GEMM_WGMMA=0 turns that off).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +19,7 @@
 #include "cuda/cublaslt_loader.h"
 #include "cuda/ops.h"
 #include "cuda/ops_common.h"
+#include "cuda/ops_gemm_sm90.h"
 
 namespace ad::cuda {
 
@@ -461,20 +464,29 @@ std::once_flag g_config_once;
 cudaError_t g_init_status = cudaSuccess;
 std::string g_init_message;
 
+// Our kernels on the current device: "own wgmma sm_90a + mma.sync" or "own mma.sync (...)".
+std::string own_path(const char* note) {
+  if (detail::gemm_sm90_available())
+    return std::string("own wgmma+TMA sm_90a, mma.sync fallback") + (*note ? std::string(" (") + note + ")" : "");
+  return std::string("own mma.sync (sm_80+; ") + (*note ? std::string(note) + "; " : "") + "no wgmma: " +
+         detail::gemm_sm90_reason() + ")";
+}
+
 void configure() {
   const char* env = std::getenv("AUTODIDACT_GEMM");
   const std::string mode = env ? env : "auto";
   if (mode == "own") {
-    g_config.path = "own mma.sync (sm_80+; AUTODIDACT_GEMM=own)";
+    g_config.path = own_path("AUTODIDACT_GEMM=own");
     return;
   }
   const blas::Library& lib = blas::load();
   if (lib.ok) {
     g_config.use_cublas = true;
-    g_config.path = "cuBLAS " + std::to_string(lib.version) + " (runtime-loaded from " + lib.path + ")";
+    g_config.path = "cuBLAS " + std::to_string(lib.version) + " (runtime-loaded from " + lib.path + "); " +
+                    (detail::gemm_sm90_available() ? "own: wgmma sm_90a" : "own: mma.sync");
     return;
   }
-  g_config.path = "own mma.sync (sm_80+)";
+  g_config.path = own_path("");
   if (mode == "cublas") {
     g_init_status = cudaErrorNotSupported;
     g_init_message = "AUTODIDACT_GEMM=cublas but " + lib.reason;
@@ -538,6 +550,7 @@ cudaError_t gemm(const GemmArgs& a, cudaStream_t stream, GemmBackend backend) {
   }
   const size_t out_bytes = out_f32 ? 4 : 2;
   const bool pair_store = a.ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(a.C) % (2 * out_bytes)) == 0;
+  if (detail::gemm_sm90_takes(a)) return detail::gemm_sm90(a, stream, pair_store);
   return out_f32 ? dispatch_layout<float>(a, stream, aligned, pair_store)
                  : dispatch_layout<__nv_bfloat16>(a, stream, aligned, pair_store);
 }

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define AD_CUDA_ABI_VERSION 1u
+#define AD_CUDA_ABI_VERSION 2u
 #define AD_CUDA_PLUGIN_SYMBOL "ad_cuda_plugin_api"
 
 typedef struct ad_cuda_model ad_cuda_model; /* opaque: weights, scratch, gradients, optimizer */
@@ -104,6 +104,13 @@ typedef struct {
   int64_t parameters; /* out */
 } ad_cuda_optimizer;
 
+/* One named phase of the device profile: device time between its scope's first and last launch. */
+typedef struct {
+  char name[48];
+  int64_t calls;
+  double total_ms;
+} ad_cuda_profile_row;
+
 typedef struct {
   uint32_t abi_version;
   uint32_t struct_size;
@@ -140,6 +147,12 @@ typedef struct {
   int (*tensor_write)(ad_cuda_model* m, const char* name, const float* data, int64_t n);
   int32_t (*gradient_count)(ad_cuda_model* m);
   int (*gradient_read)(ad_cuda_model* m, int32_t index, char* name, int32_t name_capacity, float* out, int64_t n, int64_t* numel);
+
+  /* Device-time profile of the models' phases (CUDA events; off by default, process-wide). */
+  void (*profiler_enable)(int32_t on);
+  void (*profiler_reset)(void);
+  /* Waits for pending scopes; copies up to `capacity` rows and returns how many there are. */
+  int32_t (*profiler_read)(ad_cuda_profile_row* rows, int32_t capacity);
 } ad_cuda_api;
 
 typedef const ad_cuda_api* (*ad_cuda_plugin_api_fn)(void);

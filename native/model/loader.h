@@ -2,6 +2,7 @@
 // widens BF16/F16 to the CPU backend's f32.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

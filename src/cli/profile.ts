@@ -1,4 +1,5 @@
 // `autodidact profile [--model DIR] …`: the per-kernel table of a prefill, decode steps and a training step.
+import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { formatProfile, kernelRows, measureFloors, profileModel } from '../engine/profiler.js'
 import { DEFAULT_MODEL } from './evolve.js'
@@ -12,6 +13,9 @@ export const PROFILE_USAGE = `usage: autodidact profile [--model DIR] [options]
   --batch B             sequences per prefill, decode step and training step (default 1)
   --decode-tokens D     decode steps profiled (default 16)
   --threads N           CPU threads (default: all cores)
+  --device cpu|cuda     where the model runs (default cpu). On cuda the rows are the device time
+                        of each phase of the step (CUDA events: 'cuda:fwd.attention', …), with no
+                        byte or FLOP counts; what the rows leave of the wall time is host time.
   --no-train            skip the training step
   --json                print the profile as JSON
 
@@ -20,14 +24,16 @@ achieved GB/s and GFLOP/s, and % floor = the time the measured floors allow (cop
 bytes, our best GEMM rate for FLOPs, both measured in the same run) over the time taken.`
 
 export async function profileCommand(argv: string[]): Promise<number> {
-  const { options } = parseArgs(argv, { model: 'string', 'prompt-tokens': 'number', batch: 'number', 'decode-tokens': 'number', threads: 'number', 'no-train': 'boolean', json: 'boolean', help: 'boolean' })
+  const { options } = parseArgs(argv, { model: 'string', 'prompt-tokens': 'number', batch: 'number', 'decode-tokens': 'number', threads: 'number', device: 'string', 'no-train': 'boolean', json: 'boolean', help: 'boolean' })
   if (options.help) {
     console.log(PROFILE_USAGE)
     return 0
   }
   const threads = (options.threads as number | undefined) ?? availableParallelism()
   const modelDir = String(options.model ?? DEFAULT_MODEL)
-  const model = await loadModel(modelDir, { threads })
+  const device = String(options.device ?? 'cpu')
+  if (device !== 'cpu' && device !== 'cuda') throw new InvalidArgumentError('device', `--device must be cpu or cuda, got ${device}`)
+  const model = await loadModel(modelDir, { threads, device })
   try {
     // Floors measured before and after the phases; the better of each is kept (this machine may be shared).
     const before = await measureFloors(threads)
@@ -40,8 +46,8 @@ export async function profileCommand(argv: string[]): Promise<number> {
     const after = await measureFloors(threads)
     const floors = { threads, copyBytesPerSecond: Math.max(before.copyBytesPerSecond, after.copyBytesPerSecond), gemmFlopsPerSecond: Math.max(before.gemmFlopsPerSecond, after.gemmFlopsPerSecond) }
     for (const ph of phases) ph.kernels = kernelRows(ph.kernels, floors, ph.wallSeconds)
-    if (options.json) console.log(JSON.stringify({ model: modelDir, device: 'cpu', floors, phases }, null, 2))
-    else console.log(`model ${modelDir} on cpu\n${formatProfile(phases, floors)}`)
+    if (options.json) console.log(JSON.stringify({ model: modelDir, device, floors, phases }, null, 2))
+    else console.log(`model ${modelDir} on ${device}\n${formatProfile(phases, floors)}`)
     return 0
   } finally {
     model.dispose()

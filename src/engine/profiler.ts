@@ -74,7 +74,8 @@ export function kernelRows(counters: KernelCounter[], floors: Floors, wallSecond
   return counters
     .map((c) => {
       const seconds = Math.max(c.seconds, 1e-12)
-      const floorSeconds = Math.max(c.bytes / floors.copyBytesPerSecond, c.flops / floors.gemmFlopsPerSecond)
+      // Device phases (CUDA events) count no bytes or FLOPs: no floor applies.
+      const floorSeconds = c.bytes > 0 || c.flops > 0 ? Math.max(c.bytes / floors.copyBytesPerSecond, c.flops / floors.gemmFlopsPerSecond) : NaN
       return {
         ...c,
         meanSeconds: c.seconds / c.calls,

@@ -81,4 +81,14 @@ describe('kernel profiler', () => {
     expect(rows[0].meanSeconds).toBeCloseTo(0.25)
     expect(rows[0].bytesPerSecond).toBeCloseTo(2e9)
   })
+
+  it('a device phase (no bytes, no FLOPs counted) has no floor and prints a dash', () => {
+    const floors = { copyBytesPerSecond: 4e9, gemmFlopsPerSecond: 1e10, threads: 1 }
+    const rows = kernelRows([{ name: 'cuda:fwd.attention', calls: 28, seconds: 0.004, bytes: 0, flops: 0 }], floors, 0.01)
+    expect(Number.isNaN(rows[0].floorPercent)).toBe(true)
+    expect(rows[0].timeShare).toBeCloseTo(0.4)
+    const text = formatProfile([{ phase: 'decode', detail: 'x', wallSeconds: 0.01, tokens: 8, kernels: rows }], floors)
+    const line = text.split('\n').find((l) => l.startsWith('cuda:fwd.attention'))!
+    expect(line.trim().split(/\s+/).at(-1)).toBe('–')
+  })
 })

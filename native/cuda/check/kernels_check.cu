@@ -31,6 +31,7 @@
 #include "cpu/sampling_cpu.h"
 #include "cpu/threadpool.h"
 #include "cuda/ops.h"
+#include "cuda/ops_gemm_sm90.h"
 #include "kernels/adamw.h"
 
 using namespace ad;
@@ -293,7 +294,16 @@ void gemm_parity(const GemmCase& c, cuda::GemmBackend backend, const char* backe
     for (int64_t k = 0; k < b_cols; ++k) sb += double(B[i * ldb + k]) * B[i * ldb + k];
   const double rms_a = std::sqrt(sa / double(std::max<int64_t>(1, a_rows * a_cols)));
   const double rms_b = std::sqrt(sb / double(std::max<int64_t>(1, b_rows * b_cols)));
-  const double denom = std::sqrt(double(std::max<int64_t>(K, 1))) * std::max(rms_a * rms_b, 1e-30);
+  // The scale of every term of the sum: the product's √K·rms², plus β·C and the bias (with K = 0
+  // they are all there is, and their f32 rounding alone would otherwise divide by ~0).
+  double sc = 0, sbias = 0;
+  for (float x : C0) sc += double(x) * x;
+  for (float x : bias) sbias += double(x) * x;
+  const double rms_c = std::sqrt(sc / double(std::max<size_t>(1, C0.size())));
+  const double rms_bias = std::sqrt(sbias / double(std::max<size_t>(1, bias.size())));
+  const double denom = std::max(std::sqrt(double(K)) * rms_a * rms_b * std::fabs(c.alpha) +
+                                    (c.beta != 0 ? std::fabs(c.beta) * rms_c : 0.0) + (c.bias ? rms_bias : 0.0),
+                                1e-30);
 
   int64_t nan_count = 0;
   for (int64_t i = 0; i < M; ++i)
@@ -368,7 +378,31 @@ void gemm_checks(bool quick) {
       {L::NT, 5, 64, 0, DType::F32, 1, 0.5f, true, 0, " K=0"},
   };
   if (quick) cases.resize(std::min<size_t>(cases.size(), 12));
+  // For the sm_90a wgmma kernel (M, N ≥ 64, lda/ldb multiples of 8): partial tiles at the M, N and
+  // K edges, alpha/beta/bias, both outputs, padded and odd leading dimensions. Run even with
+  // --quick; elsewhere they exercise the mma.sync kernels.
+  const std::vector<GemmCase> wgmma_cases = {
+      {L::NT, 300, 520, 200, DType::F32, 0.5f, 1, true, 8, " tile edges, alpha,beta,bias, padded ld"},
+      {L::NT, 130, 257, 72, DType::F32, 1, 0, false, 0, " odd N and ldc"},
+      {L::NT, 64, 64, 16, DType::BF16, 1, 0, true, 0, " one partial tile, K=16"},
+      {L::NT, 1024, 3072, 1024, DType::BF16, 1, 0, false, 0, " gate (T=1024)"},
+      {L::NN, 384, 1000, 264, DType::BF16, 1, 0, true, 0, " tile edges, bias"},
+      {L::NN, 200, 136, 1000, DType::F32, 2, 0.5f, false, 8, " alpha,beta, padded ld"},
+      {L::NN, 1024, 1024, 3072, DType::F32, 1, 0, false, 0, " dx (down, T=1024)"},
+      {L::TN, 200, 136, 1000, DType::BF16, 1, 0.5f, true, 0, " tile edges, beta,bias"},
+      {L::TN, 3072, 1024, 1024, DType::F32, 1, 1, false, 0, " dW+= (gate, T=1024)"},
+      {L::TN, 72, 520, 63, DType::F32, 1, 1, false, 8, " K<64 accumulate, padded ld"},
+  };
+  const bool wgmma = cuda::detail::gemm_sm90_available();
+  std::printf("  wgmma sm_90a kernel: %s%s\n", wgmma ? "on" : "off — ", wgmma ? "" : cuda::detail::gemm_sm90_reason());
   for (const GemmCase& c : cases) gemm_parity(c, cuda::GemmBackend::Own, "own");
+  for (const GemmCase& c : wgmma_cases) gemm_parity(c, cuda::GemmBackend::Own, wgmma ? "own-wgmma" : "own");
+  if (wgmma) {  // keep the mma.sync kernels covered where wgmma takes the large shapes
+    cuda::detail::gemm_sm90_set_enabled(false);
+    for (size_t i = 0; i < std::min<size_t>(cases.size(), 9); ++i) gemm_parity(cases[i], cuda::GemmBackend::Own, "own-mma.sync");
+    for (size_t i = 0; i < wgmma_cases.size(); i += 3) gemm_parity(wgmma_cases[i], cuda::GemmBackend::Own, "own-mma.sync");
+    cuda::detail::gemm_sm90_set_enabled(true);
+  }
   if (cuda::gemm_cublas_available()) {
     for (size_t i = 0; i < cases.size(); i += 3) gemm_parity(cases[i], cuda::GemmBackend::Cublas, "cublas");
   } else {
@@ -900,30 +934,42 @@ double copy_gbps(size_t bytes, void* dst, const void* src) {
   return 2.0 * double(bytes) / (ms * 1e6);  // read + write
 }
 
-void bench_stats(int64_t rows, int64_t V, int K, DType dt, bool with_ref, double copy_bw, const char* label) {
+// Logits for the statistics rows, generated once: f32 and bf16, each with an identical reference.
+struct StatsBenchData {
+  int64_t rows, V;
+  DBuf<float> z32, y32;
+  DBuf<bf16> z16, y16;
+  StatsBenchData(int64_t r, int64_t v)
+      : rows(r), V(v), z32(size_t(r * v)), y32(size_t(r * v)), z16(size_t(r * v)), y16(size_t(r * v)) {
+    std::vector<float> h(static_cast<size_t>(r * v));
+    const uint64_t seed = g_rng();
+    parallel(r, [&](int64_t row) {
+      std::mt19937_64 rng(seed + uint64_t(row));  // one generator per row (g_rng is not thread-safe)
+      std::normal_distribution<float> nd(0.f, 3.f);
+      for (int64_t i = 0; i < v; ++i) h[size_t(row * v + i)] = nd(rng);
+    });
+    z32.upload(h);
+    CK(cudaMemcpy(y32.p, z32.p, h.size() * 4, cudaMemcpyDeviceToDevice));
+    z16.upload(to_bf16(h));
+    CK(cudaMemcpy(y16.p, z16.p, h.size() * 2, cudaMemcpyDeviceToDevice));
+  }
+};
+
+// GB/s of logit_stats over the first `rows` rows: bytes read once (logits, plus the reference) per
+// call, calls back to back (several per timed run, so small batches are not launch-bound).
+void bench_stats(const StatsBenchData& d, int64_t rows, int K, DType dt, bool with_ref, double copy_bw,
+                 const char* label) {
+  const int64_t V = d.V;
   const size_t esz = dt == DType::F32 ? 4 : 2;
   const size_t bytes = size_t(rows * V) * esz * (with_ref ? 2 : 1);
-  DBuf<char> z(size_t(rows * V) * esz), y(with_ref ? size_t(rows * V) * esz : 0);
-  {
-    std::vector<float> h(static_cast<size_t>(rows * V));
-    for (auto& x : h) x = normal(3);
-    if (dt == DType::F32) {
-      CK(cudaMemcpy(z.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-      if (with_ref) CK(cudaMemcpy(y.p, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-    } else {
-      auto hb = to_bf16(h);
-      CK(cudaMemcpy(z.p, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
-      if (with_ref) CK(cudaMemcpy(y.p, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
-    }
-  }
   DBuf<float> o(size_t(rows) * 9 + 16);
   DBuf<float> tl(size_t(std::max<int64_t>(1, rows * K)));
   DBuf<int32_t> ti(size_t(std::max<int64_t>(1, rows * K)));
   DBuf<int32_t> tg(static_cast<size_t>(rows));
   CK(cudaMemset(tg.p, 0, size_t(rows) * 4));
   cuda::LogitStatsArgs a;
-  a.logits = z.p;
-  a.ref = with_ref ? y.p : nullptr;
+  a.logits = dt == DType::F32 ? static_cast<const void*>(d.z32.p) : static_cast<const void*>(d.z16.p);
+  a.ref = !with_ref ? nullptr : dt == DType::F32 ? static_cast<const void*>(d.y32.p) : static_cast<const void*>(d.y16.p);
   a.dtype = dt;
   a.rows = rows;
   a.vocab = V;
@@ -934,17 +980,53 @@ void bench_stats(int64_t rows, int64_t V, int K, DType dt, bool with_ref, double
   cuda::LogitStatsDeviceOut out{b, b + rows, b + 2 * rows, b + 3 * rows, b + 4 * rows, K ? ti.p : nullptr,
                                 K ? tl.p : nullptr, b + 5 * rows, b + 6 * rows, b + 7 * rows, b + 8 * rows};
   DBuf<char> ws(cuda::logit_stats_workspace_bytes(rows, V, K));
-  const double ms = time_ms([&] { CK(cuda::logit_stats(a, out, ws.p, ws.n, nullptr)); }, 20);
+  const int inner = rows <= 64 ? 20 : 4;
+  const double ms = time_ms([&] {
+    for (int i = 0; i < inner; ++i) CK(cuda::logit_stats(a, out, ws.p, ws.n, nullptr));
+  }, 15) / inner;
   const double gbps = double(bytes) / (ms * 1e6);
   char name[160];
   std::snprintf(name, sizeof name, "logit stats %s %lld×%lld K=%d%s%s", dt == DType::F32 ? "f32" : "bf16",
                 (long long)rows, (long long)V, K, with_ref ? " +ref" : "", label);
-  timing("bench", name, "GB/s", gbps, "copy " + num(copy_bw) + " GB/s; " + num(ms * 1e3) + " us");
+  timing("bench", name, "GB/s", gbps,
+         "copy " + num(copy_bw) + " GB/s; " + num(ms * 1e3) + " us; " + num(100.0 * gbps / copy_bw) + "% of copy");
   char v[64], f[64], r[64];
-  std::snprintf(v, sizeof v, "%.0f GB/s", gbps);
+  std::snprintf(v, sizeof v, "%.0f GB/s (%.1f us)", gbps, ms * 1e3);
   std::snprintf(f, sizeof f, "%.0f GB/s copy", copy_bw);
   std::snprintf(r, sizeof r, "%.0f%%", 100.0 * gbps / copy_bw);
   g_table.push_back({name, v, f, r});
+}
+
+// Microseconds per sample_tokens call over `rows` rows of V bf16 logits (calls back to back).
+void bench_sampling(int64_t rows, const SamplingParams& sp, const std::string& setting) {
+  const int64_t V = 151936;
+  DBuf<bf16> z(static_cast<size_t>(rows * V));
+  std::vector<float> h(static_cast<size_t>(rows * V));
+  for (auto& x : h) x = normal(3);
+  z.upload(to_bf16(h));
+  std::vector<SamplingParams> ps(size_t(rows), sp);
+  DBuf<SamplingParams> dp(static_cast<size_t>(rows));
+  dp.upload(ps);
+  DBuf<uint64_t> pos(static_cast<size_t>(rows));
+  CK(cudaMemset(pos.p, 0, size_t(rows) * 8));
+  DBuf<int32_t> out(static_cast<size_t>(rows));
+  DBuf<char> ws(cuda::sample_workspace_bytes(rows, V));
+  cuda::SampleArgs a;
+  a.logits = z.p;
+  a.dtype = DType::BF16;
+  a.rows = rows;
+  a.vocab = V;
+  a.row_stride = V;
+  a.params = dp.p;
+  a.positions = pos.p;
+  a.out_tokens = out.p;
+  const int inner = 10;
+  const double ms = time_ms([&] {
+    for (int i = 0; i < inner; ++i) CK(cuda::sample_tokens(a, ws.p, ws.n, nullptr));
+  }, 10) / inner;
+  const std::string name = "sample " + setting + ", " + std::to_string(rows) + " rows × 151936";
+  timing("bench", name, "us", ms * 1e3);
+  g_table.push_back({name, num(ms * 1e3) + " us", "", ""});
 }
 
 void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, const char* label) {
@@ -976,15 +1058,24 @@ void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, 
   g.beta = l == cuda::GemmLayout::TN ? 1.0f : 0.0f;
   const double flops = 2.0 * double(M) * double(N) * double(K);
   const double ms_own = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Own)); }, 10);
+  const bool wgmma = cuda::detail::gemm_sm90_takes(g);
+  double ms_mma = NAN;  // the mma.sync kernels on the same shape, when wgmma took it
+  if (wgmma) {
+    cuda::detail::gemm_sm90_set_enabled(false);
+    ms_mma = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Own)); }, 10);
+    cuda::detail::gemm_sm90_set_enabled(true);
+  }
   double ms_blas = NAN;
   if (cuda::gemm_cublas_available()) ms_blas = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Cublas)); }, 10);
   const double tf_own = flops / (ms_own * 1e9), tf_blas = flops / (ms_blas * 1e9);
   char name[160];
   std::snprintf(name, sizeof name, "gemm %s %lldx%lldx%lld %s%s", layout_name(l), (long long)M, (long long)N,
                 (long long)K, out == DType::F32 ? "f32" : "bf16", label);
-  timing("bench", name, "TFLOP/s own", tf_own, std::isnan(tf_blas) ? "no cuBLAS" : "cuBLAS " + num(tf_blas));
+  timing("bench", name, "TFLOP/s own", tf_own,
+         std::string(wgmma ? "wgmma; " : "") + (std::isnan(tf_blas) ? "no cuBLAS" : "cuBLAS " + num(tf_blas)));
+  if (wgmma) timing("bench", std::string(name) + " mma.sync", "TFLOP/s own", flops / (ms_mma * 1e9), "AUTODIDACT_GEMM_WGMMA=0 path");
   char v[64], f[64], r[64];
-  std::snprintf(v, sizeof v, "%.1f TFLOP/s", tf_own);
+  std::snprintf(v, sizeof v, "%.1f TFLOP/s%s", tf_own, wgmma ? " wgmma" : "");
   if (std::isnan(tf_blas)) {
     std::snprintf(f, sizeof f, "(no cuBLAS)");
     std::snprintf(r, sizeof r, "-");
@@ -993,6 +1084,12 @@ void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, 
     std::snprintf(r, sizeof r, "%.0f%%", 100.0 * tf_own / tf_blas);
   }
   g_table.push_back({name, v, f, r});
+  if (wgmma) {
+    const double tf_mma = flops / (ms_mma * 1e9);
+    std::snprintf(v, sizeof v, "%.1f TFLOP/s mma.sync", tf_mma);
+    if (!std::isnan(tf_blas)) std::snprintf(r, sizeof r, "%.0f%%", 100.0 * tf_mma / tf_blas);
+    g_table.push_back({std::string(name) + " (wgmma off)", v, f, r});
+  }
   if (M <= 8) {  // decode: weight bandwidth
     const double gbps = double(N * K * 2) / (ms_own * 1e6);
     char w[64];
@@ -1012,20 +1109,18 @@ void benchmarks(bool quick) {
   timing("bench", "device-to-device copy 155.6 MB", "GB/s", copy_bw, "read+write bytes / time");
   g_table.push_back({"cudaMemcpy D2D 155.6 MB (read+write)", num(copy_bw) + " GB/s", "", "floor"});
 
-  bench_stats(256, 151936, 0, DType::F32, false, copy_bw, "");
-  bench_stats(256, 151936, 64, DType::F32, false, copy_bw, "");
-  bench_stats(256, 151936, 20, DType::BF16, false, copy_bw, "");
-  bench_stats(128, 151936, 20, DType::BF16, true, copy_bw, "");
-  if (!quick) {
-    bench_stats(16, 151936, 20, DType::BF16, false, copy_bw, " (decode batch)");
-    // Chunk-size sweep (the default is 4096 elements for K ≤ 2, 16384 above).
-    for (const char* mc : {"2048", "8192", "65536"}) {
-      setenv("AUTODIDACT_STATS_MIN_CHUNK", mc, 1);
-      const std::string label = std::string(" min_chunk=") + mc;
-      bench_stats(256, 151936, 0, DType::F32, false, copy_bw, label.c_str());
-      bench_stats(256, 151936, 64, DType::F32, false, copy_bw, label.c_str());
-    }
-    unsetenv("AUTODIDACT_STATS_MIN_CHUNK");
+  {  // logit statistics: f32/bf16 × K ∈ {0, 20, 64} × rows ∈ {8, 64, 256}, and with a reference row
+    const StatsBenchData data(256, 151936);
+    for (DType dt : {DType::F32, DType::BF16})
+      for (int K : {0, 20, 64})
+        for (int64_t rows : {int64_t(8), int64_t(64), int64_t(256)}) {
+          if (quick && rows == 64) continue;
+          bench_stats(data, rows, K, dt, false, copy_bw, rows == 8 ? " (decode batch)" : "");
+        }
+    bench_stats(data, 256, 0, DType::F32, true, copy_bw, "");
+    bench_stats(data, 128, 20, DType::BF16, true, copy_bw, "");
+    bench_stats(data, 256, 64, DType::BF16, true, copy_bw, "");
+    bench_stats(data, 16, 20, DType::BF16, true, copy_bw, " (decode batch)");
   }
 
   using L = cuda::GemmLayout;
@@ -1051,37 +1146,20 @@ void benchmarks(bool quick) {
     std::snprintf(r, sizeof r, "%.0f%%", 100.0 * gbps / copy_bw);
     g_table.push_back({"adamw 64M params (30 B/param)", val, num(copy_bw) + " GB/s copy", r});
   }
-  {  // sampling latency
+  {  // sampling latency: the candidate path (top-k), the general one (top-p alone), and plain T
+    SamplingParams kp;
+    kp.temperature = 0.8f;
+    kp.top_k = 50;
+    kp.top_p = 0.95f;
+    SamplingParams pp;
+    pp.temperature = 0.8f;
+    pp.top_p = 0.9f;
+    SamplingParams tp;
+    tp.temperature = 1.0f;
     for (int64_t rows : {int64_t(1), int64_t(64)}) {
-      const int64_t V = 151936;
-      DBuf<bf16> z(static_cast<size_t>(rows * V));
-      std::vector<float> h(static_cast<size_t>(rows * V));
-      for (auto& x : h) x = normal(3);
-      z.upload(to_bf16(h));
-      SamplingParams sp;
-      sp.temperature = 0.8f;
-      sp.top_k = 50;
-      sp.top_p = 0.95f;
-      std::vector<SamplingParams> ps(size_t(rows), sp);
-      DBuf<SamplingParams> dp(static_cast<size_t>(rows));
-      dp.upload(ps);
-      DBuf<uint64_t> pos(static_cast<size_t>(rows));
-      CK(cudaMemset(pos.p, 0, size_t(rows) * 8));
-      DBuf<int32_t> out(static_cast<size_t>(rows));
-      DBuf<char> ws(cuda::sample_workspace_bytes(rows, V));
-      cuda::SampleArgs a;
-      a.logits = z.p;
-      a.dtype = DType::BF16;
-      a.rows = rows;
-      a.vocab = V;
-      a.row_stride = V;
-      a.params = dp.p;
-      a.positions = pos.p;
-      a.out_tokens = out.p;
-      const double ms = time_ms([&] { CK(cuda::sample_tokens(a, ws.p, ws.n, nullptr)); }, 10);
-      const std::string name = "sample top_k=50 top_p=0.95, " + std::to_string(rows) + " rows × 151936";
-      timing("bench", name, "us", ms * 1e3);
-      g_table.push_back({name, num(ms * 1e3) + " us", "", ""});
+      bench_sampling(rows, kp, "top_k=50 top_p=0.95");
+      bench_sampling(rows, pp, "top_p=0.9");
+      bench_sampling(rows, tp, "T=1");
     }
   }
 }

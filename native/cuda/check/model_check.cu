@@ -24,6 +24,7 @@
 
 #include "cpu/logit_stats_cpu.h"
 #include "cpu/sampling_cpu.h"
+#include "cuda/device_profiler.h"
 #include "cuda/model_cuda.h"
 #include "cuda/ops_layers.h"
 #include "kernels/adamw.h"
@@ -609,6 +610,26 @@ void parity_train(const char* family, bool tied) {
 
 // ---------------------------------------------------------------- timings
 
+// Runs `work` with the device profiler on and prints where the device time went, per scope,
+// next to the wall time (their difference is host time: launches, uploads, synchronization).
+template <class F>
+void profiled(const char* what, int repeats, F&& work) {
+  ad::cuda::device_profiler_reset();
+  ad::cuda::device_profiler_enable(true);
+  const double t0 = now_s();
+  for (int i = 0; i < repeats; ++i) work();
+  const double wall_ms = 1e3 * (now_s() - t0) / repeats;
+  ad::cuda::device_profiler_enable(false);
+  const auto rows = ad::cuda::device_profiler_snapshot();
+  double sum_ms = 0;
+  for (const auto& r : rows) sum_ms += r.total_ms / repeats;
+  row("profile  %s: %.2f ms wall per call, %.2f ms in the scopes below (%d calls profiled; device ms per call)", what, wall_ms,
+      sum_ms, repeats);
+  for (const auto& r : rows)
+    row("profile    %-22s %9.3f ms  %5.1f%%  (%lld launches of the scope)", r.name.c_str(), r.total_ms / repeats,
+        100.0 * r.total_ms / repeats / wall_ms, static_cast<long long>(r.calls));
+}
+
 void bench_qwen3_06b(double deadline) {
   Config c;
   c.vocab = 151936;
@@ -632,7 +653,7 @@ void bench_qwen3_06b(double deadline) {
 
   // prefill 8 × 512, then decode 8 slots for 64 steps (greedy on device)
   const int B = 8, P = 512, D = 64;
-  CudaCache cache(*gpu, B, P + D + 1);
+  CudaCache cache(*gpu, B, P + D + 16);  // room for the profiled decode steps too
   std::mt19937 rng(1);
   std::vector<int32_t> toks(B * P);
   for (auto& t : toks) t = static_cast<int32_t>(rng() % c.vocab);
@@ -664,6 +685,11 @@ void bench_qwen3_06b(double deadline) {
   row("bench  decode batch %d, context %d..%d: %.2f ms/step, %.0f tokens/s", B, P, P + steps, 1e3 * t_dec / std::max(steps, 1),
       B * steps / t_dec);
   json_num("bench.decode_tokens_per_s", B * steps / t_dec);
+  if (now_s() < deadline - 50)
+    profiled("decode step (batch 8)", 4, [&] {
+      StepOut o = gpu_step(*gpu, cache, dec, last, {}, greedy, 0, false);
+      last = o.tokens;
+    });
 
   // training: 8 × 512 tokens (prompt 32), forward + backward + AdamW
   if (now_s() > deadline - 45) {
@@ -702,6 +728,7 @@ void bench_qwen3_06b(double deadline) {
       "grad norm %.3g",
       B, P, t_train, tokens / t_train, 100 * mfu, peak / 1e12, last_o.grad_norm);
   check(std::isfinite(last_o.grad_norm), "0.6B training produced a non-finite gradient norm");
+  if (now_s() < deadline - 15) profiled("training step (8 × 512)", 1, [&] { train_step(); });
   json_num("bench.train_tokens_per_s", tokens / t_train);
   json_num("bench.train_mfu", mfu);
 }
