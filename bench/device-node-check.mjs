@@ -5,7 +5,9 @@
 //   2. the bundled model on 'cpu' and 'cuda': greedy tokens, seeded sampled tokens, teacher-forced
 //      logprobs/entropy, one SFT training step (loss, gradient norm) and the scores after it;
 //   3. a Qwen3-0.6B-shaped random bf16 model through the public API: generate() decode tokens/s
-//      (batch 8, 512-token prompts) and Trainer.step() tokens/s and MFU (8 × 512 tokens).
+//      (batch 8, 512-token prompts) and Trainer.step() tokens/s and MFU (8 × 512 tokens);
+//   4. the main job: `autodidact evolve --method cose --device cuda` for 2 steps on the bundled
+//      model, next to the same run on the CPU (wall time per step, metrics written).
 // Needs `npm run build` (dist/ and build/Release). Node only; no test runner. Writes JSON to
 // $OUT/node-check.json when OUT is set. Exit 0 when every parity check passed, 1 on a failure, 2
 // when CUDA is unavailable. A dry run of the script's own logic without a GPU:
@@ -253,6 +255,53 @@ if (!process.env.AD_NODE_CHECK_SKIP_LARGE) await section('Qwen3-0.6B shape throu
   record('qwen3_06b.train_tokens_per_s', tokens / tStep)
   record('qwen3_06b.train_mfu', mfu)
   gpu.dispose()
+})
+
+await section(`autodidact profile --device ${device} (bundled model)`, async () => {
+  const { profileCommand } = await import(join(root, 'dist/cli/profile.js'))
+  const printed = []
+  const log = console.log
+  console.log = (...a) => printed.push(a.join(' '))
+  let rc
+  try {
+    rc = await profileCommand(['--device', device, '--batch', '4', '--prompt-tokens', '64', '--decode-tokens', '8', '--json'])
+  } finally {
+    console.log = log
+  }
+  const report = JSON.parse(printed.join('\n'))
+  for (const ph of report.phases) {
+    const rows = ph.kernels.filter((k) => k.name.startsWith(device === 'cuda' ? 'cuda:' : ''))
+    const covered = rows.reduce((t, k) => t + k.seconds, 0)
+    const top = [...rows].sort((a, b) => b.seconds - a.seconds).slice(0, 3).map((k) => `${k.name} ${(k.seconds * 1e3).toFixed(2)} ms`)
+    console.log(`  ${ph.phase}: ${(ph.wallSeconds * 1e3).toFixed(1)} ms wall, ${rows.length} rows covering ${((100 * covered) / ph.wallSeconds).toFixed(0)}%; top: ${top.join(', ')}`)
+    check(rc === 0 && rows.length > 0 && covered <= ph.wallSeconds * 1.05, `profile ${ph.phase} has device rows within its wall time`)
+  }
+})
+
+if (!process.env.AD_NODE_CHECK_SKIP_EVOLVE) await section('evolve --method cose: cuda vs cpu, 2 steps', async () => {
+  const { evolveCommand } = await import(join(root, 'dist/cli/evolve.js'))
+  const { readFileSync, mkdtempSync } = await import('node:fs')
+  const perStep = {}
+  for (const dev of device === 'cuda' ? ['cuda', 'cpu'] : ['cpu']) {
+    const out = mkdtempSync(join(tmpdir(), `ad-evolve-${dev}-`))
+    const t0 = now()
+    const rc = await evolveCommand(['--method', 'cose', '--device', dev, '--steps', '2', '--out', out, '--seed', '3'])
+    perStep[dev] = (now() - t0) / 2
+    const lines = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')
+    const last = JSON.parse(lines.at(-1))
+    console.log(`  ${dev}: exit ${rc}, ${lines.length} metric lines, ${perStep[dev].toFixed(2)} s/step (incl. load), last step ${JSON.stringify(last).slice(0, 160)}`)
+    check(rc === 0 && last.step === 2, `evolve on ${dev} ran 2 steps`)
+    record(`evolve.${dev}.seconds_per_step`, perStep[dev])
+    if (dev === device) {
+      // The checkpoint (weights, AdamW moments, buffers) resumes on the same device for a 3rd step.
+      const rc2 = await evolveCommand(['--resume', out, '--steps', '3', '--device', dev])
+      const after = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')
+      const step3 = JSON.parse(after.at(-1))
+      console.log(`  ${dev}: resumed from the step-2 checkpoint: exit ${rc2}, last step ${step3.step}`)
+      check(rc2 === 0 && step3.step === 3, `evolve on ${dev} resumed from its checkpoint and ran step 3`)
+    }
+  }
+  delete process.env.AUTODIDACT_DEVICE
 })
 
 finish()

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 
 #include "addon/cuda_plugin.h"
@@ -416,6 +417,63 @@ Napi::Value cuda_export_gradients(Napi::Env env, const std::shared_ptr<CudaModel
     out.Set(static_cast<uint32_t>(i), o);
   }
   return out;
+}
+
+Napi::Value cuda_export_moments(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
+  Napi::Array out = Napi::Array::New(env);
+  const int32_t n = m->api->moment_count(m->m);
+  if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's optimizer state failed: ") + m->api->last_error());
+  for (int32_t i = 0; i < n; ++i) {
+    char name[512];
+    int64_t numel = 0;
+    if (m->api->moment_read(m->m, i, name, sizeof(name), nullptr, nullptr, 0, &numel) != 0)
+      throw Napi::Error::New(env, m->api->last_error());
+    auto mv = Napi::Float32Array::New(env, static_cast<size_t>(numel));
+    auto vv = Napi::Float32Array::New(env, static_cast<size_t>(numel));
+    if (m->api->moment_read(m->m, i, name, sizeof(name), mv.Data(), vv.Data(), numel, &numel) != 0)
+      throw Napi::Error::New(env, m->api->last_error());
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("name", std::string(name));
+    o.Set("m", mv);
+    o.Set("v", vv);
+    out.Set(static_cast<uint32_t>(i), o);
+  }
+  return out;
+}
+
+void cuda_import_moments(Napi::Env env, const std::shared_ptr<CudaModelRef>& m, Napi::Array arr) {
+  // Every name and size checked against the model first: a bad entry leaves the state untouched.
+  std::map<std::string, int64_t> sizes;
+  const int32_t n = m->api->tensor_count(m->m);
+  if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's tensors failed: ") + m->api->last_error());
+  for (int32_t i = 0; i < n; ++i) {
+    char name[512];
+    int64_t shape[4];
+    int32_t ndim = 0;
+    if (m->api->tensor_info(m->m, i, name, sizeof(name), shape, &ndim) != 0) throw Napi::Error::New(env, m->api->last_error());
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; ++d) numel *= shape[d];
+    sizes[name] = numel;
+  }
+  struct Entry {
+    std::string name;
+    std::vector<float> m, v;
+  };
+  std::vector<Entry> plan;
+  for (uint32_t i = 0; i < arr.Length(); ++i) {
+    Napi::Object o = arr.Get(i).As<Napi::Object>();
+    Entry e{o.Get("name").As<Napi::String>().Utf8Value(), typed_vector<float, napi_float32_array>(env, o.Get("m"), "m"),
+            typed_vector<float, napi_float32_array>(env, o.Get("v"), "v")};
+    auto it = sizes.find(e.name);
+    if (it == sizes.end()) throw Napi::TypeError::New(env, "the model has no parameter named " + e.name);
+    if (static_cast<int64_t>(e.m.size()) != it->second || static_cast<int64_t>(e.v.size()) != it->second)
+      throw Napi::RangeError::New(env, "optimizer state of " + e.name + " must have " + std::to_string(it->second) + " elements");
+    plan.push_back(std::move(e));
+  }
+  if (m->api->moments_clear(m->m) != 0) throw Napi::Error::New(env, m->api->last_error());
+  for (const Entry& e : plan)
+    if (m->api->moment_write(m->m, e.name.c_str(), e.m.data(), e.v.data(), static_cast<int64_t>(e.m.size())) != 0)
+      throw Napi::Error::New(env, m->api->last_error());
 }
 
 }  // namespace ad::addon

@@ -64,6 +64,9 @@ void cuda_zero_grad(Napi::Env env, const std::shared_ptr<CudaModelRef>& m);
 Napi::Value cuda_export_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m);
 void cuda_import_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m, Napi::Array arr);
 Napi::Value cuda_export_gradients(Napi::Env env, const std::shared_ptr<CudaModelRef>& m);
+// [{ name, m, v }] of the AdamW moments, sorted by name; import validates every entry first.
+Napi::Value cuda_export_moments(Napi::Env env, const std::shared_ptr<CudaModelRef>& m);
+void cuda_import_moments(Napi::Env env, const std::shared_ptr<CudaModelRef>& m, Napi::Array arr);
 
 // The CUDA model behind a NativeModel handle, or null for a CPU model (defined in model_bindings.cpp).
 std::shared_ptr<CudaModelRef> cuda_model_of(Napi::Env env, Napi::Value v);

@@ -562,6 +562,7 @@ Napi::Value ExportGradients(const Napi::CallbackInfo& info) {
 
 Napi::Value ExportOptimizerState(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) return cuda_export_moments(env, cm);
   auto m = model_of(env, info[0]);
   auto st = state_of(m);
   std::lock_guard<std::mutex> lock(st->mutex);
@@ -582,6 +583,10 @@ Napi::Value ExportOptimizerState(const Napi::CallbackInfo& info) {
 
 Napi::Value ImportOptimizerState(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
+  if (auto cm = cuda_model_of(env, info[0])) {
+    cuda_import_moments(env, cm, info[1].As<Napi::Array>());
+    return env.Undefined();
+  }
   auto m = model_of(env, info[0]);
   auto st = state_of(m);
   Napi::Array arr = info[1].As<Napi::Array>();

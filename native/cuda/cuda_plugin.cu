@@ -304,6 +304,40 @@ int gradient_read(ad_cuda_model* m, int32_t index, char* name, int32_t cap, floa
   });
 }
 
+int32_t moment_count(ad_cuda_model* m) {
+  try {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    return static_cast<int32_t>(m->impl->moment_names().size());
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return -1;
+  }
+}
+
+int moment_read(ad_cuda_model* m, int32_t index, char* name, int32_t cap, float* m_out, float* v_out, int64_t n, int64_t* numel) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    auto names = m->impl->moment_names();
+    if (index < 0 || index >= static_cast<int32_t>(names.size())) throw std::out_of_range("optimizer state index out of range");
+    copy_str(name, static_cast<size_t>(cap), names[index]);
+    *numel = m->impl->read_moments(names[index], m_out, v_out, n);
+  });
+}
+
+int moments_clear(ad_cuda_model* m) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->clear_moments();
+  });
+}
+
+int moment_write(ad_cuda_model* m, const char* name, const float* m_in, const float* v_in, int64_t n) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    m->impl->write_moments(name, m_in, v_in, n);
+  });
+}
+
 void profiler_enable(int32_t on) { ad::cuda::device_profiler_enable(on != 0); }
 void profiler_reset() { ad::cuda::device_profiler_reset(); }
 int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
@@ -321,6 +355,7 @@ const ad_cuda_api kApi = {
     model_destroy, model_parameter_bytes, cache_create, cache_destroy, cache_copy_prefix, cache_truncate, cache_length,
     cache_bytes, step, set_trainable, train_forward, train_backward, optimizer_step, zero_grad, tensor_count, tensor_info,
     tensor_read, tensor_write, gradient_count, gradient_read, profiler_enable, profiler_reset, profiler_read,
+    moment_count, moment_read, moments_clear, moment_write,
 };
 
 }  // namespace

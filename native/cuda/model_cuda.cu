@@ -42,10 +42,19 @@ void copy_d2d(DeviceArray<T>& dst, const T* src, int64_t n, cudaStream_t s) {
   if (n > 0) ADL_CHECK(cudaMemcpyAsync(p, src, sizeof(T) * n, cudaMemcpyDeviceToDevice, s));
 }
 
-// Logits rows per chunk: ≤ 256 MiB of f32 logits alive at once, and ≤ 32768 rows (logit_stats
-// takes at most 65535 rows per call; a small vocabulary would otherwise allow more).
-int64_t logits_chunk(int64_t rows, int64_t vocab) {
-  const int64_t by_memory = (64ll << 20) / std::max<int64_t>(vocab, 1);
+// Logits rows per chunk: a chunk's logits (bytes_per_logit: f32 logits, plus their bf16 gradient
+// in the backward, plus a reference's) take ≤ 1/8 of the device memory free now, clamped to
+// [256 MiB, 2 GiB] — few large chunks keep the LM-head products' tiles full and read the f32
+// weight gradient fewer times (at 256 MiB a 0.6B model's backward spent 28% of its step there) —
+// and ≤ 32768 rows (logit_stats takes at most 65535 rows per call).
+int64_t logits_chunk(int64_t rows, int64_t vocab, int64_t bytes_per_logit) {
+  int64_t budget = 256ll << 20;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess)
+    budget = std::clamp<int64_t>(static_cast<int64_t>(free_bytes / 8), 256ll << 20, 2ll << 30);
+  else
+    cudaGetLastError();
+  const int64_t by_memory = budget / (bytes_per_logit * std::max<int64_t>(vocab, 1));
   return std::max<int64_t>(1, std::min<int64_t>({rows, by_memory, int64_t{32768}}));
 }
 
@@ -90,6 +99,8 @@ template class DeviceArray<unsigned char>;
 template class DeviceArray<SamplingParams>;
 template class DeviceArray<GradClip>;
 template class DeviceArray<AttentionTile>;
+template class DeviceArray<float2>;
+template class DeviceArray<AdamWTensor>;
 
 // ------------------------------------------------------------------ KV cache
 
@@ -377,8 +388,8 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
   const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
   {
     ADC_PROFILE("fwd.qk_norm_rope", stream_);
-    qk_rope_to_cache(q32, k32, v32_.get(), w.q_norm, w.k_norm, inv_freq_.get(), map, T, c.heads, c.kv_heads, c.head_dim, c.rms_eps,
-                     qb, kv, stream_);
+    qk_rope_to_cache(q32, k32, v32_.get(), w.q_norm, w.k_norm, rope_now_, map, T, c.heads, c.kv_heads, c.head_dim, c.rms_eps, qb,
+                     kv, stream_);
   }
   bf16* att = lt ? lt->att.ensure(T * qd) : att_b_.get();
   float* lse = lt ? lt->lse.ensure(T * c.heads) : nullptr;
@@ -474,8 +485,11 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     if (static_cast<int>(tape_.layers.size()) != c.layers) tape_.layers = std::vector<LayerTape>(c.layers);
   }
   {
-    ADC_PROFILE("fwd.embed", stream_);
+    ADC_PROFILE("fwd.embed_rope_table", stream_);
     embed_gather(embed_, d_tokens_.get(), T, static_cast<int>(H), x_.get(), stream_);
+    DeviceArray<float2>& cs = tape ? tape_.rope_cs : rope_cs_;
+    rope_now_ = cs.ensure(T * (c.head_dim / 2));
+    rope_table(d_pos_.get(), inv_freq_.get(), T, c.head_dim, cs.get(), stream_);
   }
   for (int l = 0; l < c.layers; ++l) forward_layer(l, cache, T, tape ? &tape_.layers[l] : nullptr);
   {
@@ -538,7 +552,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
   }
   if (R == 0) return;
   const int K = s.topk;
-  const int64_t chunk = logits_chunk(R, V);
+  const int64_t chunk = logits_chunk(R, V, ref ? 8 : 4);
   float* logits = logits_.ensure(chunk * V);
   float* ref_logits = ref ? ref_logits_.ensure(chunk * V) : nullptr;
   float* stats = stat_f_.ensure(chunk * (9 + static_cast<int64_t>(K)));
@@ -727,7 +741,7 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   // Chosen-token logprob and entropy of each completion row, chunk by chunk.
   auto row_stats = [&](CudaModel& m, const bf16* hidden, float* logp, float* entropy) {
     ADC_PROFILE("train.row_stats", m.stream_);
-    const int64_t chunk = logits_chunk(R, V);
+    const int64_t chunk = logits_chunk(R, V, 4);
     float* logits = m.logits_.ensure(chunk * V);
     float* st = m.stat_f_.ensure(chunk * 9);
     const size_t ws = logit_stats_workspace_bytes(chunk, V, 0);
@@ -806,7 +820,7 @@ void CudaModel::train_backward(const float* a, const float* b, int64_t rows) {
   upload(da, a, R, stream_);
   upload(db, b, R, stream_);
   float* dh = hid32_.ensure(R * H);
-  const int64_t chunk = logits_chunk(R, V);
+  const int64_t chunk = logits_chunk(R, V, 6);
   float* logits = logits_.ensure(chunk * V);
   bf16* dz = dlogits_b_.ensure(chunk * V);
   float* gW = grad_of(lm_head_name_);
@@ -883,7 +897,6 @@ void CudaModel::backward(const float* d_hidden) {
   float* dv = dv_.ensure(T * kvd);
   float* datt = datt_.ensure(T * qd);
   float* dh = dh_.ensure(T * I);
-  float* dup = dup_.ensure(T * I);
   float* delta = delta_.ensure(T * c.heads);
   bf16* dyb = dyb_.ensure(T * std::max(H, qd));
   bf16* dqb = dqb_.ensure(T * qd);
@@ -912,15 +925,13 @@ void CudaModel::backward(const float* d_hidden) {
       linear_bwd(dyb, dx, T, p + "mlp.down_proj.weight", w.wd, I, H, hb, dh, false, "");
     }
     {
-      ADC_PROFILE("bwd.swiglu", stream_);
-      swiglu_bwd(lt.gate.get(), lt.up.get(), dh, dh, dup, T * I, stream_);  // dh becomes d gate
-      cast_f32_to_bf16(dh, dhb, T * I, stream_);
-      cast_f32_to_bf16(dup, dupb, T * I, stream_);
+      ADC_PROFILE("bwd.swiglu", stream_);  // bf16 only: the MLP has no biases, so no f32 column sums
+      swiglu_bwd(lt.gate.get(), lt.up.get(), dh, nullptr, nullptr, dhb, dupb, T * I, stream_);
     }
     {
       ADC_PROFILE("bwd.gate_up_proj", stream_);
-      linear_bwd(dhb, dh, T, p + "mlp.gate_proj.weight", w.wg, H, I, lt.xn2.get(), dxn, false, "");
-      linear_bwd(dupb, dup, T, p + "mlp.up_proj.weight", w.wu, H, I, lt.xn2.get(), dxn, true, "");
+      linear_bwd(dhb, nullptr, T, p + "mlp.gate_proj.weight", w.wg, H, I, lt.xn2.get(), dxn, false, "");
+      linear_bwd(dupb, nullptr, T, p + "mlp.up_proj.weight", w.wu, H, I, lt.xn2.get(), dxn, true, "");
     }
     {
       ADC_PROFILE("bwd.mlp_norm", stream_);
@@ -948,11 +959,9 @@ void CudaModel::backward(const float* d_hidden) {
     }
     {
       ADC_PROFILE("bwd.qk_norm_rope", stream_);
-      qk_rope_bwd(dq, dk, lt.q_raw.get(), lt.k_raw.get(), w.q_norm, w.k_norm, inv_freq_.get(), tape_.d_pos.get(), T, c.heads,
+      qk_rope_bwd(dq, dk, dqb, dkb, lt.q_raw.get(), lt.k_raw.get(), w.q_norm, w.k_norm, tape_.rope_cs.get(), T, c.heads,
                   c.kv_heads, c.head_dim, eps, w.q_norm ? grad_of(p + "self_attn.q_norm.weight") : nullptr,
                   w.k_norm ? grad_of(p + "self_attn.k_norm.weight") : nullptr, stream_);
-      cast_f32_to_bf16(dq, dqb, T * qd, stream_);
-      cast_f32_to_bf16(dk, dkb, T * kvd, stream_);
       cast_f32_to_bf16(dv, dvb, T * kvd, stream_);
     }
     {
@@ -978,13 +987,31 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
   activate();
   ADC_PROFILE("optim.step", stream_);
   GradClip* clip = clip_.ensure(1);
-  ops_check(grad_clip_reset(clip, stream_), "gradient-norm reset");
-  int64_t count = 0;
-  for (auto& kv : params_)
-    if (kv.second.grad.get()) {
-      ops_check(grad_sumsq(kv.second.grad.get(), kv.second.n, clip, stream_), "gradient norm");
-      count += kv.second.n;
+  // Small tensors (norm weights, biases: a launch costs more than their bytes) go as one group
+  // through the multi-tensor kernels; the large ones one launch each.
+  constexpr int64_t kSmall = 1 << 16;
+  std::vector<AdamWTensor> small;
+  int64_t small_max = 0;
+  for (auto& kv : params_) {
+    Param& pr = kv.second;
+    if (!pr.grad.get()) continue;
+    if (!pr.m.get()) {
+      pr.m.ensure(pr.n);
+      pr.v.ensure(pr.n);
+      ADL_CHECK(cudaMemsetAsync(pr.m.get(), 0, sizeof(float) * pr.n, stream_));
+      ADL_CHECK(cudaMemsetAsync(pr.v.get(), 0, sizeof(float) * pr.n, stream_));
     }
+    if (pr.n < kSmall) {
+      small.push_back({pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, decays(kv.first) ? 1 : 0});
+      small_max = std::max(small_max, pr.n);
+    }
+  }
+  upload(small_params_, small.data(), static_cast<int64_t>(small.size()), stream_);
+  const int n_small = static_cast<int>(small.size());
+  ops_check(grad_clip_reset(clip, stream_), "gradient-norm reset");
+  for (auto& kv : params_)
+    if (kv.second.grad.get() && kv.second.n >= kSmall) ops_check(grad_sumsq(kv.second.grad.get(), kv.second.n, clip, stream_), "gradient norm");
+  ops_check(grad_sumsq_multi(small_params_.get(), n_small, small_max, clip, stream_), "gradient norm (small tensors)");
   ops_check(grad_clip_finalize(clip, o.clip_grad_norm, stream_), "gradient clipping");
   GradClip host{};
   download(&host, clip, 1, stream_);
@@ -999,20 +1026,17 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
     for (auto& kv : params_) {
       Param& pr = kv.second;
       if (!pr.grad.get()) continue;
-      if (!pr.m.get()) {
-        pr.m.ensure(pr.n);
-        pr.v.ensure(pr.n);
-        ADL_CHECK(cudaMemsetAsync(pr.m.get(), 0, sizeof(float) * pr.n, stream_));
-        ADL_CHECK(cudaMemsetAsync(pr.v.get(), 0, sizeof(float) * pr.n, stream_));
-      }
+      o.parameters += pr.n;
+      if (pr.n < kSmall) continue;
       ops_check(adamw_step(pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, p, decays(kv.first), clip, stream_),
                 "AdamW");
-      o.parameters += pr.n;
     }
+    ops_check(adamw_step_multi(small_params_.get(), n_small, small_max, p, clip, stream_), "AdamW (small tensors)");
   }
-  (void)count;
   for (auto& kv : params_)
-    if (kv.second.grad.get()) ADL_CHECK(cudaMemsetAsync(kv.second.grad.get(), 0, sizeof(float) * kv.second.n, stream_));
+    if (kv.second.grad.get() && kv.second.n >= kSmall)
+      ADL_CHECK(cudaMemsetAsync(kv.second.grad.get(), 0, sizeof(float) * kv.second.n, stream_));
+  ops_check(grad_zero_multi(small_params_.get(), n_small, small_max, stream_), "gradient reset (small tensors)");
   sync();
 }
 
@@ -1021,6 +1045,45 @@ std::vector<std::string> CudaModel::gradient_names() const {
   for (const auto& kv : params_)
     if (kv.second.grad.get()) out.push_back(kv.first);
   return out;
+}
+
+std::vector<std::string> CudaModel::moment_names() const {
+  std::vector<std::string> out;
+  for (const auto& kv : params_)
+    if (kv.second.m.get()) out.push_back(kv.first);
+  return out;
+}
+
+int64_t CudaModel::read_moments(const std::string& name, float* m_host, float* v_host, int64_t n) {
+  activate();
+  Param* p = find(name);
+  if (!p || !p->m.get()) throw std::invalid_argument("no optimizer state for " + name);
+  if (m_host || v_host) {
+    if (n != p->n) throw std::invalid_argument("optimizer state of " + name + " has " + std::to_string(p->n) + " elements");
+    download(m_host, p->m.get(), n, stream_);
+    download(v_host, p->v.get(), n, stream_);
+    sync();
+  }
+  return p->n;
+}
+
+void CudaModel::clear_moments() {
+  activate();
+  sync();  // no step may still read them
+  for (auto& kv : params_) {
+    kv.second.m.release();
+    kv.second.v.release();
+  }
+}
+
+void CudaModel::write_moments(const std::string& name, const float* m_host, const float* v_host, int64_t n) {
+  activate();
+  Param* p = find(name);
+  if (!p) throw std::invalid_argument("the model has no parameter named " + name);
+  if (n != p->n) throw std::invalid_argument("parameter " + name + " has " + std::to_string(p->n) + " elements, got " + std::to_string(n));
+  upload(p->m, m_host, n, stream_);
+  upload(p->v, v_host, n, stream_);
+  sync();
 }
 
 int64_t CudaModel::read_gradient(const std::string& name, float* host, int64_t n) {

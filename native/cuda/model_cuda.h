@@ -116,6 +116,12 @@ class CudaModel {
   // Gradients by name (sorted), copied to the host.
   std::vector<std::string> gradient_names() const;
   int64_t read_gradient(const std::string& name, float* host, int64_t n);
+  // AdamW moments by name (sorted): what a checkpoint saves and a resume restores.
+  std::vector<std::string> moment_names() const;
+  int64_t read_moments(const std::string& name, float* m_host, float* v_host, int64_t n);
+  // Drops every moment (a parameter without moments starts from zero at its next step).
+  void clear_moments();
+  void write_moments(const std::string& name, const float* m_host, const float* v_host, int64_t n);
 
  private:
   struct Param {
@@ -151,6 +157,7 @@ class CudaModel {
     DeviceArray<float> x_final;
     DeviceArray<bf16> hidden;  // final-norm output rows, bf16 [R × H]
     DeviceArray<int32_t> targets, d_tokens, d_slot, d_pos, d_out_rows, d_row0, d_pos0, d_rows;
+    DeviceArray<float2> rope_cs;  // the forward's rotations, for the backward
     std::unique_ptr<CudaCache> cache;
   };
 
@@ -186,6 +193,8 @@ class CudaModel {
   bool finalized_ = false, train_base_ = false;
   Tape tape_;
   AttentionPlan attention_;  // the current forward's
+  DeviceArray<float2> rope_cs_;
+  const float2* rope_now_ = nullptr;  // the current forward's rotation table (rope_cs_ or the tape's)
   DeviceArray<float> attention_work_;
   std::unique_ptr<CudaCache> scoring_cache_;  // this model's cache when it scores as a reference
 
@@ -199,10 +208,11 @@ class CudaModel {
   DeviceArray<int32_t> d_hist_, d_gen_;
   DeviceArray<int64_t> d_hist_off_, d_gen_off_;
   // backward scratch
-  DeviceArray<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, dup_, delta_, coef_a_, coef_b_;
+  DeviceArray<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, delta_, coef_a_, coef_b_;
   DeviceArray<bf16> dyb_, dqb_, dkb_, dvb_, dhb_, dupb_;
   DeviceArray<double> norm_acc_;
   DeviceArray<GradClip> clip_;
+  DeviceArray<AdamWTensor> small_params_;  // the optimizer's one-launch group
 
   friend class CudaCache;
 };

@@ -42,7 +42,8 @@ const char* ops_last_error();
 // beta·C + bias). The fast path needs the contiguous extent of each operand (K for NT; K and N
 // for NN; M and N for TN), the leading dimensions, and the pointers to be multiples of 8
 // elements / 16 bytes; other shapes run a slower predicated path with the same results.
-// M ≤ 8 with NT (decode) runs a bandwidth-bound skinny kernel.
+// M ≤ 16 with NT (decode) runs a bandwidth-bound skinny kernel; products with few output tiles and
+// a long K are split over K (deterministic reduce; AUTODIDACT_GEMM_SPLITK=0 turns it off).
 //
 // Backends: "own" (our kernels, always present) and "cublas" (cuBLAS/cuBLASLt loaded at run time
 // with dlopen, see cublaslt_loader.h; never linked). gemm() uses cuBLAS when it was loaded and
@@ -208,5 +209,10 @@ struct AdamWTensor {
 };
 cudaError_t adamw_step_multi(const AdamWTensor* tensors, int count, int64_t max_n, const kernels::AdamWParams& p,
                              const GradClip* clip, cudaStream_t stream);
+// clip->sumsq += Σ g² over several tensors' g in one launch (descriptors in device memory; only
+// g and n are read): many small gradients (norm weights, biases) cost a launch each otherwise.
+cudaError_t grad_sumsq_multi(const AdamWTensor* tensors, int count, int64_t max_n, GradClip* clip, cudaStream_t stream);
+// Writes 0 to every element of each descriptor's g (which must point at a writable gradient).
+cudaError_t grad_zero_multi(const AdamWTensor* tensors, int count, int64_t max_n, cudaStream_t stream);
 
 }  // namespace ad::cuda

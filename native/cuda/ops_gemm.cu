@@ -2,9 +2,11 @@
 // through a 4-deep cp.async pipeline in shared memory and read into fragments with ldmatrix
 // (.trans for operands whose contiguous dimension is M or N). 128×128×32 block tiles, 8 warps of
 // 64×32. Edge tiles are zero-filled on load and predicated on store. A second, skinny kernel
-// serves NT products with M ≤ 8 (decode), where the weight read is the whole cost. On compute
+// serves NT products with M ≤ 16 (decode), where the weight read is the whole cost. On compute
 // capability 9.0, builds that hold the sm_90a kernels (ops_gemm_sm90.cu) run aligned products
 // with M, N ≥ 64 on warpgroup MMA + TMA instead (AUTODIDACT_GEMM_WGMMA=0 turns that off).
+// Products with fewer output tiles than SMs and a long K run split-K: K slices into f32 partials
+// in a per-stream workspace, then a deterministic reduce (AUTODIDACT_GEMM_SPLITK=0 turns it off).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda/cublaslt_loader.h"
 #include "cuda/ops.h"
@@ -170,7 +173,8 @@ __global__ void __launch_bounds__(kThreads) gemm_mma_kernel(const __nv_bfloat16*
                                                              const __nv_bfloat16* __restrict__ B, int64_t ldb,
                                                              OutT* __restrict__ C, int64_t ldc, int64_t M, int64_t N,
                                                              int64_t K, float alpha, float beta,
-                                                             const float* __restrict__ bias, bool pair_store) {
+                                                             const float* __restrict__ bias, bool pair_store,
+                                                             int64_t kt_slice, int64_t c_slice_stride) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* smem = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   auto tileA = [&](int stage) { return smem + (2 * stage) * kTileElems; };
@@ -180,7 +184,11 @@ __global__ void __launch_bounds__(kThreads) gemm_mma_kernel(const __nv_bfloat16*
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int wm = warp >> 2, wn = warp & 3;  // 2 × 4 warps, each 64 × 32
-  const int64_t KT = (K + kBK - 1) / kBK;
+  // Split-K: blockIdx.z is the slice; its k-tiles are kt0 … kt0 + KT − 1 (global K bounds still apply).
+  const int64_t kt0 = static_cast<int64_t>(blockIdx.z) * kt_slice;
+  const int64_t kt_left = (K + kBK - 1) / kBK - kt0;
+  const int64_t KT = kt_left < kt_slice ? kt_left : kt_slice;
+  C += static_cast<int64_t>(blockIdx.z) * c_slice_stride;
 
   float acc[4][4][4];
 #pragma unroll
@@ -191,8 +199,8 @@ __global__ void __launch_bounds__(kThreads) gemm_mma_kernel(const __nv_bfloat16*
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
   auto load_stage = [&](int stage, int64_t kt) {
-    load_tile<A_KMAJOR, ALIGNED>(tileA(stage), A, lda, M, K, m0, kt * kBK);
-    load_tile<B_KMAJOR, ALIGNED>(tileB(stage), B, ldb, N, K, n0, kt * kBK);
+    load_tile<A_KMAJOR, ALIGNED>(tileA(stage), A, lda, M, K, m0, (kt0 + kt) * kBK);
+    load_tile<B_KMAJOR, ALIGNED>(tileB(stage), B, ldb, N, K, n0, (kt0 + kt) * kBK);
   };
 
 #pragma unroll
@@ -285,51 +293,121 @@ __global__ void __launch_bounds__(kThreads) gemm_mma_kernel(const __nv_bfloat16*
   }
 }
 
-// Skinny NT: C[M×N] with M ≤ 8, one warp per output column, 16-byte loads along K (aligned path
-// only: K, lda, ldb multiples of 8, 16-byte aligned A and B). Reads B (the weight) once.
-template <int MR, class OutT>
-__global__ void __launch_bounds__(256) gemm_skinny_nt_kernel(const __nv_bfloat16* __restrict__ A, int64_t lda,
-                                                             const __nv_bfloat16* __restrict__ B, int64_t ldb,
-                                                             OutT* __restrict__ C, int64_t ldc, int64_t N, int64_t K,
-                                                             float alpha, float beta, const float* __restrict__ bias) {
-  const int lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
-  if (n >= N) return;
-  float acc[MR];
+// Skinny NT (decode): C[M×N] with M ≤ 16, bandwidth-bound on the weight B [N×K]. Tensor cores
+// with the roles swapped: 16 weight rows are mma's A operand (m16), up to 8 tokens its B operand
+// (n8; MT = 2 groups for M ≤ 16), so no FMA or conversion work competes with the loads.
+// Block: 256 threads on one group of 16 weight rows; its K range (all of K, or one split-K slice
+// blockIdx.y) goes out in chunks of 32 K values, chunk c to warp c % 8. Lane (g, t) loads 16 B of
+// weight rows g and g+8 and of token g at k = 32c + 8t: k is permuted inside each chunk, the same
+// way for both operands, so the dot products are unchanged. Aligned operands only (K, lda, ldb
+// multiples of 8, 16-byte bases). Slices > 1: each block's partial goes to `part` [S×M×N] f32
+// and the block that finishes a row group last (a counter per group) sums the slices in order.
+constexpr int kSkWarps = 8, kSkUnroll = 4, kSkChunk = 32;
+
+// Weight load that skips L1 (read once; L1 keeps the activations).
+__device__ __forceinline__ uint4 ld_stream16(const __nv_bfloat16* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Final value of one output element: alpha·acc + beta·C + bias.
+template <class OutT>
+__device__ __forceinline__ void store_out(OutT* c, float acc, float alpha, float beta, const float* bias, int64_t n) {
+  float v = alpha * acc;
+  if (beta != 0.0f) v += beta * detail::to_f32(*c);
+  if (bias) v += bias[n];
+  detail::store_as(c, v);
+}
+
+template <int MT, class OutT>
+__global__ void __launch_bounds__(kSkWarps * 32) gemm_skinny_nt_kernel(
+    const __nv_bfloat16* __restrict__ A, int64_t lda, const __nv_bfloat16* __restrict__ B, int64_t ldb,
+    OutT* __restrict__ C, int64_t ldc, int M, int64_t N, int64_t K, float alpha, float beta,
+    const float* __restrict__ bias, int64_t chunks_per_slice, float* __restrict__ part, unsigned* __restrict__ counters) {
+  __shared__ float red[kSkWarps][MT * 4][32];
+  __shared__ bool last_block;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t chunks = (K + kSkChunk - 1) / kSkChunk;
+  const int64_t c_begin = static_cast<int64_t>(blockIdx.y) * chunks_per_slice;
+  const int64_t c_end = c_begin + chunks_per_slice < chunks ? c_begin + chunks_per_slice : chunks;
+  const bool row0_ok = n0 + g < N, row1_ok = n0 + g + 8 < N;
+  const __nv_bfloat16* w0 = B + (row0_ok ? n0 + g : 0) * ldb + 8 * t;
+  const __nv_bfloat16* w1 = B + (row1_ok ? n0 + g + 8 : 0) * ldb + 8 * t;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+
+  float acc[MT][4];
 #pragma unroll
-  for (int m = 0; m < MR; ++m) acc[m] = 0.0f;
-  const __nv_bfloat16* b = B + n * ldb;
-#pragma unroll 4
-  for (int64_t k = lane * 8; k < K; k += 256) {
-    const uint4 bv = __ldg(reinterpret_cast<const uint4*>(b + k));
-    const __nv_bfloat162* b2 = reinterpret_cast<const __nv_bfloat162*>(&bv);
-    float2 bf[4];
+  for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) bf[e] = __bfloat1622float2(b2[e]);
+    for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+
+  for (int64_t c = c_begin + warp; c < c_end; c += kSkWarps * kSkUnroll) {
+    uint4 wa[kSkUnroll], wb[kSkUnroll];
+    bool in[kSkUnroll];
 #pragma unroll
-    for (int m = 0; m < MR; ++m) {
-      const uint4 av = __ldg(reinterpret_cast<const uint4*>(A + m * lda + k));
-      const __nv_bfloat162* a2 = reinterpret_cast<const __nv_bfloat162*>(&av);
+    for (int u = 0; u < kSkUnroll; ++u) {  // all weight loads first: kSkUnroll × 32 B in flight per lane
+      const int64_t cc = c + u * kSkWarps, k = cc * kSkChunk + 8 * t;
+      in[u] = cc < c_end && k < K;
+      wa[u] = in[u] && row0_ok ? ld_stream16(w0 + cc * kSkChunk) : zero;
+      wb[u] = in[u] && row1_ok ? ld_stream16(w1 + cc * kSkChunk) : zero;
+    }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 af = __bfloat1622float2(a2[e]);
-        acc[m] = fmaf(af.x, bf[e].x, acc[m]);
-        acc[m] = fmaf(af.y, bf[e].y, acc[m]);
+    for (int u = 0; u < kSkUnroll; ++u) {
+      const int64_t k = (c + u * kSkWarps) * kSkChunk + 8 * t;
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const int m = 8 * i + g;
+        const uint4 x = in[u] && m < M ? __ldg(reinterpret_cast<const uint4*>(A + m * lda + k)) : zero;
+        // Register q of a 16-byte load holds k + 2q, +1: mma j takes pairs 2j (its k 2t, 2t+1)
+        // and 2j + 1 (its k 2t+8, 2t+9) of weight rows g (a0, a2), g+8 (a1, a3) and token g (b).
+        const uint32_t a_lo[4] = {wa[u].x, wb[u].x, wa[u].y, wb[u].y};
+        const uint32_t a_hi[4] = {wa[u].z, wb[u].z, wa[u].w, wb[u].w};
+        mma_bf16(acc[i], a_lo, x.x, x.y);
+        mma_bf16(acc[i], a_hi, x.z, x.w);
       }
     }
   }
+
+  // acc[i][e]: weight row g + 8·(e/2), token 8i + 2t + e%2. Sum the warps in a fixed order.
 #pragma unroll
-  for (int m = 0; m < MR; ++m) acc[m] = detail::warp_sum(acc[m]);
-  if (lane < MR) {
-    float v = 0.0f;
+  for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int m = 0; m < MR; ++m) v = lane == m ? acc[m] : v;
-    OutT* c = C + static_cast<int64_t>(lane) * ldc + n;
-    v *= alpha;
-    if (beta != 0.0f) v += beta * detail::to_f32(*c);
-    if (bias) v += bias[n];
-    detail::store_as(c, v);
+    for (int e = 0; e < 4; ++e) red[warp][4 * i + e][lane] = acc[i][e];
+  __syncthreads();
+  float v = 0.0f;
+  int64_t m = -1, n = -1;  // the element this thread owns (threads < 128·MT), or none
+  if (threadIdx.x < MT * 4 * 32) {
+    const int q = threadIdx.x >> 5, l = threadIdx.x & 31;
+#pragma unroll
+    for (int w = 0; w < kSkWarps; ++w) v += red[w][q][l];
+    m = 8 * (q >> 2) + 2 * (l & 3) + (q & 1);
+    n = n0 + (l >> 2) + 8 * ((q >> 1) & 1);
+    if (m >= M || n >= N) m = -1;
   }
+  if (gridDim.y == 1) {
+    if (m >= 0) store_out(C + m * ldc + n, v, alpha, beta, bias, n);
+    return;
+  }
+  // Split over blocks: publish this slice, and let the last block of the row group finish it.
+  const int64_t MN = int64_t(M) * N;
+  if (m >= 0) part[blockIdx.y * MN + m * N + n] = v;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned done = atomicAdd(&counters[blockIdx.x], 1u);
+    last_block = done == gridDim.y - 1;
+    if (last_block) counters[blockIdx.x] = 0;  // every slice has arrived: ready for the next call
+  }
+  __syncthreads();
+  if (!last_block || m < 0) return;
+  __threadfence();
+  float sum = 0.0f;
+  for (unsigned s = 0; s < gridDim.y; ++s) sum += __ldcg(part + s * MN + m * N + n);
+  store_out(C + m * ldc + n, sum, alpha, beta, bias, n);
 }
 
 template <class OutT>
@@ -364,6 +442,36 @@ __global__ void bf16_to_f32_kernel(const __nv_bfloat16* in, float* out, int64_t 
     out[i] = __bfloat162float(in[i]);
 }
 
+// Split-K epilogue: C = alpha·Σ_s part[s] + beta·C + bias, slices summed in order 0 … S−1
+// (deterministic). part is [S×M×N] f32; VEC4 (N % 4 == 0): 4 columns per thread, float4 reads.
+template <bool VEC4, class OutT>
+__global__ void splitk_reduce_kernel(const float* __restrict__ part, int slices, int64_t M, int64_t N,
+                                     OutT* __restrict__ C, int64_t ldc, float alpha, float beta,
+                                     const float* __restrict__ bias) {
+  constexpr int W = VEC4 ? 4 : 1;
+  const int64_t groups = M * (N / W), MN = M * N;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / (N / W), c = (i % (N / W)) * W;
+    float v[W];
+#pragma unroll
+    for (int e = 0; e < W; ++e) v[e] = 0.0f;
+    for (int sl = 0; sl < slices; ++sl) {
+      const float* p = part + sl * MN + r * N + c;
+      if constexpr (VEC4) {
+        const float4 q = __ldcs(reinterpret_cast<const float4*>(p));  // read once: evict first
+        v[0] += q.x;
+        v[1] += q.y;
+        v[2] += q.z;
+        v[3] += q.w;
+      } else {
+        v[0] += __ldcs(p);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < W; ++e) store_out(C + r * ldc + c + e, v[e], alpha, beta, bias, c + e);
+  }
+}
+
 int grid_for(int64_t n, int threads) {
   const int64_t blocks = ceil_div(n, threads);
   const int64_t cap = int64_t(detail::sm_count()) * 16;
@@ -374,7 +482,7 @@ int grid_for(int64_t n, int threads) {
 // Dispatch
 
 template <bool AK, bool BK_, bool AL, class OutT>
-cudaError_t launch_mma(const GemmArgs& a, cudaStream_t stream, bool pair_store) {
+cudaError_t launch_mma(const GemmArgs& a, cudaStream_t stream, bool pair_store, const detail::GemmSplit& split) {
   auto kernel = gemm_mma_kernel<AK, BK_, AL, OutT>;
   // Opt in to > 48 KiB of dynamic shared memory, once per kernel instance and device.
   static std::atomic<uint64_t> opted{0};
@@ -388,49 +496,243 @@ cudaError_t launch_mma(const GemmArgs& a, cudaStream_t stream, bool pair_store) 
   }
   const int64_t gx = ceil_div(a.N, kBN), gy = ceil_div(a.M, kBM);
   if (gy > 65535 || gx > INT32_MAX) return invalid("gemm: M or N too large for one grid");
-  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+  const bool splitting = split.slices > 1;
+  const int64_t kt_slice = splitting ? split.k_len / kBK : ceil_div(a.K, kBK);
+  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(splitting ? split.slices : 1));
   kernel<<<grid, kThreads, kSmemBytes, stream>>>(a.A, a.lda, a.B, a.ldb, static_cast<OutT*>(a.C), a.ldc, a.M, a.N, a.K,
-                                                 a.alpha, a.beta, a.bias, pair_store);
+                                                 a.alpha, a.beta, a.bias, pair_store, kt_slice,
+                                                 splitting ? split.c_stride : 0);
   return detail::launched("gemm_mma_kernel");
 }
 
 template <class OutT>
-cudaError_t dispatch_layout(const GemmArgs& a, cudaStream_t stream, bool aligned, bool pair_store) {
+cudaError_t dispatch_layout(const GemmArgs& a, cudaStream_t stream, bool aligned, bool pair_store,
+                            const detail::GemmSplit& split = detail::GemmSplit()) {
   switch (a.layout) {
     case GemmLayout::NT:
-      return aligned ? launch_mma<true, true, true, OutT>(a, stream, pair_store)
-                     : launch_mma<true, true, false, OutT>(a, stream, pair_store);
+      return aligned ? launch_mma<true, true, true, OutT>(a, stream, pair_store, split)
+                     : launch_mma<true, true, false, OutT>(a, stream, pair_store, split);
     case GemmLayout::NN:
-      return aligned ? launch_mma<true, false, true, OutT>(a, stream, pair_store)
-                     : launch_mma<true, false, false, OutT>(a, stream, pair_store);
+      return aligned ? launch_mma<true, false, true, OutT>(a, stream, pair_store, split)
+                     : launch_mma<true, false, false, OutT>(a, stream, pair_store, split);
     case GemmLayout::TN:
-      return aligned ? launch_mma<false, false, true, OutT>(a, stream, pair_store)
-                     : launch_mma<false, false, false, OutT>(a, stream, pair_store);
+      return aligned ? launch_mma<false, false, true, OutT>(a, stream, pair_store, split)
+                     : launch_mma<false, false, false, OutT>(a, stream, pair_store, split);
   }
   return invalid("gemm: unknown layout");
 }
 
-template <int MR, class OutT>
-cudaError_t launch_skinny(const GemmArgs& a, cudaStream_t stream) {
-  const int64_t blocks = ceil_div(a.N, 8);
-  if (blocks > INT32_MAX) return invalid("gemm: N too large");
-  gemm_skinny_nt_kernel<MR, OutT><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
-      a.A, a.lda, a.B, a.ldb, static_cast<OutT*>(a.C), a.ldc, a.N, a.K, a.alpha, a.beta, a.bias);
+// ---------------------------------------------------------------------------------------------
+// Split-K workspace: one f32 buffer per (device, stream), grown on demand (growth waits for the
+// stream, whose earlier GEMMs may still read the old buffer). Its first kCounterBytes hold the
+// skinny kernel's row-group counters (zero between calls). The lock is held from taking the
+// buffer until the kernels using it are enqueued, so host threads sharing a stream cannot
+// interleave two users.
+
+constexpr size_t kCounterBytes = 64 * 1024;
+constexpr int64_t kMaxCounters = kCounterBytes / sizeof(unsigned);
+constexpr size_t kMaxWorkspaceBytes = size_t(256) << 20;
+
+struct Workspace {
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+std::mutex g_ws_mutex;
+std::vector<Workspace> g_workspaces;  // a handful: one per (device, stream) that ever split
+
+// Returns (in `ws`) a buffer of ≥ kCounterBytes + partial_bytes for `stream`; call with
+// g_ws_mutex held. On failure the stream is left without a buffer (or with its old one).
+cudaError_t acquire_workspace(size_t partial_bytes, cudaStream_t stream, Workspace*& ws) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return detail::fail(cudaGetLastError(), "gemm split-K: no device");
+  ws = nullptr;
+  for (Workspace& w : g_workspaces)
+    if (w.device == dev && w.stream == stream) ws = &w;
+  if (!ws) {
+    g_workspaces.push_back(Workspace{dev, stream, nullptr, 0});
+    ws = &g_workspaces.back();
+  }
+  const size_t need = kCounterBytes + partial_bytes;
+  if (ws->bytes >= need) return cudaSuccess;
+  if (ws->ptr) {
+    cudaError_t err = cudaStreamSynchronize(stream);
+    if (err != cudaSuccess) return detail::fail(err, "gemm split-K: waiting to grow the workspace");
+    cudaFree(ws->ptr);
+    ws->ptr = nullptr;
+    ws->bytes = 0;
+  }
+  const size_t grown = need + need / 4;  // headroom against many small growth steps
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, grown);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return detail::fail(err, "gemm split-K: cudaMalloc of the workspace");
+  }
+  err = cudaMemsetAsync(p, 0, kCounterBytes, stream);  // stream order: the stream may not sync with stream 0
+  if (err != cudaSuccess) {
+    cudaFree(p);
+    return detail::fail(err, "gemm split-K: clearing the workspace counters");
+  }
+  ws->ptr = p;
+  ws->bytes = grown;
+  return cudaSuccess;
+}
+
+float* partials_of(const Workspace& ws) {
+  return reinterpret_cast<float*>(static_cast<char*>(ws.ptr) + kCounterBytes);
+}
+unsigned* counters_of(const Workspace& ws) { return static_cast<unsigned*>(ws.ptr); }
+
+std::atomic<int> g_splitk{-1};  // -1: AUTODIDACT_GEMM_SPLITK not read yet
+
+bool splitk_enabled() {
+  int e = g_splitk.load(std::memory_order_relaxed);
+  if (e < 0) {
+    const char* env = std::getenv("AUTODIDACT_GEMM_SPLITK");
+    e = (env && std::strcmp(env, "0") == 0) ? 0 : 1;
+    int expected = -1;
+    g_splitk.compare_exchange_strong(expected, e, std::memory_order_relaxed);
+    e = g_splitk.load(std::memory_order_relaxed);
+  }
+  return e == 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split-K planning for the tiled kernels: K in S slices of a multiple of 64 values (≥ 256 each,
+// S ≤ 16) when the product has fewer output tiles than SMs. Cost model in units of one k-step
+// (64 K values) of one tile on one SM: waves · (k-steps per slice + 3 for fill and epilogue),
+// plus the partials' round trip (mostly L2, ~5 TB/s), the C traffic of the reduce (~2.5 TB/s)
+// and its launch. Splitting must win by 15%.
+
+struct SplitPlan {
+  int slices = 1;
+  int64_t k_len = 0;
+};
+
+SplitPlan plan_tiled_split(const GemmArgs& a, bool wgmma) {
+  SplitPlan best;
+  if (!splitk_enabled() || a.K < 512) return best;
+  const int64_t tiles = ceil_div(a.M, 128) * ceil_div(a.N, wgmma ? 256 : 128);
+  const int64_t sms = detail::sm_count();
+  if (tiles >= sms) return best;
+  const double step_us = wgmma ? 1.0 : 0.8;  // one 64-deep k-step of a 128×256 (128×128) tile
+  const int64_t steps = ceil_div(a.K, 64);
+  const double c_bytes = double(a.M) * double(a.N) * (a.c_type == DType::F32 ? 4 : 2) * (a.beta != 0.0f ? 2 : 1);
+  auto cost_us = [&](int64_t slices, int64_t per) {
+    const double t = double(ceil_div(tiles * slices, sms)) * double(per + 3) * step_us;
+    if (slices == 1) return t;
+    const double part_bytes = double(slices) * double(a.M) * double(a.N) * 4.0;
+    return t + 2.0 * part_bytes / 5e6 + c_bytes / 2.5e6 + 3.0;
+  };
+  const double base = cost_us(1, steps);
+  double best_cost = 0.85 * base;
+  for (int64_t s = 2; s <= 16 && steps / s >= 4; ++s) {
+    const int64_t per = ceil_div(steps, s), slices = ceil_div(steps, per);  // every slice non-empty
+    if (double(slices) * double(a.M) * double(a.N) * 4.0 > double(kMaxWorkspaceBytes)) break;
+    const double c = cost_us(slices, per);
+    if (c < best_cost) {
+      best_cost = c;
+      best.slices = static_cast<int>(slices);
+      best.k_len = per * 64;
+    }
+  }
+  return best;
+}
+
+// The skinny kernel's split over blocks when the row groups do not cover the SMs: ~2 blocks per
+// SM, each warp ≥ 2 chunks.
+SplitPlan plan_skinny_split(const GemmArgs& a) {
+  SplitPlan plan;
+  const int64_t groups = ceil_div(a.N, 16), chunks = ceil_div(a.K, kSkChunk), sms = detail::sm_count();
+  if (!splitk_enabled() || groups >= sms || groups > kMaxCounters) return plan;  // enough blocks already
+  const int64_t want = ceil_div(2 * sms, groups);
+  int64_t s = want < 16 ? want : 16;
+  const int64_t most = chunks / (2 * kSkWarps);
+  if (s > most) s = most;
+  if (s <= 1) return plan;
+  const int64_t per = ceil_div(chunks, s);
+  plan.slices = static_cast<int>(ceil_div(chunks, per));
+  plan.k_len = per * kSkChunk;
+  return plan;
+}
+
+template <int MT, class OutT>
+cudaError_t launch_skinny(const GemmArgs& a, cudaStream_t stream, const SplitPlan& plan, float* part,
+                          unsigned* counters) {
+  const int64_t groups = ceil_div(a.N, 16);
+  if (groups > INT32_MAX) return invalid("gemm: N too large");
+  const int64_t chunks = ceil_div(a.K, kSkChunk);
+  const int64_t per = plan.slices > 1 ? plan.k_len / kSkChunk : chunks;
+  dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>(plan.slices > 1 ? plan.slices : 1));
+  gemm_skinny_nt_kernel<MT, OutT><<<grid, kSkWarps * 32, 0, stream>>>(
+      a.A, a.lda, a.B, a.ldb, static_cast<OutT*>(a.C), a.ldc, static_cast<int>(a.M), a.N, a.K, a.alpha, a.beta,
+      a.bias, per, part, counters);
   return detail::launched("gemm_skinny_nt_kernel");
 }
 
 template <class OutT>
-cudaError_t dispatch_skinny(const GemmArgs& a, cudaStream_t stream) {
-  switch (a.M) {
-    case 1: return launch_skinny<1, OutT>(a, stream);
-    case 2: return launch_skinny<2, OutT>(a, stream);
-    case 3: return launch_skinny<3, OutT>(a, stream);
-    case 4: return launch_skinny<4, OutT>(a, stream);
-    case 5: return launch_skinny<5, OutT>(a, stream);
-    case 6: return launch_skinny<6, OutT>(a, stream);
-    case 7: return launch_skinny<7, OutT>(a, stream);
-    default: return launch_skinny<8, OutT>(a, stream);
+cudaError_t dispatch_skinny(const GemmArgs& a, cudaStream_t stream, const SplitPlan& plan, float* part,
+                            unsigned* counters) {
+  return a.M <= 8 ? launch_skinny<1, OutT>(a, stream, plan, part, counters)
+                  : launch_skinny<2, OutT>(a, stream, plan, part, counters);
+}
+
+// NT with M ≤ 16 on aligned operands: the skinny kernel, split over blocks when N is small.
+cudaError_t run_skinny(const GemmArgs& a, cudaStream_t stream) {
+  const bool out_f32 = a.c_type == DType::F32;
+  SplitPlan plan = plan_skinny_split(a);
+  if (plan.slices > 1) {
+    std::lock_guard<std::mutex> lock(g_ws_mutex);
+    Workspace* ws = nullptr;
+    if (acquire_workspace(size_t(plan.slices) * size_t(a.M * a.N) * 4, stream, ws) == cudaSuccess) {
+      return out_f32 ? dispatch_skinny<float>(a, stream, plan, partials_of(*ws), counters_of(*ws))
+                     : dispatch_skinny<__nv_bfloat16>(a, stream, plan, partials_of(*ws), counters_of(*ws));
+    }
+    plan = SplitPlan();  // no workspace: one block per row group
   }
+  return out_f32 ? dispatch_skinny<float>(a, stream, plan, nullptr, nullptr)
+                 : dispatch_skinny<__nv_bfloat16>(a, stream, plan, nullptr, nullptr);
+}
+
+template <class OutT>
+cudaError_t launch_reduce(const GemmArgs& a, const float* part, int slices, cudaStream_t stream) {
+  OutT* C = static_cast<OutT*>(a.C);
+  if (a.N % 4 == 0) {
+    splitk_reduce_kernel<true, OutT><<<grid_for(a.M * a.N / 4, 256), 256, 0, stream>>>(part, slices, a.M, a.N, C, a.ldc,
+                                                                                         a.alpha, a.beta, a.bias);
+  } else {
+    splitk_reduce_kernel<false, OutT><<<grid_for(a.M * a.N, 256), 256, 0, stream>>>(part, slices, a.M, a.N, C, a.ldc,
+                                                                                      a.alpha, a.beta, a.bias);
+  }
+  return detail::launched("splitk_reduce_kernel");
+}
+
+// The tiled kernels over K slices into f32 partials (beta 0, no bias), then the reduce into C.
+// Returns cudaErrorMemoryAllocation (nothing enqueued) when no workspace could be had.
+cudaError_t run_split(const GemmArgs& a, cudaStream_t stream, const SplitPlan& plan, bool wgmma, bool aligned) {
+  std::lock_guard<std::mutex> lock(g_ws_mutex);
+  Workspace* ws = nullptr;
+  if (acquire_workspace(size_t(plan.slices) * size_t(a.M * a.N) * 4, stream, ws) != cudaSuccess)
+    return cudaErrorMemoryAllocation;
+  float* part = partials_of(*ws);
+  GemmArgs p = a;
+  p.C = part;
+  p.ldc = a.N;
+  p.c_type = DType::F32;
+  p.alpha = 1.0f;
+  p.beta = 0.0f;
+  p.bias = nullptr;
+  detail::GemmSplit split;
+  split.slices = plan.slices;
+  split.k_len = plan.k_len;
+  split.c_stride = a.M * a.N;
+  const bool pair = a.N % 2 == 0;  // partial rows start 8-byte aligned
+  AD_CUDA_TRY(wgmma ? detail::gemm_sm90(p, stream, pair, split) : dispatch_layout<float>(p, stream, aligned, pair, split));
+  return a.c_type == DType::F32 ? launch_reduce<float>(a, part, plan.slices, stream)
+                                : launch_reduce<__nv_bfloat16>(a, part, plan.slices, stream);
 }
 
 // The contiguous extents of the operands, per layout (A's, B's).
@@ -464,12 +766,17 @@ std::once_flag g_config_once;
 cudaError_t g_init_status = cudaSuccess;
 std::string g_init_message;
 
+const char* splitk_note() {
+  return splitk_enabled() ? "split-K on" : "split-K off (AUTODIDACT_GEMM_SPLITK=0)";
+}
+
 // Our kernels on the current device: "own wgmma sm_90a + mma.sync" or "own mma.sync (...)".
 std::string own_path(const char* note) {
   if (detail::gemm_sm90_available())
-    return std::string("own wgmma+TMA sm_90a, mma.sync fallback") + (*note ? std::string(" (") + note + ")" : "");
-  return std::string("own mma.sync (sm_80+; ") + (*note ? std::string(note) + "; " : "") + "no wgmma: " +
-         detail::gemm_sm90_reason() + ")";
+    return std::string("own wgmma+TMA sm_90a, mma.sync fallback, ") + splitk_note() +
+           (*note ? std::string(" (") + note + ")" : "");
+  return std::string("own mma.sync (sm_80+; ") + splitk_note() + "; " + (*note ? std::string(note) + "; " : "") +
+         "no wgmma: " + detail::gemm_sm90_reason() + ")";
 }
 
 void configure() {
@@ -483,7 +790,7 @@ void configure() {
   if (lib.ok) {
     g_config.use_cublas = true;
     g_config.path = "cuBLAS " + std::to_string(lib.version) + " (runtime-loaded from " + lib.path + "); " +
-                    (detail::gemm_sm90_available() ? "own: wgmma sm_90a" : "own: mma.sync");
+                    (detail::gemm_sm90_available() ? "own: wgmma sm_90a, " : "own: mma.sync, ") + splitk_note();
     return;
   }
   g_config.path = own_path("");
@@ -545,15 +852,37 @@ cudaError_t gemm(const GemmArgs& a, cudaStream_t stream, GemmBackend backend) {
   contiguous_extents(a, ea, eb);
   const bool aligned = ea % 8 == 0 && eb % 8 == 0 && a.lda % 8 == 0 && a.ldb % 8 == 0 && detail::aligned16(a.A) &&
                        detail::aligned16(a.B);
-  if (a.layout == GemmLayout::NT && a.M <= 8 && aligned) {
-    return out_f32 ? dispatch_skinny<float>(a, stream) : dispatch_skinny<__nv_bfloat16>(a, stream);
+  if (a.layout == GemmLayout::NT && a.M <= 16 && aligned) return run_skinny(a, stream);
+  const bool wgmma = detail::gemm_sm90_takes(a);
+  const SplitPlan plan = plan_tiled_split(a, wgmma);
+  if (plan.slices > 1) {
+    const cudaError_t err = run_split(a, stream, plan, wgmma, aligned);
+    if (err != cudaErrorMemoryAllocation) return err;  // else: no workspace, run it whole
   }
   const size_t out_bytes = out_f32 ? 4 : 2;
   const bool pair_store = a.ldc % 2 == 0 && (reinterpret_cast<uintptr_t>(a.C) % (2 * out_bytes)) == 0;
-  if (detail::gemm_sm90_takes(a)) return detail::gemm_sm90(a, stream, pair_store);
+  if (wgmma) return detail::gemm_sm90(a, stream, pair_store);
   return out_f32 ? dispatch_layout<float>(a, stream, aligned, pair_store)
                  : dispatch_layout<__nv_bfloat16>(a, stream, aligned, pair_store);
 }
+
+namespace detail {
+
+int gemm_splitk_slices(const GemmArgs& a) {
+  if (a.M <= 0 || a.N <= 0 || a.K <= 0) return 1;
+  int64_t ea = 0, eb = 0;
+  contiguous_extents(a, ea, eb);
+  const bool aligned = ea % 8 == 0 && eb % 8 == 0 && a.lda % 8 == 0 && a.ldb % 8 == 0 && aligned16(a.A) && aligned16(a.B);
+  if (a.layout == GemmLayout::NT && a.M <= 16 && aligned) return plan_skinny_split(a).slices;
+  return plan_tiled_split(a, gemm_sm90_takes(a)).slices;
+}
+
+void gemm_splitk_set_enabled(bool on) {
+  splitk_enabled();  // read the environment first so it cannot overwrite this later
+  g_splitk.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+}  // namespace detail
 
 cudaError_t convert_f32_to_bf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream) {
   if (n < 0 || (n > 0 && (!in || !out))) return invalid("convert_f32_to_bf16: bad arguments");

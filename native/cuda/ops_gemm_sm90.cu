@@ -82,7 +82,7 @@ const char* gemm_sm90_reason() {
   return t_reason.c_str();
 }
 bool gemm_sm90_takes(const GemmArgs&) { return false; }
-cudaError_t gemm_sm90(const GemmArgs&, cudaStream_t, bool) {
+cudaError_t gemm_sm90(const GemmArgs&, cudaStream_t, bool, const GemmSplit&) {
   return invalid("gemm: the wgmma path is not compiled in");
 }
 
@@ -247,8 +247,9 @@ __device__ __forceinline__ void store_tile(const float (&acc)[128], OutT* __rest
 template <bool A_MN, bool B_MN, class OutT>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
-                      OutT* __restrict__ C, int64_t ldc, int M, int N, int K, int m_tiles, int tiles, float alpha,
-                      float beta, const float* __restrict__ bias, bool pair_store) {
+                      OutT* __restrict__ C, int64_t ldc, int M, int N, int K, int m_tiles, int mn_tiles, int tiles,
+                      int kt_slice, int64_t c_slice_stride, float alpha, float beta, const float* __restrict__ bias,
+                      bool pair_store) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // 128-byte swizzle repeats every 1024 B and both TMA and wgmma key it on address bits 7-9.
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -278,8 +279,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       int it = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int m0 = (tile % m_tiles) * kBM, n0 = (tile / m_tiles) * kBN;
-        for (int kt = 0; kt < KT; ++kt, ++it) {
+        const int mn = tile % mn_tiles, kt0 = (tile / mn_tiles) * kt_slice;
+        const int m0 = (mn % m_tiles) * kBM, n0 = (mn / m_tiles) * kBN;
+        const int kt1 = min(KT, kt0 + kt_slice);
+        for (int kt = kt0; kt < kt1; ++kt, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(empty_bar(s), uint32_t((it / kStages - 1) & 1));
           mbar_arrive_expect_tx(full_bar(s), kStageBytes);  // full boxes count, zero-filled parts included
@@ -310,11 +313,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[128];
   int it = 0;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int m0 = (tile % m_tiles) * kBM, n0 = (tile / m_tiles) * kBN;
+    const int mn = tile % mn_tiles, slice = tile / mn_tiles, kt0 = slice * kt_slice;
+    const int m0 = (mn % m_tiles) * kBM, n0 = (mn / m_tiles) * kBN;
+    const int kt1 = min(KT, kt0 + kt_slice);
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 
-    for (int kt = 0; kt < KT; ++kt, ++it) {
+    for (int kt = kt0; kt < kt1; ++kt, ++it) {
       const int s = it % kStages;
       mbar_wait(full_bar(s), uint32_t((it / kStages) & 1));
       __syncwarp();   // lanes may leave the spin apart; the .aligned wgmma instructions need the whole warp
@@ -330,13 +335,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_commit();
       wgmma_wait<1>();  // k-tile it − 1's MMAs have retired: its stage may be refilled
-      if (kt > 0 && lane == 0) mbar_arrive(empty_bar((it - 1) % kStages));
+      if (kt > kt0 && lane == 0) mbar_arrive(empty_bar((it - 1) % kStages));
     }
     wgmma_wait<0>();
     if (lane == 0) mbar_arrive(empty_bar((it - 1) % kStages));  // the tile's last k-tile
     fence_accumulators(acc);
-    store_tile(acc, C, ldc, M, N, m0 + 64 * cw + 16 * warp + (lane >> 2), n0 + 2 * (lane & 3), alpha, beta, bias,
-               pair_store);
+    store_tile(acc, C + slice * c_slice_stride, ldc, M, N, m0 + 64 * cw + 16 * warp + (lane >> 2), n0 + 2 * (lane & 3),
+               alpha, beta, bias, pair_store);
   }
 }
 
@@ -404,7 +409,7 @@ int probe_device(int dev, std::string& reason) {
 
 template <bool AM, bool BM, class OutT>
 cudaError_t launch(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, cudaStream_t stream,
-                   bool pair_store) {
+                   bool pair_store, const GemmSplit& split) {
   auto kernel = gemm_wgmma_kernel<AM, BM, OutT>;
   static std::atomic<uint64_t> opted{0};  // > 48 KiB of dynamic shared memory: once per instance and device
   int dev = 0;
@@ -415,21 +420,28 @@ cudaError_t launch(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& 
     if (err != cudaSuccess) return fail(err, "cudaFuncSetAttribute(gemm wgmma smem)");
     opted.fetch_or(bit, std::memory_order_relaxed);
   }
-  const int64_t m_tiles = ceil_div(a.M, kBM), tiles = m_tiles * ceil_div(a.N, kBN);
+  const int64_t m_tiles = ceil_div(a.M, kBM), mn_tiles = m_tiles * ceil_div(a.N, kBN);
+  const int64_t kt_all = ceil_div(a.K, kBK);
+  const bool splitting = split.slices > 1;
+  const int64_t kt_slice = splitting ? split.k_len / kBK : kt_all;
+  if (splitting && (split.k_len % kBK != 0 || (split.slices - 1) * kt_slice >= kt_all))
+    return invalid("gemm: bad split-K slices for the wgmma kernel");
+  const int64_t tiles = mn_tiles * (splitting ? split.slices : 1);
+  if (tiles > INT32_MAX) return invalid("gemm: too many tiles");
   const int64_t ctas = tiles < sm_count() ? tiles : sm_count();  // persistent: one CTA per SM (197 KiB smem each)
   kernel<<<static_cast<unsigned>(ctas), kThreads, kSmemBytes, stream>>>(
-      ma, mb, static_cast<OutT*>(a.C), a.ldc, int(a.M), int(a.N), int(a.K), int(m_tiles), int(tiles), a.alpha, a.beta,
-      a.bias, pair_store);
+      ma, mb, static_cast<OutT*>(a.C), a.ldc, int(a.M), int(a.N), int(a.K), int(m_tiles), int(mn_tiles), int(tiles),
+      int(kt_slice), splitting ? split.c_stride : 0, a.alpha, a.beta, a.bias, pair_store);
   return launched("gemm_wgmma_kernel");
 }
 
 template <class OutT>
 cudaError_t launch_layout(const GemmArgs& a, const CUtensorMap& ma, const CUtensorMap& mb, cudaStream_t stream,
-                          bool pair_store) {
+                          bool pair_store, const GemmSplit& split) {
   switch (a.layout) {
-    case GemmLayout::NT: return launch<false, false, OutT>(a, ma, mb, stream, pair_store);
-    case GemmLayout::NN: return launch<false, true, OutT>(a, ma, mb, stream, pair_store);
-    case GemmLayout::TN: return launch<true, true, OutT>(a, ma, mb, stream, pair_store);
+    case GemmLayout::NT: return launch<false, false, OutT>(a, ma, mb, stream, pair_store, split);
+    case GemmLayout::NN: return launch<false, true, OutT>(a, ma, mb, stream, pair_store, split);
+    case GemmLayout::TN: return launch<true, true, OutT>(a, ma, mb, stream, pair_store, split);
   }
   return invalid("gemm: unknown layout");
 }
@@ -476,14 +488,15 @@ bool gemm_sm90_takes(const GemmArgs& a) {
   return gemm_sm90_available();
 }
 
-cudaError_t gemm_sm90(const GemmArgs& a, cudaStream_t stream, bool pair_store) {
+cudaError_t gemm_sm90(const GemmArgs& a, cudaStream_t stream, bool pair_store, const GemmSplit& split) {
   CUtensorMap ma, mb;  // the type carries the 64-byte alignment the encoder needs
   const bool a_mn = a.layout == GemmLayout::TN, b_mn = a.layout != GemmLayout::NT;
   const bool ok_a = a_mn ? encode_map(&ma, a.A, a.M, a.K, a.lda, 64) : encode_map(&ma, a.A, a.K, a.M, a.lda, kBM);
   const bool ok_b = b_mn ? encode_map(&mb, a.B, a.N, a.K, a.ldb, 64) : encode_map(&mb, a.B, a.K, a.N, a.ldb, kBN);
   if (!ok_a || !ok_b) return invalid("gemm: cuTensorMapEncodeTiled rejected an operand");
-  return a.c_type == DType::F32 ? launch_layout<float>(a, ma, mb, stream, pair_store)
-                                : launch_layout<__nv_bfloat16>(a, ma, mb, stream, pair_store);
+  if (split.slices > 1 && a.c_type != DType::F32) return invalid("gemm: split-K partials must be f32");
+  return a.c_type == DType::F32 ? launch_layout<float>(a, ma, mb, stream, pair_store, split)
+                                : launch_layout<__nv_bfloat16>(a, ma, mb, stream, pair_store, split);
 }
 
 #endif  // AD_GEMM_SM90A

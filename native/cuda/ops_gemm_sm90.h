@@ -11,6 +11,14 @@
 
 namespace ad::cuda::detail {
 
+// Split-K (ops_gemm.cu): slice s of `slices` covers K values [s·k_len, min(K, (s+1)·k_len)) and
+// writes its f32 partial at C + s·c_stride (k_len a multiple of 64; every slice non-empty).
+struct GemmSplit {
+  int slices = 1;
+  int64_t k_len = 0;
+  int64_t c_stride = 0;
+};
+
 // True when this build holds the sm_90a kernels, the current device is compute capability 9.0,
 // the kernel image loads on it, the driver exports cuTensorMapEncodeTiled, and neither
 // AUTODIDACT_GEMM_WGMMA=0 nor gemm_sm90_set_enabled(false) turned the path off.
@@ -21,10 +29,16 @@ const char* gemm_sm90_reason();
 // and alignment fit: M, N ≥ 64, K ≥ 1, lda/ldb multiples of 8 elements, A and B 16-byte aligned).
 bool gemm_sm90_takes(const GemmArgs& a);
 // Runs `a` on the wgmma kernel (call only when gemm_sm90_takes(a)). pair_store: C and ldc allow
-// 2-element vector stores.
-cudaError_t gemm_sm90(const GemmArgs& a, cudaStream_t stream, bool pair_store);
+// 2-element vector stores. With split.slices > 1, a.C is f32 and each slice a product of its own.
+cudaError_t gemm_sm90(const GemmArgs& a, cudaStream_t stream, bool pair_store, const GemmSplit& split = GemmSplit());
 // Process-wide switch for benchmarks (the mma.sync kernels on the same shapes); starts as the
 // environment says.
 void gemm_sm90_set_enabled(bool on);
+
+// Split-K of ops_gemm.cu (defined there): the number of K slices gemm() with the own backend
+// runs `a` in now (1: not split), and a process-wide switch for benchmarks (starts as
+// AUTODIDACT_GEMM_SPLITK says: "0" turns it off).
+int gemm_splitk_slices(const GemmArgs& a);
+void gemm_splitk_set_enabled(bool on);
 
 }  // namespace ad::cuda::detail

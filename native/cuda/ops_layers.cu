@@ -146,7 +146,7 @@ __global__ void k_rmsnorm_bwd(const float* __restrict__ x, const int32_t* __rest
 // One warp per head vector; lane owns rotation pairs (i, i + half) for i = lane, lane + 32, ….
 // Returns the normalization factor applied (1 without a norm weight) via the in/out registers.
 template <int P>
-__device__ void head_norm_rope(float (&a)[P], float (&b)[P], const float* norm_w, const double* inv_freq, int pos, int half,
+__device__ void head_norm_rope(float (&a)[P], float (&b)[P], const float* norm_w, const float2* __restrict__ cs, int half,
                                float eps) {
   const int lane = threadIdx.x & 31;
   if (norm_w) {
@@ -171,9 +171,7 @@ __device__ void head_norm_rope(float (&a)[P], float (&b)[P], const float* norm_w
   for (int p = 0; p < P; ++p) {
     const int i = lane + 32 * p;
     if (i < half) {
-      double sn, cs;
-      sincos(static_cast<double>(pos) * inv_freq[i], &sn, &cs);  // double: exact angles at long positions, as the CPU
-      const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+      const float c = cs[i].x, s = cs[i].y;
       const float x0 = a[p], x1 = b[p];
       a[p] = x0 * c - x1 * s;
       b[p] = x1 * c + x0 * s;
@@ -181,9 +179,23 @@ __device__ void head_norm_rope(float (&a)[P], float (&b)[P], const float* norm_w
   }
 }
 
+// cos/sin of every rotation angle of every token: computed in double (exact angles at long
+// positions, as the CPU), once per forward instead of once per layer and head.
+__global__ void k_rope_table(const int32_t* __restrict__ pos, const double* __restrict__ inv_freq, int64_t T, int half,
+                             float2* __restrict__ cs) {
+  const int64_t n = T * half;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t t = e / half;
+    const int i = static_cast<int>(e - t * half);
+    double sn, c;
+    sincos(static_cast<double>(pos[t]) * inv_freq[i], &sn, &c);
+    cs[e] = make_float2(static_cast<float>(c), static_cast<float>(sn));
+  }
+}
+
 template <int P>
 __global__ void k_qk_rope(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-                          const float* __restrict__ q_norm, const float* __restrict__ k_norm, const double* __restrict__ inv_freq,
+                          const float* __restrict__ q_norm, const float* __restrict__ k_norm, const float2* __restrict__ rope_cs,
                           TokenMap map, int64_t T, int heads, int kv_heads, int hd, float eps, bf16* __restrict__ q_out,
                           KVLayer cache) {
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -202,7 +214,7 @@ __global__ void k_qk_rope(const float* __restrict__ q, const float* __restrict__
       a[p] = i < half ? src[i] : 0.f;
       b[p] = i < half ? src[i + half] : 0.f;
     }
-    head_norm_rope<P>(a, b, is_q ? q_norm : k_norm, inv_freq, pos, half, eps);
+    head_norm_rope<P>(a, b, is_q ? q_norm : k_norm, rope_cs + t * half, half, eps);
     bf16* dst = is_q ? q_out + t * qd + h * hd : cache.k + cache_row + (h - heads) * hd;
 #pragma unroll
     for (int p = 0; p < P; ++p) {
@@ -218,9 +230,9 @@ __global__ void k_qk_rope(const float* __restrict__ q, const float* __restrict__
 
 // Grid-stride over tokens; lane-owned norm-weight partials, added once per warp at the end.
 template <int P>
-__global__ void k_qk_rope_bwd(float* dq, float* dk, const float* __restrict__ q_raw, const float* __restrict__ k_raw,
-                              const float* __restrict__ q_norm, const float* __restrict__ k_norm,
-                              const double* __restrict__ inv_freq, const int32_t* __restrict__ pos, int64_t T, int heads,
+__global__ void k_qk_rope_bwd(float* dq, float* dk, bf16* __restrict__ dq_b, bf16* __restrict__ dk_b,
+                              const float* __restrict__ q_raw, const float* __restrict__ k_raw, const float* __restrict__ q_norm,
+                              const float* __restrict__ k_norm, const float2* __restrict__ rope_cs, int64_t T, int heads,
                               int kv_heads, int hd, float eps, float* dqn, float* dkn) {
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int half = hd / 2, qd = heads * hd, kvd = kv_heads * hd;
@@ -240,9 +252,8 @@ __global__ void k_qk_rope_bwd(float* dq, float* dk, const float* __restrict__ q_
         a[p] = 0.f;
         b[p] = 0.f;
         if (i < half) {
-          double sn, cs;
-          sincos(static_cast<double>(pos[t]) * inv_freq[i], &sn, &cs);
-          const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+          const float2 r = rope_cs[t * half + i];
+          const float c = r.x, s = r.y;
           const float ga = g[i], gb = g[i + half];
           a[p] = ga * c + gb * s;  // kernels::rope_apply_backward
           b[p] = gb * c - ga * s;
@@ -279,12 +290,17 @@ __global__ void k_qk_rope_bwd(float* dq, float* dk, const float* __restrict__ q_
           }
         }
       }
+      bf16* gb16 = is_q ? (dq_b ? dq_b + t * qd + h * hd : nullptr) : (dk_b ? dk_b + t * kvd + (h - heads) * hd : nullptr);
 #pragma unroll
       for (int p = 0; p < P; ++p) {
         const int i = lane + 32 * p;
         if (i < half) {
           g[i] = a[p];
           g[i + half] = b[p];
+          if (gb16) {  // the bf16 copy the projections' backward GEMMs read
+            gb16[i] = __float2bfloat16(a[p]);
+            gb16[i + half] = __float2bfloat16(b[p]);
+          }
         }
       }
     }
@@ -474,13 +490,18 @@ __global__ void k_swiglu_fwd(const float* __restrict__ g, const float* __restric
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     h[i] = __float2bfloat16(silu_d(g[i]) * u[i]);
 }
-// dg may alias dh (each element is read before it is written).
+// dg may alias dh (each element is read before it is written). Each output is written in f32,
+// bf16 or both (null = not wanted).
 __global__ void k_swiglu_bwd(const float* __restrict__ g, const float* __restrict__ u, const float* dh, float* dg,
-                             float* __restrict__ du, int64_t n) {
+                             float* __restrict__ du, bf16* __restrict__ dg_b, bf16* __restrict__ du_b, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     const float x = g[i], sg = 1.f / (1.f + __expf(-x)), d = dh[i];
-    du[i] = d * x * sg;                            // d up = dh · silu(g)
-    dg[i] = d * u[i] * sg * (1.f + x * (1.f - sg));  // silu'(g) = σ(g)(1 + g(1 − σ(g)))
+    const float vu = d * x * sg;                            // d up = dh · silu(g)
+    const float vg = d * u[i] * sg * (1.f + x * (1.f - sg));  // silu'(g) = σ(g)(1 + g(1 − σ(g)))
+    if (du) du[i] = vu;
+    if (dg) dg[i] = vg;
+    if (du_b) du_b[i] = __float2bfloat16(vu);
+    if (dg_b) dg_b[i] = __float2bfloat16(vg);
   }
 }
 
@@ -572,29 +593,39 @@ void rmsnorm_scatter_bwd(const float* x, const int32_t* rows, int64_t R, const f
   rmsnorm_bwd_launch(x, rows, w, dy, dx, false, dw, R, H, eps, s);
 }
 
+void rope_table(const int32_t* pos, const double* inv_freq, int64_t T, int hd, float2* cs, cudaStream_t s) {
+  if (T <= 0) return;
+  const int half = hd / 2;
+  k_rope_table<<<blocks_for(T * half, 256, 4096), 256, 0, s>>>(pos, inv_freq, T, half, cs);
+  check_launch("rope_table");
+}
+
 void qk_rope_to_cache(const float* q, const float* k, const float* v, const float* q_norm, const float* k_norm,
-                      const double* inv_freq, TokenMap map, int64_t T, int heads, int kv_heads, int hd, float eps, bf16* q_out,
+                      const float2* rope_cs, TokenMap map, int64_t T, int heads, int kv_heads, int hd, float eps, bf16* q_out,
                       KVLayer cache, cudaStream_t s) {
   if (T <= 0) return;
   elems_per_lane(hd);  // validates hd
   const int half = hd / 2;
   const unsigned grid = static_cast<unsigned>(T);
-  if (half <= 32) k_qk_rope<1><<<grid, 256, 0, s>>>(q, k, v, q_norm, k_norm, inv_freq, map, T, heads, kv_heads, hd, eps, q_out, cache);
-  else if (half <= 64) k_qk_rope<2><<<grid, 256, 0, s>>>(q, k, v, q_norm, k_norm, inv_freq, map, T, heads, kv_heads, hd, eps, q_out, cache);
-  else k_qk_rope<4><<<grid, 256, 0, s>>>(q, k, v, q_norm, k_norm, inv_freq, map, T, heads, kv_heads, hd, eps, q_out, cache);
+  if (half <= 32) k_qk_rope<1><<<grid, 256, 0, s>>>(q, k, v, q_norm, k_norm, rope_cs, map, T, heads, kv_heads, hd, eps, q_out, cache);
+  else if (half <= 64) k_qk_rope<2><<<grid, 256, 0, s>>>(q, k, v, q_norm, k_norm, rope_cs, map, T, heads, kv_heads, hd, eps, q_out, cache);
+  else k_qk_rope<4><<<grid, 256, 0, s>>>(q, k, v, q_norm, k_norm, rope_cs, map, T, heads, kv_heads, hd, eps, q_out, cache);
   check_launch("qk_rope_to_cache");
 }
 
-void qk_rope_bwd(float* dq, float* dk, const float* q_raw, const float* k_raw, const float* q_norm, const float* k_norm,
-                 const double* inv_freq, const int32_t* pos, int64_t T, int heads, int kv_heads, int hd, float eps, float* dqn,
+void qk_rope_bwd(float* dq, float* dk, bf16* dq_b, bf16* dk_b, const float* q_raw, const float* k_raw, const float* q_norm,
+                 const float* k_norm, const float2* rope_cs, int64_t T, int heads, int kv_heads, int hd, float eps, float* dqn,
                  float* dkn, cudaStream_t s) {
   if (T <= 0) return;
   elems_per_lane(hd);
   const int half = hd / 2;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(T, 512));
-  if (half <= 32) k_qk_rope_bwd<1><<<grid, 256, 0, s>>>(dq, dk, q_raw, k_raw, q_norm, k_norm, inv_freq, pos, T, heads, kv_heads, hd, eps, dqn, dkn);
-  else if (half <= 64) k_qk_rope_bwd<2><<<grid, 256, 0, s>>>(dq, dk, q_raw, k_raw, q_norm, k_norm, inv_freq, pos, T, heads, kv_heads, hd, eps, dqn, dkn);
-  else k_qk_rope_bwd<4><<<grid, 256, 0, s>>>(dq, dk, q_raw, k_raw, q_norm, k_norm, inv_freq, pos, T, heads, kv_heads, hd, eps, dqn, dkn);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(T, 1024));
+  if (half <= 32)
+    k_qk_rope_bwd<1><<<grid, 256, 0, s>>>(dq, dk, dq_b, dk_b, q_raw, k_raw, q_norm, k_norm, rope_cs, T, heads, kv_heads, hd, eps, dqn, dkn);
+  else if (half <= 64)
+    k_qk_rope_bwd<2><<<grid, 256, 0, s>>>(dq, dk, dq_b, dk_b, q_raw, k_raw, q_norm, k_norm, rope_cs, T, heads, kv_heads, hd, eps, dqn, dkn);
+  else
+    k_qk_rope_bwd<4><<<grid, 256, 0, s>>>(dq, dk, dq_b, dk_b, q_raw, k_raw, q_norm, k_norm, rope_cs, T, heads, kv_heads, hd, eps, dqn, dkn);
   check_launch("qk_rope_bwd");
 }
 
@@ -633,9 +664,10 @@ void swiglu_fwd(const float* gate, const float* up, bf16* h, int64_t n, cudaStre
   k_swiglu_fwd<<<blocks_for(n, 256, 8192), 256, 0, s>>>(gate, up, h, n);
   check_launch("swiglu_fwd");
 }
-void swiglu_bwd(const float* gate, const float* up, const float* dh, float* dgate, float* dup, int64_t n, cudaStream_t s) {
+void swiglu_bwd(const float* gate, const float* up, const float* dh, float* dgate, float* dup, bf16* dgate_b, bf16* dup_b,
+                int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  k_swiglu_bwd<<<blocks_for(n, 256, 8192), 256, 0, s>>>(gate, up, dh, dgate, dup, n);
+  k_swiglu_bwd<<<blocks_for(n, 256, 8192), 256, 0, s>>>(gate, up, dh, dgate, dup, dgate_b, dup_b, n);
   check_launch("swiglu_bwd");
 }
 

@@ -58,18 +58,20 @@ void rmsnorm_bwd(const float* x, const float* w, const float* dy, float* dx, boo
                  float eps, cudaStream_t s);
 
 // ---- q/k-norm + RoPE, K/V into the cache
+// The rotation of each token: cs [T × hd/2] = (cos, sin)(pos[t]·inv_freq[i]), angles in double
+// (inv_freq [hd/2] with Llama 3 scaling applied on the host), stored f32. Once per forward.
+void rope_table(const int32_t* pos, const double* inv_freq, int64_t T, int hd, float2* cs, cudaStream_t s);
 // Per token: q heads [heads × hd] and k heads [kv_heads × hd] of f32 q/k: optional per-head
-// RMSNorm (q_norm/k_norm weights, null = off), then RoPE at the token's position with inv_freq
-// [hd/2] (double, Llama 3 scaling applied on the host). Writes q as bf16 [T × q_dim] and K, V
-// (v as given) into the cache at (slot, pos).
+// RMSNorm (q_norm/k_norm weights, null = off), then RoPE with the token's row of rope_cs.
+// Writes q as bf16 [T × q_dim] and K, V (v as given) into the cache at (slot, pos).
 void qk_rope_to_cache(const float* q, const float* k, const float* v, const float* q_norm, const float* k_norm,
-                      const double* inv_freq, TokenMap map, int64_t T, int heads, int kv_heads, int hd, float eps,
+                      const float2* rope_cs, TokenMap map, int64_t T, int heads, int kv_heads, int hd, float eps,
                       bf16* q_out, KVLayer cache, cudaStream_t s);
 // Backward of the above for dq [T × q_dim] and dk [T × kv_dim] in place (rope transpose, then
-// the head RMSNorm backward against the raw q/k); dqn/dkn [hd] accumulate the norm weights'
-// gradients (atomic), null = not trained.
-void qk_rope_bwd(float* dq, float* dk, const float* q_raw, const float* k_raw, const float* q_norm, const float* k_norm,
-                 const double* inv_freq, const int32_t* pos, int64_t T, int heads, int kv_heads, int hd, float eps, float* dqn,
+// the head RMSNorm backward against the raw q/k), also written as bf16 to dq_b/dk_b when given;
+// dqn/dkn [hd] accumulate the norm weights' gradients (atomic), null = not trained.
+void qk_rope_bwd(float* dq, float* dk, bf16* dq_b, bf16* dk_b, const float* q_raw, const float* k_raw, const float* q_norm,
+                 const float* k_norm, const float2* rope_cs, int64_t T, int heads, int kv_heads, int hd, float eps, float* dqn,
                  float* dkn, cudaStream_t s);
 
 // ---- causal attention over the cache: token t attends keys [0, pos[t]] of its slot.
@@ -92,8 +94,10 @@ void attention_bwd(const bf16* q, const bf16* out, const float* dout, const floa
 
 // ---- SwiGLU: h = silu(gate) · up (bf16 out for the down projection)
 void swiglu_fwd(const float* gate, const float* up, bf16* h, int64_t n, cudaStream_t s);
-// From dh: dgate = dh·up·silu'(gate), dup = dh·silu(gate); also h (bf16) for dW_down when h_out != null.
-void swiglu_bwd(const float* gate, const float* up, const float* dh, float* dgate, float* dup, int64_t n, cudaStream_t s);
+// From dh: dgate = dh·up·silu'(gate), dup = dh·silu(gate), each in f32 and/or bf16 (null = not
+// wanted; dgate may alias dh).
+void swiglu_bwd(const float* gate, const float* up, const float* dh, float* dgate, float* dup, bf16* dgate_b, bf16* dup_b,
+                int64_t n, cudaStream_t s);
 
 // ---- reductions
 // out[j] (+)= Σ_t x[t, j] (bias gradients); accumulate into out.

@@ -250,6 +250,67 @@ __device__ __forceinline__ float vec_max(const uint4& r, float run, float& m2) {
   return run;
 }
 
+constexpr float kLog2eF = 1.4426950408889634f;
+
+// 2^x, denormal results flushed to 0 (one MUFU op; __expf without -ftz adds a denormal fix-up).
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// e^d, flushed to 0 below e^−87.3 (negligible next to the max's 1 in every sum).
+__device__ __forceinline__ float exp_ftz(float d) { return ex2_ftz(d * kLog2eF); }
+
+// bf16x2 max (a NaN half yields the other operand's half) and min.NaN (NaN wins), on raw bits.
+__device__ __forceinline__ uint32_t bmax2(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ uint32_t bmin2_nan(uint32_t a, uint32_t b) {
+  uint32_t r;
+  asm("min.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+// The vector's max (NaN never counts; NaN only when every value is NaN, which callers compare
+// false against anything). bf16: two packed steps and one float max instead of eight.
+template <class T>
+__device__ __forceinline__ float vec_max_only(const uint4& r) {
+  float unused;
+  return vec_max<T, false>(r, kNegInf, unused);
+}
+template <>
+__device__ __forceinline__ float vec_max_only<__nv_bfloat16>(const uint4& r) {
+  const uint32_t w = bmax2(bmax2(r.x, r.y), bmax2(r.z, r.w));
+  return fmaxf(bf_lo(w), bf_hi(w));
+}
+
+// K = 0: (run, m2) ← the two largest of (run, m2) and the vector's values. bf16 works on the two
+// halves as two sets of four (packed max / min.NaN tournament), then folds each half's top two.
+template <class T>
+__device__ __forceinline__ float vec_top2(const uint4& r, float run, float& m2) {
+  return vec_max<T, true>(r, run, m2);
+}
+template <>
+__device__ __forceinline__ float vec_top2<__nv_bfloat16>(const uint4& r, float run, float& m2) {
+  const uint32_t M01 = bmax2(r.x, r.y), m01 = bmin2_nan(r.x, r.y);
+  const uint32_t M23 = bmax2(r.z, r.w), m23 = bmin2_nan(r.z, r.w);
+  const uint32_t t1 = bmax2(M01, M23);
+  const uint32_t t2 = bmax2(bmin2_nan(M01, M23), bmax2(m01, m23));
+  // A NaN a (its half all NaN) is dropped by min.NaN + fmaxf; b is NaN when the half has < 2 values.
+  float a = bf_lo(t1), b = bf_lo(t2);
+  m2 = fmaxf(fmaxf(m2, min_nan(run, a)), b);
+  run = fmaxf(run, a);
+  a = bf_hi(t1);
+  b = bf_hi(t2);
+  m2 = fmaxf(fmaxf(m2, min_nan(run, a)), b);
+  return fmaxf(run, a);
+}
+
 // Softmax sums of one vector, relative to the state's maxima (already raised to cover it).
 // −inf gives e = 0 and adds 0·(−88) to t (not 0·−inf); NaN poisons s and t, as on the CPU.
 template <class T, bool REF>
@@ -259,12 +320,12 @@ __device__ __forceinline__ void accumulate(SoftmaxState<float>& st, const uint4&
 #pragma unroll
   for (int e = 0; e < Vec<T>::kN; ++e) {
     const float d = Vec<T>::get(zr, e) - bz;
-    const float ex = __expf(d);
+    const float ex = exp_ftz(d);
     st.s += ex;
     st.t = fmaf(ex, fmaxf(d, kExpFloor), st.t);
     if (REF) {
       const float dy = Vec<T>::get(yr, e) - by;
-      st.sy += __expf(dy);
+      st.sy += exp_ftz(dy);
       if (ex > 0.0f) st.u = fmaf(ex, dy, st.u);  // p > 0 meeting q = 0 gives −inf, as on the CPU
     }
   }
@@ -274,11 +335,10 @@ __device__ __forceinline__ void accumulate(SoftmaxState<float>& st, const uint4&
 // vector's max (TOPK) or the running max (K = 0).
 template <class T, bool REF, bool TOPK>
 __device__ __forceinline__ float consume(SoftmaxState<float>& st, float& m2, const uint4& zr, const uint4& yr) {
-  const float vm = TOPK ? vec_max<T, false>(zr, kNegInf, m2) : vec_max<T, true>(zr, st.m, m2);
+  const float vm = TOPK ? vec_max_only<T>(zr) : vec_top2<T>(zr, st.m, m2);
   if (vm > st.m) softmax_rescale_z(st, vm);
   if (REF) {
-    float unused;
-    const float vy = vec_max<T, false>(yr, kNegInf, unused);
+    const float vy = vec_max_only<T>(yr);
     if (vy > st.my) softmax_rescale_y(st, vy);
   }
   accumulate<T, REF>(st, zr, yr);
@@ -286,11 +346,11 @@ __device__ __forceinline__ float consume(SoftmaxState<float>& st, float& m2, con
 }
 
 // Appends the group's values ≥ tau (ids below len) to the candidate buffer; counts past the cap.
-template <class T>
-__device__ void offer_group(StatsShared& sh, const uint4 (&zr)[kStatsUnroll], int64_t base, int64_t len, int64_t c0,
+template <class T, int U>
+__device__ void offer_group(StatsShared& sh, const uint4 (&zr)[U], int64_t base, int64_t len, int64_t c0,
                             float tau) {
 #pragma unroll
-  for (int u = 0; u < kStatsUnroll; ++u) {
+  for (int u = 0; u < U; ++u) {
 #pragma unroll
     for (int e = 0; e < Vec<T>::kN; ++e) {
       const float x = Vec<T>::get(zr[u], e);
@@ -315,24 +375,48 @@ __device__ void scan_chunk(const T* z, int64_t len, bool vec_ok, F f) {
   }
 }
 
-// Every thread's state merged into thread 0's (fixed order).
+// Every thread's state merged into thread 0's: the block's maxima first, then each thread's
+// sums rescaled to them once (one exp per thread, not one per tree level) and summed in a fixed
+// order (what softmax_combine computes, without its serial chain of rescales).
 __device__ SoftmaxState<float> block_reduce_state(StatsShared& sh, SoftmaxState<float> st) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float m = st.m, my = st.my;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    SoftmaxState<float> other;
-    other.m = __shfl_xor_sync(kFull, st.m, o);
-    other.s = __shfl_xor_sync(kFull, st.s, o);
-    other.t = __shfl_xor_sync(kFull, st.t, o);
-    other.my = __shfl_xor_sync(kFull, st.my, o);
-    other.sy = __shfl_xor_sync(kFull, st.sy, o);
-    other.u = __shfl_xor_sync(kFull, st.u, o);
-    st = softmax_combine(st, other);
+    m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
+    my = fmaxf(my, __shfl_xor_sync(kFull, my, o));
   }
-  if ((threadIdx.x & 31) == 0) sh.warp_states[threadIdx.x >> 5] = st;
+  if (lane == 0) sh.warp_top2[warp] = make_float2(m, my);
+  __syncthreads();
+  float M = sh.warp_top2[0].x, MY = sh.warp_top2[0].y;
+#pragma unroll
+  for (int w = 1; w < kStatsWarps; ++w) {
+    M = fmaxf(M, sh.warp_top2[w].x);
+    MY = fmaxf(MY, sh.warp_top2[w].y);
+  }
+  softmax_rescale_z(st, M);
+  softmax_rescale_y(st, MY);
+  float s = detail::warp_sum(st.s), t = detail::warp_sum(st.t), sy = detail::warp_sum(st.sy),
+        u = detail::warp_sum(st.u);
+  if (lane == 0) {
+    SoftmaxState<float> w;
+    w.m = M;
+    w.my = MY;
+    w.s = s;
+    w.t = t;
+    w.sy = sy;
+    w.u = u;
+    sh.warp_states[warp] = w;
+  }
   __syncthreads();
   SoftmaxState<float> total = sh.warp_states[0];
   if (threadIdx.x == 0)
-    for (int w = 1; w < kStatsWarps; ++w) total = softmax_combine(total, sh.warp_states[w]);
+    for (int w = 1; w < kStatsWarps; ++w) {
+      total.s += sh.warp_states[w].s;
+      total.t += sh.warp_states[w].t;
+      total.sy += sh.warp_states[w].sy;
+      total.u += sh.warp_states[w].u;
+    }
   return total;
 }
 
@@ -429,10 +513,21 @@ __device__ void chunk_top(StatsShared& sh, const T* z, int64_t len, bool vec_ok,
   write_top(sh.sel, sh.nsel, out, cap);
 }
 
+// One thread's group of U vectors of z (and y) from element b on.
+template <class T, bool REF, int U>
+__device__ __forceinline__ void load_group(uint4 (&nz)[U], uint4 (&ny)[U], const T* z, const T* y, int64_t b,
+                                           int64_t len, bool vec_ok) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    nz[u] = load_vec(z, b + int64_t(u) * kStatsThreads * Vec<T>::kN, len, vec_ok);
+    ny[u] = REF ? load_vec(y, b + int64_t(u) * kStatsThreads * Vec<T>::kN, len, vec_ok) : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // grid: (chunks, rows). Writes the chunk's softmax state and its top list (see ChunkArgs::tops).
 template <class T, bool REF, bool TOPK>
 __global__ void __launch_bounds__(kStatsThreads, 4) logit_stats_chunk_kernel(ChunkArgs a) {
-  constexpr int N = Vec<T>::kN, U = kStatsUnroll;
+  constexpr int N = Vec<T>::kN, U = REF ? kStatsUnroll / 2 : kStatsUnroll;  // REF: two rows in flight
   constexpr int64_t kStep = int64_t(kStatsThreads) * U * N;  // elements per iteration
   __shared__ StatsShared sh;
   const int chunk = blockIdx.x, chunks = gridDim.x;
@@ -446,20 +541,24 @@ __global__ void __launch_bounds__(kStatsThreads, 4) logit_stats_chunk_kernel(Chu
   SoftmaxState<float> st;
   float m2 = kNegInf, tau = kNegInf;
   if (TOPK && threadIdx.x == 0) sh.count = 0;  // first read after block_rank_value's barriers
+  // Software pipelined: the next group's loads are in flight while this one is consumed.
+  uint4 nz[U], ny[U];
+  if (iters > 0) load_group<T, REF, U>(nz, ny, z, y, int64_t(threadIdx.x) * N, len, a.vec_ok);
   for (int it = 0; it < iters; ++it) {
     const int64_t base = it * kStep + int64_t(threadIdx.x) * N;
     uint4 zr[U], yr[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      zr[u] = load_vec(z, base + int64_t(u) * kStatsThreads * N, len, a.vec_ok);
-      yr[u] = REF ? load_vec(y, base + int64_t(u) * kStatsThreads * N, len, a.vec_ok) : make_uint4(0, 0, 0, 0);
+      zr[u] = nz[u];
+      yr[u] = ny[u];
     }
+    if (it + 1 < iters) load_group<T, REF, U>(nz, ny, z, y, base + kStep, len, a.vec_ok);
     float gm = kNegInf;  // TOPK: the max of this thread's group
 #pragma unroll
     for (int u = 0; u < U; ++u) gm = fmaxf(gm, consume<T, REF, TOPK>(st, m2, zr[u], yr[u]));
     if (TOPK) {
       if (((it + 1) & it) == 0) tau = block_rank_value(sh, st.m, a.cap - 1);  // it = 0, 1, 3, 7, ...
-      if (gm >= tau) offer_group<T>(sh, zr, base, len, c0, tau);
+      if (gm >= tau) offer_group<T, U>(sh, zr, base, len, c0, tau);
     }
   }
 
@@ -564,13 +663,32 @@ __device__ SoftmaxState<double> merge_states(MergeShared& sh, const SoftmaxState
   return acc;
 }
 
-// K > 0: best[0, n_best) from the chunk lists. Only keys ≥ the largest chunk's cap-th key can make
-// the row's top-cap (that chunk alone has cap keys there); each such key's rank is its place.
+// K > 0: best[0, n_best) from the chunk lists (each sorted descending, 0-padded). Only keys ≥ a
+// floor can make the row's top-cap, where a floor is any key with cap real keys at or above it:
+// for a position p (1-based) in the lists and r = ⌈cap/p⌉, the r-th largest of the chunks' p-th
+// keys, when nonzero, has r lists holding p keys each at or above it. The best of these floors
+// over p = 1, 2, 4, ..., cap leaves a few dozen keys for typical rows (p = cap alone, the largest
+// chunk's cap-th key, leaves most of the lists when there are many chunks). Each remaining key's
+// rank is its place.
 __device__ void merge_topk(MergeShared& sh, const uint64_t* tops, int chunks, int cap) {
   unsigned long long floor_key = 0;
-  for (int c = threadIdx.x; c < chunks; c += kMergeThreads) {
-    const unsigned long long k = tops[int64_t(c) * cap + cap - 1];
-    floor_key = k > floor_key ? k : floor_key;
+  for (int p = 1;; p = p * 2 < cap ? p * 2 : cap) {
+    const int r = (cap + p - 1) / p;  // 1-based rank among the chunks' p-th keys
+    if (r <= chunks && chunks <= kMergeKeys) {
+      __syncthreads();  // sh.keys free (a previous round's readers are done)
+      for (int c = threadIdx.x; c < chunks; c += kMergeThreads) sh.keys[c] = tops[int64_t(c) * cap + p - 1];
+      __syncthreads();
+      for (int c = threadIdx.x; c < chunks; c += kMergeThreads) {
+        const uint64_t k = sh.keys[c];
+        int above = 0;  // keys ranking before k (ties, only among 0 pads, by chunk)
+        for (int j = 0; j < chunks; ++j) {
+          const uint64_t o = sh.keys[j];
+          above += (o > k || (o == k && j < c)) ? 1 : 0;
+        }
+        if (above == r - 1) floor_key = k > floor_key ? k : floor_key;
+      }
+    }
+    if (p == cap) break;
   }
   floor_key = block_max_u64(floor_key, sh.redk);
   if (threadIdx.x == 0) sh.n_keys = 0;
@@ -852,9 +970,10 @@ struct SampleShared {
   int count;
 };
 
-// NaN and masses below 2^−41 weigh 0.
+// NaN and masses below 2^−41 weigh 0. m · 2^40 is exact in f32 (a power-of-two scaling of a mass
+// in (2^−149, 1]), so converting it directly gives round(m · 2^40) without the f64 detour.
 __device__ __forceinline__ unsigned long long mass_fx(float m) {
-  return m > 0.0f ? __double2ull_rn(double(m) * kFx) : 0ull;
+  return m > 0.0f ? __float2ull_rn(m * static_cast<float>(kFx)) : 0ull;
 }
 
 // How many of the kept masses top-p needs (the caller's `total` is their fixed-point sum).

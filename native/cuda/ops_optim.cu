@@ -81,7 +81,49 @@ __global__ void __launch_bounds__(kThreads) adamw_multi_kernel(const AdamWTensor
     adamw_one(t.w, t.w_bf16, t.g, t.m, t.v, i, p, t.decay != 0);
 }
 
+__global__ void __launch_bounds__(kThreads) sumsq_multi_kernel(const AdamWTensor* tensors, GradClip* clip) {
+  __shared__ double red[32];
+  const AdamWTensor t = tensors[blockIdx.y];
+  double s = 0.0;
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < t.n; i += int64_t(gridDim.x) * kThreads) {
+    const double x = t.g[i];
+    s += x * x;
+  }
+  s = detail::block_sum<double>(s, red);
+  if (threadIdx.x == 0) atomicAdd(&clip->sumsq, s);
+}
+
+__global__ void __launch_bounds__(kThreads) zero_multi_kernel(const AdamWTensor* tensors) {
+  const AdamWTensor t = tensors[blockIdx.y];
+  float* g = const_cast<float*>(t.g);  // gradient buffers: read-only to AdamW, cleared here
+  for (int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x; i < t.n; i += int64_t(gridDim.x) * kThreads) g[i] = 0.0f;
+}
+
+// Blocks per tensor for the multi-tensor kernels: enough to cover the largest, ≤ 8 waves in all.
+dim3 multi_grid(int count, int64_t max_n) {
+  int64_t bx = detail::ceil_div(max_n, kThreads);
+  const int64_t cap = detail::ceil_div(int64_t(detail::sm_count()) * 8, count);
+  if (bx > cap) bx = cap > 0 ? cap : 1;
+  return dim3(static_cast<unsigned>(bx), static_cast<unsigned>(count));
+}
+
 }  // namespace
+
+cudaError_t grad_sumsq_multi(const AdamWTensor* tensors, int count, int64_t max_n, GradClip* clip, cudaStream_t stream) {
+  if (!clip || count < 0 || max_n < 0 || (count > 0 && !tensors)) return invalid("grad_sumsq_multi: bad arguments");
+  if (count > 65535) return invalid("grad_sumsq_multi: at most 65535 tensors per launch");
+  if (count == 0 || max_n == 0) return cudaSuccess;
+  sumsq_multi_kernel<<<multi_grid(count, max_n), kThreads, 0, stream>>>(tensors, clip);
+  return detail::launched("sumsq_multi_kernel");
+}
+
+cudaError_t grad_zero_multi(const AdamWTensor* tensors, int count, int64_t max_n, cudaStream_t stream) {
+  if (count < 0 || max_n < 0 || (count > 0 && !tensors)) return invalid("grad_zero_multi: bad arguments");
+  if (count > 65535) return invalid("grad_zero_multi: at most 65535 tensors per launch");
+  if (count == 0 || max_n == 0) return cudaSuccess;
+  zero_multi_kernel<<<multi_grid(count, max_n), kThreads, 0, stream>>>(tensors);
+  return detail::launched("zero_multi_kernel");
+}
 
 cudaError_t grad_clip_reset(GradClip* clip, cudaStream_t stream) {
   if (!clip) return invalid("grad_clip_reset: null clip");
@@ -119,11 +161,7 @@ cudaError_t adamw_step_multi(const AdamWTensor* tensors, int count, int64_t max_
   if (!(p.bias_correction1 > 0.0f) || !(p.bias_correction2 > 0.0f))
     return invalid("adamw_step_multi: bias corrections must be positive (step ≥ 1)");
   if (count == 0 || max_n == 0) return cudaSuccess;
-  int64_t bx = detail::ceil_div(max_n, kThreads);
-  const int64_t cap = detail::ceil_div(int64_t(detail::sm_count()) * 8, count);
-  if (bx > cap) bx = cap > 0 ? cap : 1;
-  dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(count));
-  adamw_multi_kernel<<<grid, kThreads, 0, stream>>>(tensors, p, clip);
+  adamw_multi_kernel<<<multi_grid(count, max_n), kThreads, 0, stream>>>(tensors, p, clip);
   return detail::launched("adamw_multi_kernel");
 }
 

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define AD_CUDA_ABI_VERSION 2u
+#define AD_CUDA_ABI_VERSION 3u
 #define AD_CUDA_PLUGIN_SYMBOL "ad_cuda_plugin_api"
 
 typedef struct ad_cuda_model ad_cuda_model; /* opaque: weights, scratch, gradients, optimizer */
@@ -153,6 +153,13 @@ typedef struct {
   void (*profiler_reset)(void);
   /* Waits for pending scopes; copies up to `capacity` rows and returns how many there are. */
   int32_t (*profiler_read)(ad_cuda_profile_row* rows, int32_t capacity);
+
+  /* AdamW moments (checkpoint and resume). moment_read with m_out = v_out = NULL gives numel only. */
+  int32_t (*moment_count)(ad_cuda_model* m);
+  int (*moment_read)(ad_cuda_model* m, int32_t index, char* name, int32_t name_capacity, float* m_out, float* v_out, int64_t n,
+                     int64_t* numel);
+  int (*moments_clear)(ad_cuda_model* m);
+  int (*moment_write)(ad_cuda_model* m, const char* name, const float* m_in, const float* v_in, int64_t n);
 } ad_cuda_api;
 
 typedef const ad_cuda_api* (*ad_cuda_plugin_api_fn)(void);

@@ -12,7 +12,7 @@ import { parseArgs, type OptionSpec } from './args.js'
 
 export const DEFAULT_MODEL = join(packageRoot, 'models', 'arith-qwen3-tiny')
 
-const COMMON_OPTIONS: OptionSpec = { method: 'string', model: 'string', config: 'string', preset: 'string', out: 'string', steps: 'number', seed: 'number', resume: 'string', threads: 'number', help: 'boolean' }
+const COMMON_OPTIONS: OptionSpec = { method: 'string', model: 'string', config: 'string', preset: 'string', out: 'string', steps: 'number', seed: 'number', resume: 'string', threads: 'number', device: 'string', help: 'boolean' }
 
 function usage(): string {
   const methods = Object.values(METHODS).map((m) => {
@@ -30,7 +30,11 @@ ${methods.join('\n')}
   --steps N         override the number of steps (with --resume: run until step N)
   --seed N          override the seed
   --resume DIR      continue a run folder from its latest checkpoint (the method is read from it)
-  --threads N       CPU threads for the engine`
+  --threads N       CPU threads for the engine
+  --device cpu|cuda where every model of the run is loaded (default cpu; AUTODIDACT_DEVICE too).
+                    On cuda: full fine-tuning only (COSE, R-Zero; TTRL with ppo.loraRank 0);
+                    LoRA adapters (TTRL's and the offline methods' presets) and J-Zero's
+                    score-head Judge need cpu in this version (a clear error says so)`
 }
 
 /** The --method value, read before full parsing because each method adds its own flags. */
@@ -75,6 +79,11 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     return 0
   }
   const threads = options.threads as number | undefined
+  if (options.device !== undefined) {
+    const device = String(options.device)
+    if (device !== 'cpu' && device !== 'cuda') throw new InvalidArgumentError('device', `--device must be cpu or cuda, got ${device}`)
+    process.env.AUTODIDACT_DEVICE = device  // every loadModel of the run without an explicit device
+  }
   const methodFlags = Object.fromEntries(Object.keys(methodFlagSpec).map((k) => [k, options[k]]))
   let spec: MethodSpec<BaseMethodConfig>
   let run: MethodRunHandle

@@ -17,8 +17,20 @@ import { advanceText } from './stopping.js'
 
 export type Device = 'auto' | 'cpu' | 'cuda'
 
+/**
+ * The device a load without `device` uses: AUTODIDACT_DEVICE (cpu | cuda | auto) when set — how
+ * `autodidact evolve --device cuda` reaches every model a method loads — else 'auto'.
+ */
+export function defaultDevice(): Device {
+  const env = process.env.AUTODIDACT_DEVICE
+  if (env === undefined || env === '') return 'auto'
+  if (env !== 'auto' && env !== 'cpu' && env !== 'cuda')
+    throw new InvalidArgumentError('AUTODIDACT_DEVICE', `AUTODIDACT_DEVICE must be 'auto', 'cpu' or 'cuda', got ${env}`)
+  return env
+}
+
 export interface LoadOptions {
-  /** 'cpu' (and 'auto', for now) run on the CPU engine; 'cuda' on the CUDA plugin, or a DeviceUnavailableError says why not. */
+  /** 'cpu' (and 'auto', for now) run on the CPU engine; 'cuda' on the CUDA plugin, or a DeviceUnavailableError says why not. Default: defaultDevice(). */
   device?: Device
   /** CUDA device ordinal (default 0). */
   deviceIndex?: number
@@ -261,7 +273,7 @@ export class Model {
   ) {}
 
   static async load(dir: string, options: LoadOptions = {}): Promise<Model> {
-    const device = options.device ?? 'auto'
+    const device = options.device ?? defaultDevice()
     if (device !== 'auto' && device !== 'cpu' && device !== 'cuda')
       throw new InvalidArgumentError('device', `device must be 'auto', 'cpu' or 'cuda', got ${String(device)}`)
     const threads = positiveInt('threads', options.threads, cpus().length, 1024)

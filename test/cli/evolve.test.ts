@@ -4,13 +4,28 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
 import { evolveCommand } from '../../src/cli/evolve.js'
-import { InvalidArgumentError } from '../../src/engine/errors.js'
+import { DeviceUnavailableError, InvalidArgumentError } from '../../src/engine/errors.js'
 import { METHODS } from '../../src/methods/index.js'
 
 describe('autodidact evolve', () => {
   it('rejects an unknown method, naming the available ones', async () => {
     await expect(evolveCommand(['--method', 'nope'])).rejects.toThrow(InvalidArgumentError)
     await expect(evolveCommand(['--method', 'nope'])).rejects.toThrow(/available: .*cose/)
+  })
+
+  it('--device accepts cpu or cuda only; cuda without a usable GPU is the typed DeviceUnavailableError', async () => {
+    const saved = process.env.AUTODIDACT_DEVICE
+    try {
+      await expect(evolveCommand(['--method', 'cose', '--device', 'tpu'])).rejects.toThrow(/--device must be cpu or cuda/)
+      const { nativeAddon } = await import('../../src/native.js')
+      if (!(await nativeAddon()).info().cuda.available) {
+        const out = mkdtempSync(join(tmpdir(), 'ad-evolve-dev-'))
+        await expect(evolveCommand(['--method', 'cose', '--device', 'cuda', '--steps', '1', '--out', out, '--threads', '1'])).rejects.toThrow(DeviceUnavailableError)
+      }
+    } finally {
+      if (saved === undefined) delete process.env.AUTODIDACT_DEVICE
+      else process.env.AUTODIDACT_DEVICE = saved
+    }
   })
 
   it('every registered method has presets, its default among them, and charts', () => {

@@ -54,6 +54,22 @@ describe('device cuda without a usable GPU', () => {
     m.dispose()
   })
 
+  it.skipIf(available)('AUTODIDACT_DEVICE=cuda is the default device of a load without one; a bad value is a typed error', async () => {
+    const saved = process.env.AUTODIDACT_DEVICE
+    try {
+      process.env.AUTODIDACT_DEVICE = 'cuda'
+      await expect(loadModel(tiny.dir, { threads: 1 })).rejects.toBeInstanceOf(DeviceUnavailableError)
+      const m = await loadModel(tiny.dir, { device: 'cpu', threads: 1 }) // an explicit device wins
+      expect(m.device).toBe('cpu')
+      m.dispose()
+      process.env.AUTODIDACT_DEVICE = 'gpu'
+      await expect(loadModel(tiny.dir, { threads: 1 })).rejects.toThrow(/AUTODIDACT_DEVICE must be/)
+    } finally {
+      if (saved === undefined) delete process.env.AUTODIDACT_DEVICE
+      else process.env.AUTODIDACT_DEVICE = saved
+    }
+  })
+
   it('rejects a bad device index before touching the device', async () => {
     await expect(loadModel(tiny.dir, { device: 'cuda', deviceIndex: -1 })).rejects.toThrow(/deviceIndex/)
   })

@@ -316,7 +316,8 @@ void gemm_parity(const GemmCase& c, cuda::GemmBackend backend, const char* backe
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) idx.emplace_back(i, j);
   } else {
-    for (int s = 0; s < 20000; ++s)
+    const int64_t n_rand = std::max<int64_t>(2000, std::min<int64_t>(20000, int64_t(3e8 / double(K))));  // long K: fewer
+    for (int64_t s = 0; s < n_rand; ++s)
       idx.emplace_back(int64_t(g_rng() % uint64_t(M)), int64_t(g_rng() % uint64_t(N)));
     for (int64_t j = 0; j < N; ++j) idx.emplace_back(M - 1, j);
     for (int64_t i = 0; i < M; ++i) idx.emplace_back(i, N - 1);
@@ -393,14 +394,42 @@ void gemm_checks(bool quick) {
       {L::TN, 3072, 1024, 1024, DType::F32, 1, 1, false, 0, " dW+= (gate, T=1024)"},
       {L::TN, 72, 520, 63, DType::F32, 1, 1, false, 8, " K<64 accumulate, padded ld"},
   };
+  // Split-K (few output tiles, long K; the skinny kernel's split over blocks for small N): K tails
+  // off the 64 grid in the last slice, beta/bias/alpha in the reduce, both outputs, unaligned K.
+  const std::vector<GemmCase> splitk_cases = {
+      {L::TN, 1024, 1024, 4096, DType::F32, 1, 1, false, 0, " split-K dW+= (k_proj)"},
+      {L::NN, 441, 1024, 151936, DType::F32, 1, 0, false, 0, " split-K dh=dz·W (lm_head chunk)"},
+      {L::NN, 256, 1024, 8192, DType::BF16, 1, 0, true, 0, " split-K bf16+bias"},
+      {L::TN, 1024, 1024, 4100, DType::F32, 0.5f, 1, true, 0, " split-K K%64=4 tail, alpha,beta,bias"},
+      {L::NT, 256, 512, 3000, DType::BF16, 1, 0.5f, false, 8, " split-K K%64=56, beta, padded ld"},
+      {L::NN, 200, 136, 5001, DType::F32, 1, 0, true, 0, " split-K unaligned K"},
+      {L::NT, 8, 1024, 3072, DType::F32, 1, 0, false, 0, " skinny split (down, decode)"},
+      {L::NT, 16, 1024, 3072, DType::BF16, 1, 0.5f, true, 0, " skinny M=16 split, beta,bias"},
+      {L::NT, 3, 520, 4096, DType::F32, 2, 0, false, 8, " skinny split, N%16, padded ld"},
+      {L::NT, 12, 3072, 1000, DType::BF16, 1, 0, true, 0, " skinny M=12, K%32"},
+  };
   const bool wgmma = cuda::detail::gemm_sm90_available();
   std::printf("  wgmma sm_90a kernel: %s%s\n", wgmma ? "on" : "off — ", wgmma ? "" : cuda::detail::gemm_sm90_reason());
   for (const GemmCase& c : cases) gemm_parity(c, cuda::GemmBackend::Own, "own");
   for (const GemmCase& c : wgmma_cases) gemm_parity(c, cuda::GemmBackend::Own, wgmma ? "own-wgmma" : "own");
+  for (const GemmCase& c : splitk_cases) {
+    cuda::GemmArgs probe;
+    probe.layout = c.layout;
+    probe.M = c.M;
+    probe.N = c.N;
+    probe.K = c.K;
+    probe.lda = (c.layout == L::TN ? c.M : c.K) + c.pad;
+    probe.ldb = (c.layout == L::NT ? c.K : c.N) + c.pad;
+    probe.A = probe.B = reinterpret_cast<const bf16*>(uintptr_t(256));  // alignment only
+    const int slices = cuda::detail::gemm_splitk_slices(probe);
+    gemm_parity(c, cuda::GemmBackend::Own, slices > 1 ? ("own-splitK" + std::to_string(slices)).c_str() : "own (no split)");
+  }
   if (wgmma) {  // keep the mma.sync kernels covered where wgmma takes the large shapes
     cuda::detail::gemm_sm90_set_enabled(false);
     for (size_t i = 0; i < std::min<size_t>(cases.size(), 9); ++i) gemm_parity(cases[i], cuda::GemmBackend::Own, "own-mma.sync");
     for (size_t i = 0; i < wgmma_cases.size(); i += 3) gemm_parity(wgmma_cases[i], cuda::GemmBackend::Own, "own-mma.sync");
+    for (size_t i = 0; i < 6; ++i)  // the tiled split-K cases
+      if (i != 1) gemm_parity(splitk_cases[i], cuda::GemmBackend::Own, "own-mma.sync-splitK");
     cuda::detail::gemm_sm90_set_enabled(true);
   }
   if (cuda::gemm_cublas_available()) {
@@ -1065,6 +1094,13 @@ void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, 
     ms_mma = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Own)); }, 10);
     cuda::detail::gemm_sm90_set_enabled(true);
   }
+  const int slices = cuda::detail::gemm_splitk_slices(g);
+  double ms_whole = NAN;  // split-K off, when the product splits
+  if (slices > 1) {
+    cuda::detail::gemm_splitk_set_enabled(false);
+    ms_whole = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Own)); }, 10);
+    cuda::detail::gemm_splitk_set_enabled(true);
+  }
   double ms_blas = NAN;
   if (cuda::gemm_cublas_available()) ms_blas = time_ms([&] { CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Cublas)); }, 10);
   const double tf_own = flops / (ms_own * 1e9), tf_blas = flops / (ms_blas * 1e9);
@@ -1072,10 +1108,13 @@ void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, 
   std::snprintf(name, sizeof name, "gemm %s %lldx%lldx%lld %s%s", layout_name(l), (long long)M, (long long)N,
                 (long long)K, out == DType::F32 ? "f32" : "bf16", label);
   timing("bench", name, "TFLOP/s own", tf_own,
-         std::string(wgmma ? "wgmma; " : "") + (std::isnan(tf_blas) ? "no cuBLAS" : "cuBLAS " + num(tf_blas)));
+         std::string(wgmma ? "wgmma; " : "") + (slices > 1 ? "split-K " + std::to_string(slices) + "; " : "") +
+             (std::isnan(tf_blas) ? "no cuBLAS" : "cuBLAS " + num(tf_blas)));
+  if (slices > 1)
+    timing("bench", std::string(name) + " whole K", "TFLOP/s own", flops / (ms_whole * 1e9), "AUTODIDACT_GEMM_SPLITK=0 path");
   if (wgmma) timing("bench", std::string(name) + " mma.sync", "TFLOP/s own", flops / (ms_mma * 1e9), "AUTODIDACT_GEMM_WGMMA=0 path");
   char v[64], f[64], r[64];
-  std::snprintf(v, sizeof v, "%.1f TFLOP/s%s", tf_own, wgmma ? " wgmma" : "");
+  std::snprintf(v, sizeof v, "%.1f TFLOP/s%s%s", tf_own, wgmma ? " wgmma" : "", slices > 1 ? " splitK" : "");
   if (std::isnan(tf_blas)) {
     std::snprintf(f, sizeof f, "(no cuBLAS)");
     std::snprintf(r, sizeof r, "-");
@@ -1090,6 +1129,11 @@ void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, 
     if (!std::isnan(tf_blas)) std::snprintf(r, sizeof r, "%.0f%%", 100.0 * tf_mma / tf_blas);
     g_table.push_back({std::string(name) + " (wgmma off)", v, f, r});
   }
+  if (slices > 1) {
+    std::snprintf(v, sizeof v, "%.1f TFLOP/s", flops / (ms_whole * 1e9));
+    if (!std::isnan(tf_blas)) std::snprintf(r, sizeof r, "%.0f%%", 100.0 * flops / (ms_whole * 1e9) / tf_blas);
+    g_table.push_back({std::string(name) + " (split-K off)", v, f, r});
+  }
   if (M <= 8) {  // decode: weight bandwidth
     const double gbps = double(N * K * 2) / (ms_own * 1e6);
     char w[64];
@@ -1097,6 +1141,46 @@ void bench_gemm(cuda::GemmLayout l, int64_t M, int64_t N, int64_t K, DType out, 
     g_table.push_back({std::string(name) + " (bandwidth)", w, "", ""});
     timing("bench", std::string(name) + " weights", "GB/s", gbps);
   }
+}
+
+// Decode linears (NT, M ≤ 16 tokens): weight bytes per second against the copy floor, calls back
+// to back (as in a decode step) over enough weight copies (≥ 256 MB) that L2 holds none of them.
+void bench_decode(int64_t M, int64_t N, int64_t K, DType out, double copy_bw) {
+  const size_t w_elems = size_t(N * K);
+  const size_t copies = std::max<size_t>(1, (size_t(256) << 20) / (w_elems * 2));
+  DBuf<bf16> W(w_elems * copies), X(size_t(M * K));
+  DBuf<char> C(size_t(M * N) * (out == DType::F32 ? 4 : 2));
+  CK(cudaMemset(W.p, 0x3F, W.n * sizeof(bf16)));  // bf16 0x3F3F ≈ 0.75
+  CK(cudaMemset(X.p, 0x3F, X.n * sizeof(bf16)));
+  cuda::GemmArgs g;
+  g.layout = cuda::GemmLayout::NT;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A = X.p;
+  g.lda = K;
+  g.ldb = K;
+  g.C = C.p;
+  g.ldc = N;
+  g.c_type = out;
+  const double ms = time_ms([&] {
+    for (size_t i = 0; i < copies; ++i) {
+      g.B = W.p + i * w_elems;
+      CK(cuda::gemm(g, nullptr, cuda::GemmBackend::Own));
+    }
+  }, 10) / double(copies);
+  const double gbps = double(w_elems * 2) / (ms * 1e6);
+  const int slices = cuda::detail::gemm_splitk_slices(g);
+  char name[160];
+  std::snprintf(name, sizeof name, "decode NT %lldx%lldx%lld %s weights%s", (long long)M, (long long)N, (long long)K,
+                out == DType::F32 ? "f32" : "bf16", slices > 1 ? (" split " + std::to_string(slices)).c_str() : "");
+  timing("bench", name, "GB/s", gbps,
+         num(ms * 1e3) + " us/call; " + num(100.0 * gbps / copy_bw) + "% of copy " + num(copy_bw) + " GB/s");
+  char v[64], f[64], r[64];
+  std::snprintf(v, sizeof v, "%.0f GB/s (%.1f us)", gbps, ms * 1e3);
+  std::snprintf(f, sizeof f, "%.0f GB/s copy", copy_bw);
+  std::snprintf(r, sizeof r, "%.0f%%", 100.0 * gbps / copy_bw);
+  g_table.push_back({name, v, f, r});
 }
 
 void benchmarks(bool quick) {
@@ -1128,9 +1212,17 @@ void benchmarks(bool quick) {
   bench_gemm(L::NT, 4096, 1024, 3072, DType::BF16, " down fwd");
   bench_gemm(L::NN, 4096, 1024, 3072, DType::BF16, " dx");
   bench_gemm(L::TN, 3072, 1024, 4096, DType::F32, " dW (+=)");
+  bench_gemm(L::TN, 1024, 1024, 4096, DType::F32, " dW k_proj (+=)");
+  bench_gemm(L::NN, 2048, 1024, 151936, DType::F32, " dh=dz·W lm_head");
   bench_gemm(L::NT, 2048, 151936, 1024, DType::BF16, " lm_head");
   bench_gemm(L::NT, 1, 3072, 1024, DType::BF16, " decode");
   bench_gemm(L::NT, 8, 151936, 1024, DType::F32, " decode lm_head");
+  bench_decode(1, 3072, 1024, DType::BF16, copy_bw);
+  bench_decode(8, 3072, 1024, DType::BF16, copy_bw);
+  bench_decode(8, 1024, 3072, DType::F32, copy_bw);
+  bench_decode(8, 1024, 1024, DType::BF16, copy_bw);
+  bench_decode(16, 3072, 1024, DType::BF16, copy_bw);
+  bench_decode(8, 151936, 1024, DType::F32, copy_bw);
 
   {  // AdamW: bytes = read w,g,m,v + write w,m,v (f32) + write bf16
     const int64_t n = 64ll << 20;
