@@ -37,7 +37,7 @@ export function formatDoctor(r: DoctorReport): string {
     lines.push(`cuda: runtime ${n.cuda.runtimeVersion}, driver ${n.cuda.driverVersion}`)
     for (const d of n.cuda.devices)
       lines.push(`  [${d.index}] ${d.name}: ${gib(d.totalMemory)}, compute capability ${d.computeCapability}, ${d.multiprocessors} SMs`)
-    lines.push(`  GEMM: ${n.cuda.gemmPath}; loadModel(dir, { device: 'cuda' }) runs here (not yet verified against the CPU on a GPU: run bench/device-check)`)
+    lines.push(`  GEMM: ${n.cuda.gemmPath}; loadModel(dir, { device: 'cuda' }) and evolve --device cuda run here (bench/device-check checks this GPU against the CPU)`)
   } else {
     lines.push(`cuda: unavailable (${n.cuda.kind}): ${n.cuda.reason}`)
   }
