@@ -344,26 +344,52 @@ void cuda_zero_grad(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
   if (m->api->zero_grad(m->m) != 0) throw Napi::Error::New(env, m->api->last_error());
 }
 
-Napi::Value cuda_export_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
-  Napi::Array out = Napi::Array::New(env);
+namespace {
+
+struct CudaTensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t numel = 1;
+};
+
+// The model's parameters: names, shapes, element counts.
+std::vector<CudaTensorInfo> cuda_tensor_list(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
   const int32_t n = m->api->tensor_count(m->m);
   if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's tensors failed: ") + m->api->last_error());
+  std::vector<CudaTensorInfo> out(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
     char name[512];
     int64_t shape[4];
     int32_t ndim = 0;
     if (m->api->tensor_info(m->m, i, name, sizeof(name), shape, &ndim) != 0) throw Napi::Error::New(env, m->api->last_error());
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; ++d) numel *= shape[d];
-    auto data = Napi::Float32Array::New(env, static_cast<size_t>(numel));
-    if (m->api->tensor_read(m->m, name, data.Data(), numel) != 0) throw Napi::Error::New(env, m->api->last_error());
+    out[i].name = name;
+    out[i].shape.assign(shape, shape + ndim);
+    for (int d = 0; d < ndim; ++d) out[i].numel *= shape[d];
+  }
+  return out;
+}
+
+std::map<std::string, int64_t> cuda_tensor_sizes(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
+  std::map<std::string, int64_t> sizes;
+  for (const CudaTensorInfo& t : cuda_tensor_list(env, m)) sizes[t.name] = t.numel;
+  return sizes;
+}
+
+}  // namespace
+
+Napi::Value cuda_export_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m) {
+  Napi::Array out = Napi::Array::New(env);
+  uint32_t k = 0;
+  for (const CudaTensorInfo& t : cuda_tensor_list(env, m)) {
+    auto data = Napi::Float32Array::New(env, static_cast<size_t>(t.numel));
+    if (m->api->tensor_read(m->m, t.name.c_str(), data.Data(), t.numel) != 0) throw Napi::Error::New(env, m->api->last_error());
     Napi::Object o = Napi::Object::New(env);
-    o.Set("name", std::string(name));
+    o.Set("name", t.name);
     Napi::Array s = Napi::Array::New(env);
-    for (int d = 0; d < ndim; ++d) s.Set(static_cast<uint32_t>(d), static_cast<double>(shape[d]));
+    for (size_t d = 0; d < t.shape.size(); ++d) s.Set(static_cast<uint32_t>(d), static_cast<double>(t.shape[d]));
     o.Set("shape", s);
     o.Set("data", data);
-    out.Set(static_cast<uint32_t>(i), o);
+    out.Set(k++, o);
   }
   return out;
 }
@@ -371,28 +397,16 @@ Napi::Value cuda_export_tensors(Napi::Env env, const std::shared_ptr<CudaModelRe
 void cuda_import_tensors(Napi::Env env, const std::shared_ptr<CudaModelRef>& m, Napi::Array arr) {
   // All names and sizes first (nothing half-written), then the uploads.
   std::vector<std::pair<std::string, std::vector<float>>> plan;
-  std::vector<std::pair<std::string, int64_t>> sizes;
-  const int32_t n = m->api->tensor_count(m->m);
-  if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's tensors failed: ") + m->api->last_error());
-  for (int32_t i = 0; i < n; ++i) {
-    char name[512];
-    int64_t shape[4];
-    int32_t ndim = 0;
-    if (m->api->tensor_info(m->m, i, name, sizeof(name), shape, &ndim) != 0) throw Napi::Error::New(env, m->api->last_error());
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; ++d) numel *= shape[d];
-    sizes.emplace_back(name, numel);
-  }
+  const std::map<std::string, int64_t> sizes = cuda_tensor_sizes(env, m);
   for (uint32_t i = 0; i < arr.Length(); ++i) {
     Napi::Object o = arr.Get(i).As<Napi::Object>();
     std::string name = o.Get("name").As<Napi::String>().Utf8Value();
     auto data = typed_vector<float, napi_float32_array>(env, o.Get("data"), "data");
-    int64_t want = -1;
-    for (auto& [nm, sz] : sizes)
-      if (nm == name) want = sz;
-    if (want < 0) throw Napi::TypeError::New(env, "the model has no parameter named " + name);
-    if (want != static_cast<int64_t>(data.size()))
-      throw Napi::RangeError::New(env, "parameter " + name + " has " + std::to_string(want) + " elements, got " + std::to_string(data.size()));
+    auto it = sizes.find(name);
+    if (it == sizes.end()) throw Napi::TypeError::New(env, "the model has no parameter named " + name);
+    if (it->second != static_cast<int64_t>(data.size()))
+      throw Napi::RangeError::New(env, "parameter " + name + " has " + std::to_string(it->second) + " elements, got " +
+                                           std::to_string(data.size()));
     plan.emplace_back(name, std::move(data));
   }
   for (auto& [name, data] : plan)
@@ -443,18 +457,7 @@ Napi::Value cuda_export_moments(Napi::Env env, const std::shared_ptr<CudaModelRe
 
 void cuda_import_moments(Napi::Env env, const std::shared_ptr<CudaModelRef>& m, Napi::Array arr) {
   // Every name and size checked against the model first: a bad entry leaves the state untouched.
-  std::map<std::string, int64_t> sizes;
-  const int32_t n = m->api->tensor_count(m->m);
-  if (n < 0) throw Napi::Error::New(env, std::string("listing the CUDA model's tensors failed: ") + m->api->last_error());
-  for (int32_t i = 0; i < n; ++i) {
-    char name[512];
-    int64_t shape[4];
-    int32_t ndim = 0;
-    if (m->api->tensor_info(m->m, i, name, sizeof(name), shape, &ndim) != 0) throw Napi::Error::New(env, m->api->last_error());
-    int64_t numel = 1;
-    for (int d = 0; d < ndim; ++d) numel *= shape[d];
-    sizes[name] = numel;
-  }
+  const std::map<std::string, int64_t> sizes = cuda_tensor_sizes(env, m);
   struct Entry {
     std::string name;
     std::vector<float> m, v;

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/check/check_harness.h"
 #include "cuda/ops_attention.h"
 #include "cuda/ops_layers.h"
 
@@ -48,72 +49,28 @@ using bf16 = __nv_bfloat16;
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Harness: results, JSON, watchdog, CUDA checks
+using harness::bf;
+using harness::DBuf;
+using harness::die;
+using harness::g_failures;
+using harness::g_json_path;
+using harness::g_results;
+using harness::g_rng;
+using harness::g_section;
+using harness::normal;
+using harness::num;
+using harness::start_watchdog;
+using harness::to_bf16;
+using harness::to_f32;
+using harness::write_json;
 
-struct Result {
-  std::string name, metric;
-  double value, tol;
-  bool pass, is_check;
-  std::string note;
-};
-
-std::vector<Result> g_results;
-std::string g_json_path;
-std::atomic<const char*> g_section{"start"};
-int g_failures = 0;
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      o += ' ';
-    } else {
-      o += c;
-    }
-  }
-  return o;
+// This program's results all belong to one section.
+void check(const std::string& name, const std::string& metric, double value, double tol, const std::string& note = "") {
+  harness::check("attention", name, metric, value, tol, note);
 }
-
-std::string num(double v) {
-  if (std::isnan(v)) return "null";
-  if (std::isinf(v)) return v > 0 ? "1e308" : "-1e308";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
+void timing(const std::string& name, const std::string& metric, double value, const std::string& note = "") {
+  harness::timing("attention", name, metric, value, note);
 }
-
-void write_json(const char* status) {
-  if (g_json_path.empty()) return;
-  FILE* f = std::fopen(g_json_path.c_str(), "w");
-  if (!f) return;
-  std::fprintf(f, "{\"status\":\"%s\",\"failures\":%d,\"results\":[\n", status, g_failures);
-  for (size_t i = 0; i < g_results.size(); ++i) {
-    const Result& r = g_results[i];
-    std::fprintf(f, "  {\"name\":\"%s\",\"metric\":\"%s\",\"value\":%s,\"tol\":%s,\"pass\":%s,\"check\":%s,\"note\":\"%s\"}%s\n",
-                 json_escape(r.name).c_str(), json_escape(r.metric).c_str(), num(r.value).c_str(), num(r.tol).c_str(),
-                 r.pass ? "true" : "false", r.is_check ? "true" : "false", json_escape(r.note).c_str(),
-                 i + 1 < g_results.size() ? "," : "");
-  }
-  std::fprintf(f, "]}\n");
-  std::fclose(f);
-}
-
-[[noreturn]] void die(int code, const std::string& why) {
-  std::fprintf(stderr, "FATAL [%s]: %s\n", g_section.load(), why.c_str());
-  std::fflush(stderr);
-  write_json(code == 3 ? "watchdog" : "cuda-error");
-  std::_Exit(code);
-}
-
-#define CK(expr)                                                                                          \
-  do {                                                                                                    \
-    cudaError_t e_ = (expr);                                                                              \
-    if (e_ != cudaSuccess) die(2, std::string(#expr) + " -> " + cudaGetErrorName(e_) + ": " + cudaGetErrorString(e_)); \
-  } while (0)
 
 // Runs a library call; a thrown error (a failed launch) is fatal.
 void call(const char* what, const std::function<void()>& fn) {
@@ -122,70 +79,6 @@ void call(const char* what, const std::function<void()>& fn) {
   } catch (const std::exception& e) {
     die(2, std::string(what) + ": " + e.what());
   }
-}
-
-void check(const std::string& name, const std::string& metric, double value, double tol, const std::string& note = "") {
-  const bool pass = value <= tol;  // NaN fails
-  if (!pass) ++g_failures;
-  g_results.push_back({name, metric, value, tol, pass, true, note});
-  std::printf("  %-4s %-58s %-14s %.3g (tol %.3g)%s%s\n", pass ? "ok" : "FAIL", name.c_str(), metric.c_str(), value, tol,
-              note.empty() ? "" : "  ", note.c_str());
-  std::fflush(stdout);
-}
-
-void timing(const std::string& name, const std::string& metric, double value, const std::string& note = "") {
-  g_results.push_back({name, metric, value, 0, true, false, note});
-  std::printf("  time %-58s %-14s %.4g%s%s\n", name.c_str(), metric.c_str(), value, note.empty() ? "" : "  ", note.c_str());
-  std::fflush(stdout);
-}
-
-void start_watchdog(double seconds) {
-  std::thread([seconds] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    die(3, "watchdog: still running after " + std::to_string(int(seconds)) + " s");
-  }).detach();
-}
-
-template <class T>
-struct DBuf {
-  T* p = nullptr;
-  size_t n = 0;
-  DBuf() = default;
-  explicit DBuf(size_t count) : n(count) {
-    if (count) CK(cudaMalloc(&p, count * sizeof(T)));
-  }
-  ~DBuf() {
-    if (p) cudaFree(p);
-  }
-  DBuf(const DBuf&) = delete;
-  DBuf& operator=(const DBuf&) = delete;
-  DBuf& operator=(DBuf&& o) noexcept {
-    std::swap(p, o.p);
-    std::swap(n, o.n);
-    return *this;
-  }
-  void upload(const std::vector<T>& h) { CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    if (n) CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void poison() { CK(cudaMemset(p, 0xFF, n * sizeof(T))); }  // NaN for f32 and bf16
-};
-
-std::mt19937_64 g_rng;
-float normal(float sd) { return std::normal_distribution<float>(0.f, sd)(g_rng); }
-float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
-std::vector<bf16> to_bf16(const std::vector<float>& v) {
-  std::vector<bf16> o(v.size());
-  for (size_t i = 0; i < v.size(); ++i) o[i] = __float2bfloat16_rn(v[i]);
-  return o;
-}
-std::vector<float> to_f32(const std::vector<bf16>& v) {
-  std::vector<float> o(v.size());
-  for (size_t i = 0; i < v.size(); ++i) o[i] = __bfloat162float(v[i]);
-  return o;
 }
 
 // Runs fn(i) for i in [0, n) on all cores.

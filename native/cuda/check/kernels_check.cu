@@ -30,6 +30,7 @@
 #include "cpu/logit_stats_cpu.h"
 #include "cpu/sampling_cpu.h"
 #include "cpu/threadpool.h"
+#include "cuda/check/check_harness.h"
 #include "cuda/ops.h"
 #include "cuda/ops_gemm_sm90.h"
 #include "kernels/adamw.h"
@@ -40,142 +41,23 @@ using bf16 = __nv_bfloat16;
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Harness: results, JSON, watchdog, CUDA checks
-
-struct Result {
-  std::string section, name, metric;
-  double value, tol;
-  bool pass;
-  bool is_check;  // parity (counts toward the exit status) vs a timing
-  std::string note;
-};
-
-std::vector<Result> g_results;
-std::string g_json_path;
-std::atomic<const char*> g_section{"start"};
-int g_failures = 0;
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      o += ' ';
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
-
-std::string num(double v) {
-  if (std::isnan(v)) return "null";
-  if (std::isinf(v)) return v > 0 ? "1e308" : "-1e308";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
-}
-
-void write_json(const char* status) {
-  if (g_json_path.empty()) return;
-  FILE* f = std::fopen(g_json_path.c_str(), "w");
-  if (!f) return;
-  std::fprintf(f, "{\"status\":\"%s\",\"failures\":%d,\"results\":[\n", status, g_failures);
-  for (size_t i = 0; i < g_results.size(); ++i) {
-    const Result& r = g_results[i];
-    std::fprintf(f, "  {\"section\":\"%s\",\"name\":\"%s\",\"metric\":\"%s\",\"value\":%s,\"tol\":%s,\"pass\":%s,"
-                    "\"check\":%s,\"note\":\"%s\"}%s\n",
-                 json_escape(r.section).c_str(), json_escape(r.name).c_str(), json_escape(r.metric).c_str(),
-                 num(r.value).c_str(), num(r.tol).c_str(), r.pass ? "true" : "false", r.is_check ? "true" : "false",
-                 json_escape(r.note).c_str(), i + 1 < g_results.size() ? "," : "");
-  }
-  std::fprintf(f, "]}\n");
-  std::fclose(f);
-}
-
-[[noreturn]] void die(int code, const std::string& why) {
-  std::fprintf(stderr, "FATAL [%s]: %s\n", g_section.load(), why.c_str());
-  std::fflush(stderr);
-  write_json(code == 3 ? "watchdog" : "cuda-error");
-  std::_Exit(code);
-}
-
-#define CK(expr)                                                                                              \
-  do {                                                                                                        \
-    cudaError_t e_ = (expr);                                                                                  \
-    if (e_ != cudaSuccess)                                                                                    \
-      die(2, std::string(#expr) + " -> " + cudaGetErrorName(e_) + ": " + cudaGetErrorString(e_) + " | " +     \
-                 ad::cuda::ops_last_error());                                                                 \
-  } while (0)
-
-void check(const std::string& section, const std::string& name, const std::string& metric, double value, double tol,
-           const std::string& note = "") {
-  const bool pass = value <= tol && !std::isnan(value);
-  if (!pass) ++g_failures;
-  g_results.push_back({section, name, metric, value, tol, pass, true, note});
-  std::printf("  %-4s %-54s %-18s %.3g (tol %.3g)%s%s\n", pass ? "ok" : "FAIL", name.c_str(), metric.c_str(), value, tol,
-              note.empty() ? "" : "  ", note.c_str());
-  std::fflush(stdout);
-}
-
-void timing(const std::string& section, const std::string& name, const std::string& metric, double value,
-            const std::string& note = "") {
-  g_results.push_back({section, name, metric, value, 0, true, false, note});
-  std::printf("  time %-54s %-18s %.4g%s%s\n", name.c_str(), metric.c_str(), value, note.empty() ? "" : "  ",
-              note.c_str());
-  std::fflush(stdout);
-}
-
-void start_watchdog(double seconds) {
-  std::thread([seconds] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    die(3, "watchdog: still running after " + std::to_string(int(seconds)) + " s");
-  }).detach();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Device buffers
-
-template <class T>
-struct DBuf {
-  T* p = nullptr;
-  size_t n = 0;
-  DBuf() = default;
-  explicit DBuf(size_t count) : n(count) {
-    if (count) CK(cudaMalloc(&p, count * sizeof(T)));
-  }
-  ~DBuf() {
-    if (p) cudaFree(p);
-  }
-  DBuf(const DBuf&) = delete;
-  DBuf& operator=(const DBuf&) = delete;
-  void upload(const std::vector<T>& h) { CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> download() const {
-    std::vector<T> h(n);
-    if (n) CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void poison() { CK(cudaMemset(p, 0xFF, n * sizeof(T))); }  // NaN for floats, −1 for ints
-};
-
-float bf(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-std::vector<bf16> to_bf16(const std::vector<float>& v) {
-  std::vector<bf16> o(v.size());
-  for (size_t i = 0; i < v.size(); ++i) o[i] = __float2bfloat16_rn(v[i]);
-  return o;
-}
-std::vector<float> to_f32(const std::vector<bf16>& v) {
-  std::vector<float> o(v.size());
-  for (size_t i = 0; i < v.size(); ++i) o[i] = __bfloat162float(v[i]);
-  return o;
-}
-
-std::mt19937_64 g_rng;
-float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(g_rng); }
-float normal(float sd) { return std::normal_distribution<float>(0.f, sd)(g_rng); }
+using harness::bf;
+using harness::check;
+using harness::DBuf;
+using harness::g_failures;
+using harness::g_json_path;
+using harness::g_results;
+using harness::g_rng;
+using harness::g_section;
+using harness::normal;
+using harness::num;
+using harness::start_watchdog;
+using harness::timing;
+using harness::to_bf16;
+using harness::to_f32;
+using harness::uniform;
+using harness::write_json;
+using harness::die;
 
 // Runs fn(i) for i in [0, n) on all cores.
 void parallel(int64_t n, const std::function<void(int64_t)>& fn) {
@@ -1265,6 +1147,7 @@ void print_table() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  harness::g_error_detail = cuda::ops_last_error;  // a failed op's own message joins the CUDA error
   uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   bool quick = false, bench = true;
   std::string only;
