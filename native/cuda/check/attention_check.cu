@@ -61,6 +61,7 @@ using harness::normal;
 using harness::num;
 using harness::start_watchdog;
 using harness::to_bf16;
+using harness::time_ms;
 using harness::to_f32;
 using harness::write_json;
 
@@ -93,28 +94,6 @@ void parallel(int n, const std::function<void(int)>& fn) {
   for (auto& t : pool) t.join();
 }
 
-// Median time (ms) of `reps` runs of fn after 2 warm-ups.
-double time_ms(const std::function<void()>& fn, int reps) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) fn();
-  CK(cudaDeviceSynchronize());
-  std::vector<float> ts;
-  for (int r = 0; r < reps; ++r) {
-    CK(cudaEventRecord(a));
-    fn();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
 
 // ---------------------------------------------------------------------------------------------
 // A batch layout, its inputs on host and device, and the float64 reference

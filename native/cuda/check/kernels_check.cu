@@ -54,6 +54,7 @@ using harness::num;
 using harness::start_watchdog;
 using harness::timing;
 using harness::to_bf16;
+using harness::time_ms;
 using harness::to_f32;
 using harness::uniform;
 using harness::write_json;
@@ -72,28 +73,6 @@ cpu::ThreadPool& cpu_pool() {
   return pool;
 }
 
-// Median time (ms) of `reps` runs of fn on the default stream, after 2 warm-ups.
-double time_ms(const std::function<void()>& fn, int reps) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) fn();
-  CK(cudaDeviceSynchronize());
-  std::vector<float> ts;
-  for (int r = 0; r < reps; ++r) {
-    CK(cudaEventRecord(a));
-    fn();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
 
 // ---------------------------------------------------------------------------------------------
 // GEMM parity: C = alpha·op(A,B) + beta·C0 + bias against f64 on the bf16-rounded inputs.
