@@ -73,6 +73,23 @@ export interface GenerateOptions extends SamplingOptions {
   sequenceOffset?: number
   /** How many sequences decode together; default: all of them. */
   maxBatch?: number
+  /** Controls of single prompts, aligned with the prompts (one entry each). */
+  perPrompt?: readonly PromptControl[]
+}
+
+/**
+ * One prompt's own seed, sequence ids and abort signal inside a larger generate() call. Since a
+ * sample depends only on (seed, sequence id, position), a prompt given its own seed and
+ * `sequenceOffset: j·n` samples exactly what it would as prompt j of a call of its own — how a
+ * server merges seeded requests into one batch.
+ */
+export interface PromptControl {
+  /** Default: the call's `seed`. */
+  seed?: number
+  /** First sequence id of this prompt's samples; default: the call's sequenceOffset + prompt index · n. */
+  sequenceOffset?: number
+  /** Ends this prompt's samples (finishReason 'abort'); the other prompts decode on. */
+  signal?: AbortSignal
 }
 
 export type FinishReason = 'stop' | 'length' | 'abort'
@@ -157,6 +174,27 @@ interface ResolvedSampling {
   seed: number
 }
 
+/** Each prompt's seed, first sequence id and signal, from `perPrompt` or the call's defaults. */
+export function resolvePromptControls(
+  perPrompt: readonly PromptControl[] | undefined,
+  prompts: number,
+  seed: number,
+  offset: number,
+  n: number,
+): { seed: number; sequenceOffset: number; signal: AbortSignal | undefined }[] {
+  if (perPrompt !== undefined && (!Array.isArray(perPrompt) || perPrompt.length !== prompts))
+    throw new InvalidArgumentError('perPrompt', `perPrompt must have one entry per prompt (${prompts}), got ${Array.isArray(perPrompt) ? perPrompt.length : typeof perPrompt}`)
+  return Array.from({ length: prompts }, (_, p) => {
+    const c = perPrompt?.[p] ?? {}
+    const own = c.seed ?? seed
+    if (!Number.isSafeInteger(own) || own < 0) throw new InvalidArgumentError('perPrompt', `perPrompt[${p}].seed must be a non-negative safe integer, got ${own}`)
+    const first = c.sequenceOffset ?? offset + p * n
+    if (!Number.isSafeInteger(first) || first < 0)
+      throw new InvalidArgumentError('perPrompt', `perPrompt[${p}].sequenceOffset must be a non-negative safe integer, got ${first}`)
+    return { seed: own, sequenceOffset: first, signal: c.signal }
+  })
+}
+
 function resolveSampling(o: SamplingOptions): ResolvedSampling {
   const seed = o.seed ?? 0
   if (!Number.isSafeInteger(seed) || seed < 0) throw new InvalidArgumentError('seed', `seed must be a non-negative safe integer, got ${seed}`)
@@ -229,6 +267,8 @@ interface Sequence {
   promptIndex: number
   sampleIndex: number
   streamId: number
+  seed: number
+  signal: AbortSignal | undefined
   prompt: readonly number[]
   slot: number
   buffer: TrajectoryBuffer
@@ -391,10 +431,12 @@ export class Model {
       if (ids.length === 0) throw new InvalidArgumentError('prompt', 'a prompt must encode to at least one token')
       return ids
     })
+    const controls = resolvePromptControls(options.perPrompt, prompts.length, sampling.seed, offset, n)
     const sequences: Sequence[] = []
     encoded.forEach((ids, p) => {
+      const c = controls[p]
       for (let s = 0; s < n; ++s)
-        sequences.push({ promptIndex: p, sampleIndex: s, streamId: offset + p * n + s, prompt: ids, slot: -1, buffer: new TrajectoryBuffer(), text: '', decoder: this.tokenizer.createStreamDecoder(), finish: null, emitted: 0, cutAtStopString: false })
+        sequences.push({ promptIndex: p, sampleIndex: s, streamId: c.sequenceOffset + s, seed: c.seed, signal: c.signal, prompt: ids, slot: -1, buffer: new TrajectoryBuffer(), text: '', decoder: this.tokenizer.createStreamDecoder(), finish: null, emitted: 0, cutAtStopString: false })
     })
     const maxBatch = positiveInt('maxBatch', options.maxBatch, sequences.length, 1 << 20)
     for (let w = 0; w < sequences.length; w += maxBatch) {
@@ -419,6 +461,16 @@ export class Model {
           for (const s of live) s.finish = 'abort'
           for (const s of live) yield this.complete(s, o.k)
           return
+        }
+        // A prompt whose own signal fired leaves the batch; its rows stop costing compute.
+        const leaving = live.filter((s) => s.signal?.aborted)
+        if (leaving.length) {
+          for (const s of leaving) {
+            s.finish = 'abort'
+            yield this.complete(s, o.k)
+          }
+          live = live.filter((s) => !s.finish)
+          if (!live.length) break
         }
         const result = await this.native.step(cache, {
           slots: Int32Array.from(live, (s) => s.slot),
@@ -475,7 +527,7 @@ export class Model {
       repetitionPenalty: new Float32Array(B).fill(p.repetitionPenalty),
       presencePenalty: new Float32Array(B).fill(p.presencePenalty),
       frequencyPenalty: new Float32Array(B).fill(p.frequencyPenalty),
-      seed: new Float64Array(B).fill(p.seed),
+      seed: Float64Array.from(live, (s) => s.seed),
       stream: Float64Array.from(live, (s) => s.streamId),
       promptLength: Int32Array.from(live, (s) => s.prompt.length),
     }

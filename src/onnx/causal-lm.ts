@@ -10,7 +10,7 @@ import { cpus } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 
 import { InvalidArgumentError, TokenizerError } from '../engine/errors.js'
-import type { Completion, FinishReason, GenerateOptions, Prompt, ScoreOptions, ScorePair, Scored, TokenStats } from '../engine/model.js'
+import { resolvePromptControls, type Completion, type FinishReason, type GenerateOptions, type Prompt, type ScoreOptions, type ScorePair, type Scored, type TokenStats } from '../engine/model.js'
 import type { ChatMessage, ChatTemplateOptions } from '../engine/tokenizer.js'
 import { Tokenizer } from '../engine/tokenizer.js'
 import { nativeAddon, type NativeKernels } from '../native.js'
@@ -286,7 +286,8 @@ export class OnnxCausalLM {
 
   /**
    * Samples `n` completions per prompt with Model.generate's semantics: each prompt's prefill is
-   * shared by its n samples; sequence id = sequenceOffset + prompt·n + sample; the RNG position is
+   * shared by its n samples; sequence id = sequenceOffset + prompt·n + sample (or a prompt's own
+   * seed, sequence ids and signal from `perPrompt`); the RNG position is
    * the sequence's length when the token is drawn; stop ids, stop strings and maxTokens as the engine.
    */
   async generate(prompts: Prompt | Prompt[], options: GenerateOptions = {}): Promise<Completion[][]> {
@@ -300,13 +301,15 @@ export class OnnxCausalLM {
       if (ids.length === 0) throw new InvalidArgumentError('prompt', 'a prompt must encode to at least one token')
       return ids
     })
+    const controls = resolvePromptControls(options.perPrompt, encoded.length, o.params.seed, o.offset, o.n)
     const k = await kernels()
     const out: Completion[][] = []
     for (let p = 0; p < encoded.length; p++) {
+      const c = controls[p]
       const seqs: Sequence[] = Array.from({ length: o.n }, (_, s) => ({
         promptIndex: p,
         sampleIndex: s,
-        streamId: o.offset + p * o.n + s,
+        streamId: c.sequenceOffset + s,
         prompt: encoded[p],
         generated: [],
         stats: { logprobs: [], entropy: [], logsumexp: [], maxLogit: [], margin: [], topIds: [], topLogits: [] },
@@ -315,7 +318,9 @@ export class OnnxCausalLM {
         finish: null,
         cutAtStopString: false,
       }))
-      await this.decode(seqs, { ...o, stops, stopIds, signal: options.signal }, k)
+      const signals = [options.signal, c.signal].filter((x): x is AbortSignal => x !== undefined)
+      const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0]
+      await this.decode(seqs, { ...o, params: { ...o.params, seed: c.seed }, stops, stopIds, signal }, k)
       out.push(seqs.map((s) => this.complete(s, o.topK)))
     }
     return out

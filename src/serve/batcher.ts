@@ -1,12 +1,10 @@
 // Request batching for `autodidact serve`. The engine's generate() decodes many prompts together
-// (one matrix product per step for all rows), but takes one set of sampling options, one seed and
-// one abort signal per call, and its sequence ids (hence its samples) depend on a prompt's place
-// in the call. So requests are merged into one generate() call only when:
-//   - their sampling options, n, max_tokens, stop strings and ignore_eos are identical, and
-//   - none of them gave a seed: a seeded request runs alone, so its samples equal
-//     Model.generate(prompts, { seed, n, … }) exactly, whatever else the server is doing.
-// A merged call draws a fresh seed. Its abort signal fires only when every member has gone (a
-// member that leaves early is dropped from the reply; its rows decode on with the others).
+// (one matrix product per step for all rows) with one set of sampling options per call, so
+// requests are merged into one call when their sampling options, n, max_tokens, stop strings and
+// ignore_eos are identical. Each request keeps its own seed (drawn when it gave none), sequence
+// ids and abort signal through generate()'s `perPrompt`: a seeded request's samples equal
+// Model.generate(prompts, { seed, n, … }) exactly, whatever it was merged with, and a client that
+// leaves stops its own rows. The call itself is aborted when every member has gone (or on shutdown).
 // Requests wait in a queue for `windowMs` after the first arrives, then leave in FIFO groups of at
 // most `maxBatch` sequences while fewer than `maxInflight` engine calls run; requests that arrive
 // while the engine is busy gather in the queue and leave together when a call finishes.
@@ -63,6 +61,8 @@ export interface BatcherStats {
 
 interface Job {
   req: BatchRequest
+  /** The request's seed, or one drawn for it. */
+  seed: number
   key: string
   sequences: number
   settled: boolean
@@ -72,8 +72,7 @@ interface Job {
 }
 
 /** The part of a request that decides whether it can share an engine call with another. */
-function batchKey(r: BatchRequest, solo: number): string {
-  if (r.seed !== null) return `seed:${solo}`
+function batchKey(r: BatchRequest): string {
   const s = r.sampling
   return JSON.stringify([r.n, r.maxTokens, s.temperature, s.topK, s.topP, s.minP, s.presencePenalty, s.frequencyPenalty, s.repetitionPenalty, r.ignoreEos, [...r.stop].sort()])
 }
@@ -85,7 +84,6 @@ export class Batcher {
   private readonly settledCalls = new Set<Promise<void>>()
   private timer: NodeJS.Timeout | null = null
   private closed = false
-  private soloCounter = 0
   private readonly windowMs: number
   private readonly maxBatch: number
   private readonly maxInflight: number
@@ -106,7 +104,8 @@ export class Batcher {
     return new Promise<Completion[][]>((resolve, reject) => {
       const job: Job = {
         req,
-        key: batchKey(req, this.soloCounter++),
+        seed: req.seed ?? randomInt(0, 2 ** 47),
+        key: batchKey(req),
         sequences: req.prompts.length * req.n,
         settled: false,
         resolve: (v) => {
@@ -218,7 +217,7 @@ export class Batcher {
         presencePenalty: s.presencePenalty,
         frequencyPenalty: s.frequencyPenalty,
         repetitionPenalty: s.repetitionPenalty,
-        seed: head.seed ?? randomInt(0, 2 ** 47),
+        perPrompt: group.flatMap((j) => j.req.prompts.map((_, q) => ({ seed: j.seed, sequenceOffset: q * head.n, signal: j.req.signal }))),
         stop: head.stop,
         stopTokenIds: head.ignoreEos ? [] : this.options.stopTokenIds,
         stats: { topK: Math.max(...group.map((j) => j.req.statsTopK)) },

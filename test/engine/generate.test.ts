@@ -71,6 +71,35 @@ describe('generate', () => {
     expect(waved.map((g) => g.map((c) => Array.from(c.tokens)))).toEqual(batched.map((g) => g.map((c) => Array.from(c.tokens))))
   })
 
+  it('perPrompt: a prompt with its own seed and sequence ids samples what it would in a call of its own', async () => {
+    const other = [9, 8, 7]
+    const opts = { temperature: 1, maxTokens: 12, n: 2, stopTokenIds: [] as number[] }
+    const merged = await model.generate([other, PROMPT], { ...opts, seed: 1, perPrompt: [{ seed: 77, sequenceOffset: 0 }, { seed: 5, sequenceOffset: 0 }] })
+    const [aloneOther] = await model.generate([other], { ...opts, seed: 77 })
+    const [alonePrompt] = await model.generate([PROMPT], { ...opts, seed: 5 })
+    const tokens = (g: { tokens: Int32Array | number[] }[]) => g.map((c) => Array.from(c.tokens))
+    expect(tokens(merged[0])).toEqual(tokens(aloneOther))
+    expect(tokens(merged[1])).toEqual(tokens(alonePrompt))
+    expect(Array.from(merged[1][1].logprobs)).toEqual(Array.from(alonePrompt[1].logprobs))
+    // without perPrompt the call's seed and offsets apply: the merged prompts then differ from those solo runs
+    const plain = await model.generate([other, PROMPT], { ...opts, seed: 1 })
+    expect(tokens(plain[1])).not.toEqual(tokens(alonePrompt))
+  })
+
+  it("perPrompt: one prompt's signal ends only its samples", async () => {
+    const gone = new AbortController()
+    gone.abort()
+    const [left, stayed] = await model.generate([PROMPT, [9, 8, 7]], { temperature: 1, seed: 3, n: 2, maxTokens: 6, stopTokenIds: [], perPrompt: [{ signal: gone.signal }, {}] })
+    expect(left.map((c) => [c.finishReason, c.tokens.length])).toEqual([['abort', 0], ['abort', 0]])
+    expect(stayed.map((c) => [c.finishReason, c.tokens.length])).toEqual([['length', 6], ['length', 6]])
+  })
+
+  it('perPrompt is checked: one entry per prompt, seeds and offsets non-negative integers', async () => {
+    await expect(model.generate([PROMPT, PROMPT], { maxTokens: 2, perPrompt: [{}] })).rejects.toThrow(/one entry per prompt/)
+    await expect(model.generate([PROMPT], { maxTokens: 2, perPrompt: [{ seed: -1 }] })).rejects.toThrow(InvalidArgumentError)
+    await expect(model.generate([PROMPT], { maxTokens: 2, perPrompt: [{ sequenceOffset: 0.5 }] })).rejects.toThrow(/sequenceOffset/)
+  })
+
   it('stops at stop token ids (kept in tokens, not in text) and at stop strings (cut from text)', async () => {
     const [[free]] = await model.generate([PROMPT], { temperature: 0, maxTokens: 10, stopTokenIds: [] })
     const stopId = free.tokens[3]

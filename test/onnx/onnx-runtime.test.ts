@@ -88,6 +88,15 @@ describe('OnnxVariant: the exported bundled model samples as the engine does', (
     expectSameSamples(got, want)
   })
 
+  it('perPrompt seeds, sequence ids and signals follow the engine too', async () => {
+    const gone = new AbortController()
+    gone.abort()
+    const o = { n: 2, temperature: 0.9, maxTokens: 16, perPrompt: [{ seed: 41, sequenceOffset: 0 }, { signal: gone.signal }, { seed: 7, sequenceOffset: 5 }] }
+    const [got, want] = await Promise.all([onnx.model.generate(prompts.slice(0, 3), o), engine.generate(prompts.slice(0, 3), o)])
+    expectSameSamples(got, want)
+    expect(got[1].map((c) => c.finishReason)).toEqual(['abort', 'abort'])
+  })
+
   it('an aborted signal ends every sample with finishReason abort, as the engine does', async () => {
     const ctl = new AbortController()
     ctl.abort()

@@ -192,6 +192,23 @@ describe('client disconnect', () => {
     expect(h.status).toBe(200)
   })
 
+  it('seeded requests share an engine call and each gets exactly its own solo samples', async () => {
+    const batcher = new Batcher(slow, { stopTokenIds: [], windowMs: 20 })
+    const sampling = { temperature: 1, topK: 0, topP: 1, minP: 0, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1 }
+    const prompts = [slow.encodePrompt('hello'), slow.encodePrompt('a b c')]
+    const job = (seed: number | null, p: number[][]) =>
+      batcher.submit({ prompts: p, n: 2, maxTokens: 8, sampling, seed, stop: [], ignoreEos: false, statsTopK: 0, signal: new AbortController().signal })
+    const [a, b, c] = await Promise.all([job(11, prompts), job(12, [prompts[1]]), job(null, [prompts[0]])])
+    expect(batcher.stats.batches).toBe(1)
+    expect(batcher.stats.largestBatch).toBe(3)
+    const solo = (seed: number, p: number[][]) => slow.generate(p, { n: 2, maxTokens: 8, temperature: 1, seed, stopTokenIds: [] })
+    const tokens = (r: Completion[][]) => r.map((g) => g.map((x) => Array.from(x.tokens)))
+    expect(tokens(a)).toEqual(tokens(await solo(11, prompts)))
+    expect(tokens(b)).toEqual(tokens(await solo(12, [prompts[1]])))
+    expect(c[0]).toHaveLength(2)
+    await batcher.close()
+  })
+
   it('a request that shares an engine call with others: its leaving does not stop theirs; the call stops when all have left', async () => {
     const batcher = new Batcher(slow, { stopTokenIds: [], windowMs: 5 })
     const sampling = { temperature: 1, topK: 0, topP: 1, minP: 0, presencePenalty: 0, frequencyPenalty: 0, repetitionPenalty: 1 }
@@ -208,6 +225,9 @@ describe('client disconnect', () => {
     expect(kept[0]).toHaveLength(2)
     expect(kept[0].every((c) => c.tokens.length === 300 && c.finishReason === 'length')).toBe(true) // no stop ids: all 300 tokens
     expect(batcher.stats.engineAborts).toBe(0)
+    // the leaver's own rows stopped when it left (the engine call returned them as aborted)
+    const shared = results[results.length - 1]
+    expect(shared[0].every((c) => c.finishReason === 'abort' && c.tokens.length < 300)).toBe(true)
     // both leave: the engine call is aborted
     const c = new AbortController()
     const d = new AbortController()
