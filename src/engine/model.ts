@@ -123,6 +123,10 @@ export interface StreamChunk {
   token: number
   logprob: number
   entropy: number
+  /** log Σ exp of the step's raw logits: a raw logit z becomes the logprob z − logsumexp. */
+  logsumexp: number
+  /** The step's K largest raw logits and their ids when `stats.topK` > 0, else null. */
+  topK: { ids: Int32Array; logits: Float32Array } | null
   finishReason: FinishReason | null
 }
 
@@ -485,7 +489,16 @@ export class Model {
           s.buffer.push(result, row, o.k)
           const token = result.tokens[row]
           advanceText(s, token, s.buffer.tokens.length, o)
-          if (o.onToken) o.onToken({ text: this.releasableText(s, o.stops), token, logprob: result.chosenLogprob[row], entropy: result.entropy[row], finishReason: s.finish })
+          if (o.onToken)
+            o.onToken({
+              text: this.releasableText(s, o.stops),
+              token,
+              logprob: result.chosenLogprob[row],
+              entropy: result.entropy[row],
+              logsumexp: result.logsumexp[row],
+              topK: o.k ? { ids: result.topkIds.slice(row * o.k, (row + 1) * o.k), logits: result.topkLogits.slice(row * o.k, (row + 1) * o.k) } : null,
+              finishReason: s.finish,
+            })
           if (s.finish) return
           pending.set(s, token)
           still.push(s)

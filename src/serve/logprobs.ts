@@ -4,7 +4,7 @@
 //   log π(j) = z_j − log Σ_v exp(z_v)
 // so every number is a log-probability of the model's own distribution, whatever the sampling
 // temperature (as vLLM's default `logprobs_mode`).
-import type { Completion } from '../engine/model.js'
+import type { Completion, StreamChunk } from '../engine/model.js'
 import type { Tokenizer } from '../engine/tokenizer.js'
 import type { ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, TopLogprob } from './openai.js'
 
@@ -42,20 +42,43 @@ export function topAlternatives(c: Pick<Completion, 'topK' | 'logsumexp'>, t: nu
   return out
 }
 
-/** Legacy completions logprobs; text_offset counts characters from the start of the choice's text. */
-export function completionLogprobs(c: Completion, top: number, stopTokenIds: ReadonlySet<number>, texts: TokenTexts): CompletionLogprobs {
-  const T = shownTokens(c, stopTokenIds)
+/** One shown token: its id, logprob and top-N alternatives (most likely first). */
+export interface TokenLogprob {
+  token: number
+  logprob: number
+  alternatives: Array<{ id: number; logprob: number }>
+}
+
+/** The shown tokens of a whole completion. */
+export function completionTokens(c: Completion, top: number, stopTokenIds: ReadonlySet<number>): TokenLogprob[] {
+  return Array.from({ length: shownTokens(c, stopTokenIds) }, (_, t) => ({ token: c.tokens[t], logprob: c.logprobs[t], alternatives: topAlternatives(c, t, top) }))
+}
+
+/** The tokens of stream chunks (each with its step's top-K and logsumexp), as completionTokens. */
+export function chunkTokens(chunks: readonly StreamChunk[], top: number): TokenLogprob[] {
+  return chunks.map((ch) => {
+    const alternatives: Array<{ id: number; logprob: number }> = []
+    if (top > 0 && ch.topK)
+      for (let j = 0; j < Math.min(top, ch.topK.ids.length); ++j) alternatives.push({ id: ch.topK.ids[j], logprob: ch.topK.logits[j] - ch.logsumexp })
+    return { token: ch.token, logprob: ch.logprob, alternatives }
+  })
+}
+
+/**
+ * Legacy completions logprobs; text_offset counts characters from the start of the choice's text
+ * (`offset`: the characters before these tokens, for a stream's later chunks).
+ */
+export function completionLogprobsOf(tokens: readonly TokenLogprob[], top: number, texts: TokenTexts, offset = 0): CompletionLogprobs {
   const out: CompletionLogprobs = { tokens: [], token_logprobs: [], top_logprobs: top > 0 ? [] : null, text_offset: [] }
-  let offset = 0
-  for (let t = 0; t < T; ++t) {
-    const text = texts.text(c.tokens[t])
+  for (const tk of tokens) {
+    const text = texts.text(tk.token)
     out.tokens.push(text)
-    out.token_logprobs.push(c.logprobs[t])
+    out.token_logprobs.push(tk.logprob)
     out.text_offset.push(offset)
     offset += text.length
     if (out.top_logprobs) {
       const alt: Record<string, number> = {}
-      for (const a of topAlternatives(c, t, top)) {
+      for (const a of tk.alternatives) {
         const key = texts.text(a.id)
         if (!(key in alt)) alt[key] = a.logprob // two ids with one text: the likelier one (listed first) wins
       }
@@ -70,12 +93,20 @@ function entry(text: string, logprob: number): TopLogprob {
 }
 
 /** Chat logprobs: one entry per token with its top-N alternatives. */
-export function chatLogprobs(c: Completion, top: number, stopTokenIds: ReadonlySet<number>, texts: TokenTexts): ChatLogprobs {
-  const T = shownTokens(c, stopTokenIds)
-  const content: ChatTokenLogprob[] = []
-  for (let t = 0; t < T; ++t) {
-    const alts = topAlternatives(c, t, top).map((a) => entry(texts.text(a.id), a.logprob))
-    content.push({ ...entry(texts.text(c.tokens[t]), c.logprobs[t]), top_logprobs: alts })
-  }
+export function chatLogprobsOf(tokens: readonly TokenLogprob[], texts: TokenTexts): ChatLogprobs {
+  const content: ChatTokenLogprob[] = tokens.map((tk) => ({
+    ...entry(texts.text(tk.token), tk.logprob),
+    top_logprobs: tk.alternatives.map((a) => entry(texts.text(a.id), a.logprob)),
+  }))
   return { content, refusal: null }
+}
+
+/** Legacy completions logprobs of a whole completion. */
+export function completionLogprobs(c: Completion, top: number, stopTokenIds: ReadonlySet<number>, texts: TokenTexts): CompletionLogprobs {
+  return completionLogprobsOf(completionTokens(c, top, stopTokenIds), top, texts)
+}
+
+/** Chat logprobs of a whole completion. */
+export function chatLogprobs(c: Completion, top: number, stopTokenIds: ReadonlySet<number>, texts: TokenTexts): ChatLogprobs {
+  return chatLogprobsOf(completionTokens(c, top, stopTokenIds), texts)
 }

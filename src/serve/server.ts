@@ -8,17 +8,18 @@
 // Non-streamed requests go through the Batcher (batcher.ts: identical-option requests share one
 // engine call). Streamed requests run one Model.stream per choice, each with the sequence id it
 // would have in generate(), so a seeded stream yields the same samples as the same request unstreamed.
-// In a stream, text arrives token by token; each choice's logprobs arrive whole in its last chunk
-// (the one carrying finish_reason), because the engine's stream chunks carry no top-K.
+// In a stream, text arrives token by token, each chunk with the logprobs of the tokens whose text
+// it carries (a token whose text is held back — a partial character, a possible stop string —
+// goes with the chunk that releases it; the rest with the final chunk).
 // A client that disconnects aborts its generation; every failure is a JSON error, never a crash.
 import { randomBytes, randomInt } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { basename } from 'node:path'
-import type { Completion, Model } from '../engine/model.js'
+import type { Completion, Model, StreamChunk } from '../engine/model.js'
 import { Batcher, type BatcherOptions, type BatcherStats } from './batcher.js'
 import { badRequest, errorBody, ServeRequestError, toServeError } from './errors.js'
-import { chatLogprobs, completionLogprobs, TokenTexts } from './logprobs.js'
+import { chatLogprobs, chatLogprobsOf, chunkTokens, completionLogprobs, completionLogprobsOf, shownTokens, TokenTexts } from './logprobs.js'
 import type { ChatCompletionResponse, CompletionResponse, ModelList, ModelObject, Usage } from './openai.js'
 import { DEFAULT_LIMITS, parseChatRequest, parseCompletionRequest, type ChatSpec, type CompletionSpec, type ServeLimits } from './validate.js'
 
@@ -372,8 +373,13 @@ export class OpenAIServer {
     const send = (payload: object | string) => {
       if (!res.destroyed && !res.writableEnded) res.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`)
     }
-    const textChunk = (index: number, text: string) =>
-      chat ? { ...head, choices: [{ index, delta: { content: text }, logprobs: null, finish_reason: null }] } : { ...head, choices: [{ index, text, logprobs: null, finish_reason: null }] }
+    const top = spec.logprobs ?? 0
+    // The logprobs of a chunk's tokens in the endpoint's shape; offset: the characters of the
+    // tokens sent before them (text_offset counts token texts, as the unstreamed reply does).
+    const logprobsOf = (tokens: StreamChunk[], offset: number) =>
+      spec.logprobs === null ? null : chat ? chatLogprobsOf(chunkTokens(tokens, top), this.texts) : completionLogprobsOf(chunkTokens(tokens, top), top, this.texts, offset)
+    const textChunk = (index: number, text: string, logprobs: object | null) =>
+      chat ? { ...head, choices: [{ index, delta: { content: text }, logprobs, finish_reason: null }] } : { ...head, choices: [{ index, text, logprobs, finish_reason: null }] }
     res.writeHead(200, SSE_HEADERS)
     res.flushHeaders()
 
@@ -399,26 +405,32 @@ export class OpenAIServer {
         signal,
       })
       let emitted = ''
+      let unsent: StreamChunk[] = [] // tokens whose logprobs have not gone out yet
+      let sentTokens = 0
+      let offset = 0
       let step = await gen.next()
       while (!step.done) {
-        if (step.value.text) {
+        unsent.push(step.value)
+        // The last token's chunk waits for the final one, which knows whether it is shown.
+        if (step.value.text && step.value.finishReason === null) {
+          send(textChunk(index, step.value.text, logprobsOf(unsent, offset)))
           emitted += step.value.text
-          send(textChunk(index, step.value.text))
+          sentTokens += unsent.length
+          for (const ch of unsent) offset += this.texts.text(ch.token).length
+          unsent = []
         }
         step = await gen.next()
       }
       const c = step.value
       finals[index] = c
       const finish = this.finishReason(c)
-      // Text the stream held back (a partial character flushed at the end) goes in the last chunk.
+      // Text the stream held back (a partial character flushed at the end) goes in the last chunk,
+      // with the logprobs of the tokens not yet sent — all of them shown but a final stop token.
       const rest = c.text.startsWith(emitted) ? c.text.slice(emitted.length) : ''
-      if (chat) {
-        const logprobs = spec.logprobs === null ? null : chatLogprobs(c, spec.logprobs, this.stopSet, this.texts)
-        send({ ...head, choices: [{ index, delta: rest ? { content: rest } : {}, logprobs, finish_reason: finish }] })
-      } else {
-        const logprobs = spec.logprobs === null ? null : completionLogprobs(c, spec.logprobs, this.stopSet, this.texts)
-        send({ ...head, choices: [{ index, text: rest, logprobs, finish_reason: finish }] })
-      }
+      const lastTokens = unsent.slice(0, Math.max(0, shownTokens(c, this.stopSet) - sentTokens))
+      const logprobs = logprobsOf(lastTokens, offset)
+      if (chat) send({ ...head, choices: [{ index, delta: rest ? { content: rest } : {}, logprobs, finish_reason: finish }] })
+      else send({ ...head, choices: [{ index, text: rest, logprobs, finish_reason: finish }] })
     }
 
     const task = (async () => {

@@ -138,17 +138,24 @@ describe('generate', () => {
     expect(Array.from(result.tokens)).toEqual(chunks)
   })
 
-  it('stream yields the same tokens and text as generate', async () => {
-    const opts = { temperature: 0.9, topP: 0.9, maxTokens: 16, seed: 7, stopTokenIds: [] as number[] }
+  it('stream yields the same tokens, text and per-token statistics (logsumexp, top-K) as generate', async () => {
+    const opts = { temperature: 0.9, topP: 0.9, maxTokens: 16, seed: 7, stopTokenIds: [] as number[], stats: { topK: 3 } }
     const [[whole]] = await model.generate([PROMPT], opts)
     let text = ''
     const tokens: number[] = []
+    let t = 0
     for await (const chunk of model.stream(PROMPT, opts)) {
       text += chunk.text
       tokens.push(chunk.token)
+      expect(chunk.logprob).toBe(whole.logprobs[t])
+      expect(chunk.logsumexp).toBe(whole.logsumexp[t])
+      expect(Array.from(chunk.topK!.ids)).toEqual(Array.from(whole.topK!.ids.subarray(3 * t, 3 * t + 3)))
+      expect(Array.from(chunk.topK!.logits)).toEqual(Array.from(whole.topK!.logits.subarray(3 * t, 3 * t + 3)))
+      t++
     }
     expect(tokens).toEqual(Array.from(whole.tokens))
     expect(text).toBe(whole.text)
+    for await (const chunk of model.stream(PROMPT, { ...opts, stats: undefined, maxTokens: 2 })) expect(chunk.topK).toBeNull()
   })
 
   it('rejects bad options with typed errors', async () => {

@@ -155,7 +155,7 @@ describe('POST /v1/chat/completions', () => {
 })
 
 describe('streaming', () => {
-  it('completions: SSE chunks concatenate to the unstreamed text of the same seed; logprobs and finish_reason in the last chunk; [DONE]', async () => {
+  it('completions: SSE chunks concatenate to the unstreamed text and logprobs of the same seed, token by token; finish_reason last; [DONE]', async () => {
     const req = { prompt: PROMPTS, n: 2, max_tokens: 40, temperature: 1, seed: 21, logprobs: 2 }
     const whole = await post(base, '/v1/completions', req)
     const streamed = await post(base, '/v1/completions', { ...req, stream: true })
@@ -166,6 +166,8 @@ describe('streaming', () => {
     expect(new Set(events.map((e) => e.id)).size).toBe(1)
     const text = ['', '', '', '']
     const finals: any[] = []
+    const lp = [0, 1, 2, 3].map(() => ({ tokens: [] as string[], token_logprobs: [] as number[], top_logprobs: [] as object[], text_offset: [] as number[] }))
+    let withLogprobs = 0
     for (const e of events) {
       expect(e.object).toBe('text_completion')
       expect(e.choices).toHaveLength(1)
@@ -173,14 +175,18 @@ describe('streaming', () => {
       expect(finals[ch.index]).toBeUndefined() // nothing after a choice's final chunk
       text[ch.index] += ch.text
       if (ch.finish_reason !== null) finals[ch.index] = ch
-      else expect(ch.logprobs).toBeNull()
+      if (ch.finish_reason === null && ch.logprobs.tokens.length) withLogprobs++
+      for (const key of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'] as const) (lp[ch.index][key] as unknown[]).push(...ch.logprobs[key])
     }
     expect(events.length).toBeGreaterThan(8) // token by token, not one lump
+    expect(withLogprobs).toBeGreaterThan(8) // logprobs arrive with their tokens, not all at the end
     whole.json.choices.forEach((c: any, i: number) => {
       expect(text[i]).toBe(c.text)
       expect(finals[i].finish_reason).toBe(c.finish_reason)
-      expect(finals[i].logprobs.tokens).toEqual(c.logprobs.tokens)
-      finals[i].logprobs.token_logprobs.forEach((v: number, t: number) => expect(Math.abs(v - c.logprobs.token_logprobs[t])).toBeLessThan(1e-4))
+      expect(lp[i].tokens).toEqual(c.logprobs.tokens)
+      expect(lp[i].text_offset).toEqual(c.logprobs.text_offset)
+      expect(lp[i].top_logprobs.map((o) => Object.keys(o))).toEqual(c.logprobs.top_logprobs.map((o: object) => Object.keys(o)))
+      lp[i].token_logprobs.forEach((v: number, t: number) => expect(Math.abs(v - c.logprobs.token_logprobs[t])).toBeLessThan(1e-4))
     })
   })
 
@@ -198,8 +204,10 @@ describe('streaming', () => {
     expect(last.finish_reason).toBe('stop')
     const content = events.slice(1, -1).map((e) => e.choices[0].delta.content ?? '').join('')
     expect(content).toBe('<think>3+4=7</think><answer>7</answer>')
-    expect(last.logprobs.content.map((e: any) => e.token).join('')).toBe(content)
-    expect(usage.usage.completion_tokens).toBe(last.logprobs.content.length + 1) // + the <|im_end|> that ended it
+    const entries = events.slice(1, -1).flatMap((e) => e.choices[0].logprobs?.content ?? [])
+    expect(entries.map((e: any) => e.token).join('')).toBe(content)
+    for (const e of events.slice(1, -2)) expect(e.choices[0].logprobs.content.map((x: any) => x.token).join('')).toBe(e.choices[0].delta.content)
+    expect(usage.usage.completion_tokens).toBe(entries.length + 1) // + the <|im_end|> that ended it
     expect(usage.usage.prompt_tokens).toBe(model.encodePrompt({ messages }).length)
   })
 })
