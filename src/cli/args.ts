@@ -31,3 +31,11 @@ export function parseArgs(argv: string[], spec: OptionSpec): { options: Record<s
   }
   return { options, positional }
 }
+
+/** The --device value: 'cpu' or 'cuda' (undefined when not given). */
+export function deviceOption(options: Record<string, string | number | boolean>): 'cpu' | 'cuda' | undefined {
+  if (options.device === undefined) return undefined
+  const device = String(options.device)
+  if (device !== 'cpu' && device !== 'cuda') throw new InvalidArgumentError('device', `--device must be cpu or cuda, got ${device}`)
+  return device
+}

@@ -8,7 +8,7 @@ import { readConfigFile } from '../methods/common/config.js'
 import type { BaseMethodConfig, MethodRunHandle, MethodSpec } from '../methods/common/spec.js'
 import { METHODS } from '../methods/index.js'
 import { packageRoot } from '../native.js'
-import { parseArgs, type OptionSpec } from './args.js'
+import { deviceOption, parseArgs, type OptionSpec } from './args.js'
 
 export const DEFAULT_MODEL = join(packageRoot, 'models', 'arith-qwen3-tiny')
 
@@ -79,11 +79,8 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     return 0
   }
   const threads = options.threads as number | undefined
-  if (options.device !== undefined) {
-    const device = String(options.device)
-    if (device !== 'cpu' && device !== 'cuda') throw new InvalidArgumentError('device', `--device must be cpu or cuda, got ${device}`)
-    process.env.AUTODIDACT_DEVICE = device  // every loadModel of the run without an explicit device
-  }
+  const device = deviceOption(options)
+  if (device) process.env.AUTODIDACT_DEVICE = device // every loadModel of the run without an explicit device
   const methodFlags = Object.fromEntries(Object.keys(methodFlagSpec).map((k) => [k, options[k]]))
   let spec: MethodSpec<BaseMethodConfig>
   let run: MethodRunHandle

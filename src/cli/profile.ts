@@ -1,9 +1,8 @@
 // `autodidact profile [--model DIR] …`: the per-kernel table of a prefill, decode steps and a training step.
-import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { formatProfile, kernelRows, measureFloors, profileModel } from '../engine/profiler.js'
 import { DEFAULT_MODEL } from './evolve.js'
-import { parseArgs } from './args.js'
+import { deviceOption, parseArgs } from './args.js'
 import { availableParallelism } from 'node:os'
 
 export const PROFILE_USAGE = `usage: autodidact profile [--model DIR] [options]
@@ -31,8 +30,7 @@ export async function profileCommand(argv: string[]): Promise<number> {
   }
   const threads = (options.threads as number | undefined) ?? availableParallelism()
   const modelDir = String(options.model ?? DEFAULT_MODEL)
-  const device = String(options.device ?? 'cpu')
-  if (device !== 'cpu' && device !== 'cuda') throw new InvalidArgumentError('device', `--device must be cpu or cuda, got ${device}`)
+  const device = deviceOption(options) ?? 'cpu'
   const model = await loadModel(modelDir, { threads, device })
   try {
     // Floors measured before and after the phases; the better of each is kept (this machine may be shared).

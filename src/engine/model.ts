@@ -192,6 +192,8 @@ export function resolvePromptControls(
     const c = perPrompt?.[p] ?? {}
     const own = c.seed ?? seed
     if (!Number.isSafeInteger(own) || own < 0) throw new InvalidArgumentError('perPrompt', `perPrompt[${p}].seed must be a non-negative safe integer, got ${own}`)
+    if (c.signal !== undefined && !(c.signal instanceof AbortSignal))
+      throw new InvalidArgumentError('perPrompt', `perPrompt[${p}].signal must be an AbortSignal`)
     const first = c.sequenceOffset ?? offset + p * n
     if (!Number.isSafeInteger(first) || first < 0)
       throw new InvalidArgumentError('perPrompt', `perPrompt[${p}].sequenceOffset must be a non-negative safe integer, got ${first}`)
