@@ -5,13 +5,13 @@ import { writeFileAtomic } from '../engine/hf/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { evaluateToyModel, formatToyEvalTable } from '../toymodel/eval.js'
-import { parseArgs } from './args.js'
+import { deviceOption, parseArgs } from './args.js'
 import { DEFAULT_MODEL } from './evolve.js'
 
-export const EVAL_USAGE = `usage: autodidact eval --world arith [--model DIR] [--levels 1,2,3,4,5] [--size 100] [--k 8] [--seed 1] [--out FILE] [--threads N]`
+export const EVAL_USAGE = `usage: autodidact eval --world arith [--model DIR] [--levels 1,2,3,4,5] [--size 100] [--k 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]`
 
 export async function evalCommand(argv: string[]): Promise<number> {
-  const { options } = parseArgs(argv, { world: 'string', model: 'string', levels: 'string', size: 'number', k: 'number', seed: 'number', out: 'string', threads: 'number', help: 'boolean' })
+  const { options } = parseArgs(argv, { world: 'string', model: 'string', levels: 'string', size: 'number', k: 'number', seed: 'number', out: 'string', threads: 'number', device: 'string', help: 'boolean' })
   if (options.help) {
     console.log(EVAL_USAGE)
     return 0
@@ -20,7 +20,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
   if (world !== 'arith') throw new InvalidArgumentError('world', `unknown world '${world}' (available: arith)`)
   const levels = options.levels === undefined ? undefined : String(options.levels).split(',').map(Number)
   if (levels && !levels.every((l) => Number.isInteger(l) && l >= 1 && l <= 5)) throw new InvalidArgumentError('levels', '--levels takes a comma-separated list of levels 1..5')
-  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined })
+  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu' })
   try {
     const report = await evaluateToyModel(model, {
       levels,

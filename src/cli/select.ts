@@ -7,12 +7,12 @@ import { loadModel } from '../engine/model.js'
 import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../methods/select/run.js'
 import { SELECTORS } from '../methods/select/selectors.js'
 import { arithSolveWorld } from '../methods/select/world.js'
-import { parseArgs } from './args.js'
+import { deviceOption, parseArgs } from './args.js'
 import { DEFAULT_MODEL } from './evolve.js'
 
 export const SELECT_USAGE = `usage: autodidact select [--model DIR] [--format toy|chat] [--level 3] [--offset 0] [--size 100]
                          [--calibration 50] [--n 8] [--ns 2,4,8] [--temperature 0.7] [--top-p 0.95]
-                         [--max-tokens 64] [--bins 8] [--min-tokens 8] [--seed 1] [--out FILE] [--threads N]`
+                         [--max-tokens 64] [--bins 8] [--min-tokens 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]`
 
 function int(name: string, v: unknown, fallback: number, min: number): number {
   if (v === undefined) return fallback
@@ -30,7 +30,7 @@ export function formatSelectionTable(r: SelectionReport): string {
 export async function selectCommand(argv: string[]): Promise<number> {
   const { options } = parseArgs(argv, {
     model: 'string', format: 'string', level: 'number', offset: 'number', size: 'number', calibration: 'number', n: 'number', ns: 'string',
-    temperature: 'number', 'top-p': 'number', 'max-tokens': 'number', bins: 'number', 'min-tokens': 'number', seed: 'number', out: 'string', threads: 'number', help: 'boolean',
+    temperature: 'number', 'top-p': 'number', 'max-tokens': 'number', bins: 'number', 'min-tokens': 'number', seed: 'number', out: 'string', threads: 'number', device: 'string', help: 'boolean',
   })
   if (options.help) {
     console.log(SELECT_USAGE)
@@ -57,7 +57,7 @@ export async function selectCommand(argv: string[]): Promise<number> {
     seed: int('seed', options.seed, d.seed, 0),
     scoring: { ...d.scoring, bins, minTokens: int('min-tokens', options['min-tokens'], Math.max(bins, d.scoring.minTokens), bins) },
   }
-  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined })
+  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu' })
   try {
     const report = await runSelection(model, arithSolveWorld(format), o)
     console.log(formatSelectionTable(report))

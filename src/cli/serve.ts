@@ -9,7 +9,7 @@ import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { packageRoot } from '../native.js'
 import { createOpenAIServer, LISTENING_PREFIX } from '../serve/server.js'
-import { parseArgs } from './args.js'
+import { deviceOption, parseArgs } from './args.js'
 
 export const SERVE_USAGE = `usage: autodidact serve [options]
 
@@ -18,6 +18,7 @@ export const SERVE_USAGE = `usage: autodidact serve [options]
   --host H             address to bind (default 127.0.0.1)
   --port N             port (default 8000; 0 = an ephemeral port, printed in the listening line)
   --threads N          CPU threads for the engine (default: all cores)
+  --device cpu|cuda    where the model runs (default cpu)
   --max-batch N        most sequences decoded together / merged into one engine call (default 256)
   --batch-window-ms N  how long a request waits for others to batch with (default 2)
   --max-inflight N     engine calls running at once (default 4)
@@ -39,6 +40,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
     host: 'string',
     port: 'number',
     threads: 'number',
+    device: 'string',
     'max-batch': 'number',
     'batch-window-ms': 'number',
     'max-inflight': 'number',
@@ -58,7 +60,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const dir = String(options.model ?? join(packageRoot, 'models', 'arith-qwen3-tiny'))
   if (options.name !== undefined && String(options.name).length === 0) throw new InvalidArgumentError('name', '--name must not be empty')
 
-  const model = await loadModel(dir, { threads })
+  const model = await loadModel(dir, { threads, device: deviceOption(options) ?? 'cpu' })
   const server = createOpenAIServer({ model, name: options.name === undefined ? undefined : String(options.name), batch: { maxBatch, windowMs, maxInflight } })
   let info
   try {

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
+import { deviceOption } from '../../src/cli/args.js'
 import { evolveCommand } from '../../src/cli/evolve.js'
 import { DeviceUnavailableError, InvalidArgumentError } from '../../src/engine/errors.js'
 import { METHODS } from '../../src/methods/index.js'
@@ -26,6 +27,14 @@ describe('autodidact evolve', () => {
       if (saved === undefined) delete process.env.AUTODIDACT_DEVICE
       else process.env.AUTODIDACT_DEVICE = saved
     }
+  })
+
+  it('deviceOption (evolve, eval, select, serve, profile): cpu, cuda or a typed error', async () => {
+    expect(deviceOption({})).toBeUndefined()
+    expect(deviceOption({ device: 'cuda' })).toBe('cuda')
+    expect(() => deviceOption({ device: 'gpu' })).toThrow(InvalidArgumentError)
+    const { serveCommand } = await import('../../src/cli/serve.js')
+    await expect(serveCommand(['--device', 'gpu', '--port', '0'])).rejects.toThrow(/--device must be cpu or cuda/)
   })
 
   it('every registered method has presets, its default among them, and charts', () => {
