@@ -3,6 +3,7 @@
 #pragma once
 #include <napi.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -28,6 +29,32 @@ Napi::Value typed_array(Napi::Env env, const T* data, size_t n) {
 template <typename T>
 Napi::Value typed_array(Napi::Env env, const std::vector<T>& v) {
   return typed_array(env, v.data(), v.size());
+}
+
+
+// A training forward's sequences, checked: tokens (prompt then completion, concatenated), one
+// length and prompt length per sequence; every sequence needs ≥ 1 prompt and ≥ 1 completion token.
+struct TrainSequences {
+  std::vector<int32_t> tokens, lengths, prompt_lengths;
+  bool checkpoint = false;
+};
+
+inline TrainSequences train_sequences(Napi::Env env, Napi::Object req) {
+  TrainSequences s;
+  s.tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
+  s.lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("lengths"), "lengths");
+  s.prompt_lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("promptLengths"), "promptLengths");
+  if (s.lengths.empty() || s.lengths.size() != s.prompt_lengths.size())
+    throw Napi::TypeError::New(env, "lengths and promptLengths must be non-empty and of equal length");
+  int64_t total = 0;
+  for (size_t i = 0; i < s.lengths.size(); ++i) {
+    if (s.prompt_lengths[i] < 1 || s.prompt_lengths[i] >= s.lengths[i])
+      throw Napi::RangeError::New(env, "every sequence needs a prompt of ≥ 1 token and a completion of ≥ 1 token");
+    total += s.lengths[i];
+  }
+  if (total != static_cast<int64_t>(s.tokens.size())) throw Napi::TypeError::New(env, "tokens.length must equal the sum of lengths");
+  s.checkpoint = req.Get("checkpoint").IsBoolean() && req.Get("checkpoint").As<Napi::Boolean>().Value();
+  return s;
 }
 
 }  // namespace ad::addon

@@ -151,19 +151,11 @@ Napi::Value TrainForward(const Napi::CallbackInfo& info) {
   auto w = std::make_unique<TrainForwardWorker>(env);
   w->model = m;
   w->state = state_of(m);
-  w->tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
-  w->lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("lengths"), "lengths");
-  w->prompt_lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("promptLengths"), "promptLengths");
-  if (w->lengths.empty() || w->lengths.size() != w->prompt_lengths.size())
-    throw Napi::TypeError::New(env, "lengths and promptLengths must be non-empty and of equal length");
-  int64_t total = 0;
-  for (size_t i = 0; i < w->lengths.size(); ++i) {
-    if (w->prompt_lengths[i] < 1 || w->prompt_lengths[i] >= w->lengths[i])
-      throw Napi::RangeError::New(env, "every sequence needs a prompt of ≥ 1 token and a completion of ≥ 1 token");
-    total += w->lengths[i];
-  }
-  if (total != static_cast<int64_t>(w->tokens.size())) throw Napi::TypeError::New(env, "tokens.length must equal the sum of lengths");
-  w->checkpoint = req.Get("checkpoint").IsBoolean() && req.Get("checkpoint").As<Napi::Boolean>().Value();
+  TrainSequences seqs = train_sequences(env, req);
+  w->tokens = std::move(seqs.tokens);
+  w->lengths = std::move(seqs.lengths);
+  w->prompt_lengths = std::move(seqs.prompt_lengths);
+  w->checkpoint = seqs.checkpoint;
   Napi::Value ref = req.Get("reference");
   if (ref.IsString() && ref.As<Napi::String>().Utf8Value() == "lora-off") {
     if (!m->has_lora()) throw Napi::TypeError::New(env, "reference 'lora-off' needs LoRA adapters attached");
