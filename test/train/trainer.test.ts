@@ -148,3 +148,17 @@ describe('LoRA and checkpoints', () => {
     model.dispose()
   })
 })
+
+describe('the native training forward', () => {
+  it('rejects malformed sequences with typed errors before touching the model', async () => {
+    const model = await tinyModel()
+    const { nativeAddon } = await import('../../src/native.js')
+    const train = (await nativeAddon()).train
+    const req = (tokens: number[], lengths: number[], promptLengths: number[]) =>
+      train.forward(model.handle, { tokens: Int32Array.from(tokens), lengths: Int32Array.from(lengths), promptLengths: Int32Array.from(promptLengths) })
+    expect(() => req([1, 2, 3], [3], [3])).toThrow(/prompt of ≥ 1 token and a completion/)
+    expect(() => req([1, 2, 3], [3, 2], [1])).toThrow(/equal length/)
+    expect(() => req([1, 2, 3], [4], [1])).toThrow(/sum of lengths/)
+    model.dispose()
+  })
+})
