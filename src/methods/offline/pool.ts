@@ -8,14 +8,14 @@ import { existsSync } from 'node:fs'
 import { mkdir, readFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../../engine/errors.js'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
-import type { Model } from '../../engine/model.js'
+import { writeJsonAtomic } from '../../util/atomic.js'
+import type { Policy } from '../common/policy.js'
 import { auxPreferencePair, auxSftWeights, randomPreferencePair } from '../../rl/offline.js'
 import type { UidCalibration } from '../../signals/calibration.js'
 import { Rng } from '../../util/prng.js'
-import { samplePools } from '../select/run.js'
-import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../select/selectors.js'
-import { trainingQuestions, type SolveWorld } from '../select/world.js'
+import { samplePools } from '../solving/selection.js'
+import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../solving/selectors.js'
+import { trainingQuestions, type SolveWorld } from '../solving/world.js'
 import type { OfflineConfig, PoolConfig, ScoreMethod } from './config.js'
 
 export interface PoolResponse {
@@ -53,7 +53,7 @@ export function defaultPoolDir(model: string, format: string, p: PoolConfig): st
 
 export const POOL_FILE = 'pool.json'
 
-export async function buildPool(model: Model, world: SolveWorld, p: PoolConfig): Promise<ResponsePool> {
+export async function buildPool(model: Policy, world: SolveWorld, p: PoolConfig): Promise<ResponsePool> {
   const train = trainingQuestions(p.seed, p.level, p.prompts)
   const taken = new Set(train.map((t) => t.question))
   const calibrationItems = trainingQuestions(`${p.seed}-calibration`, p.level, p.calibrationPrompts).filter((c) => !taken.has(c.question)) // disjoint splits (C.1)
@@ -86,7 +86,7 @@ export async function buildPool(model: Model, world: SolveWorld, p: PoolConfig):
 }
 
 /** The pool of `c` (built and cached on first use). */
-export async function ensurePool(c: OfflineConfig, model: Model, world: SolveWorld): Promise<{ dir: string; pool: ResponsePool }> {
+export async function ensurePool(c: OfflineConfig, model: Policy, world: SolveWorld): Promise<{ dir: string; pool: ResponsePool }> {
   const dir = c.pool.dir || defaultPoolDir(model.dir, c.format, c.pool)
   const file = join(dir, POOL_FILE)
   if (existsSync(file)) {
@@ -99,7 +99,7 @@ export async function ensurePool(c: OfflineConfig, model: Model, world: SolveWor
   }
   const pool = await buildPool(model, world, c.pool)
   await mkdir(dir, { recursive: true })
-  await writeFileAtomic(file, JSON.stringify(pool) + '\n')
+  await writeJsonAtomic(file, pool)
   return { dir, pool }
 }
 
