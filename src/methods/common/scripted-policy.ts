@@ -29,7 +29,7 @@ export interface ScriptContext {
   updates: number
   /** The folder the policy was opened from (tells roles apart when one script serves several). */
   dir: string
-  /** A uniform in [0, 1) fixed by (seed, prompt, sample): scripted randomness that resumes exactly. */
+  /** A uniform in [0, 1) fixed by (seed, sequence id, prompt), as the engine's samples are: scripted randomness that resumes exactly. */
   uniform: number
 }
 
@@ -112,8 +112,8 @@ export class ScriptedPolicy implements Policy {
   readonly tokenizer = new ScriptedTokenizer()
   readonly scoreLabels: number
   readonly weights = new Weights()
-  /** Every generate() call's prompts, for assertions. */
-  readonly calls: { prompts: string[]; options: GenerateOptions }[] = []
+  /** Every generate() call: its prompts, options and what it returned, for assertions. */
+  readonly calls: { prompts: string[]; options: GenerateOptions; outputs: Completion[][] }[] = []
   private disposed = false
   trainerOf: ScriptedTrainer | null = null
 
@@ -157,15 +157,15 @@ export class ScriptedPolicy implements Policy {
   async generate(prompts: Prompt[], options: GenerateOptions = {}): Promise<Completion[][]> {
     this.live()
     const texts = prompts.map(promptText)
-    this.calls.push({ prompts: texts, options })
     const n = options.n ?? 1
     const maxTokens = options.maxTokens ?? 256
     const seed = options.seed ?? 0
     const topK = options.stats?.topK ?? 0
     const updates = this.trainerOf?.steps ?? 0
-    return texts.map((prompt, promptIndex) =>
+    const outputs = texts.map((prompt, promptIndex) =>
       Array.from({ length: n }, (_, sampleIndex): Completion => {
-        const uniform = hashUniform(`${seed}|${prompt}|${sampleIndex}`)
+        const key = `${seed}|${(options.sequenceOffset ?? 0) + promptIndex * n + sampleIndex}|${prompt}` // sequence id = offset + prompt·n + sample
+        const uniform = hashUniform(key)
         const reply = this.options.script({ prompt, promptIndex, sampleIndex, seed, temperature: options.temperature ?? 1, updates, dir: this.dir, uniform })
         let text = typeof reply === 'string' ? reply : reply.text
         let finishReason: 'stop' | 'length' = typeof reply === 'string' ? 'stop' : reply.finishReason
@@ -180,9 +180,11 @@ export class ScriptedPolicy implements Policy {
           text = Buffer.from(tokens.filter((t) => t !== EOS)).toString('utf8')
           finishReason = 'length'
         }
-        return { text, finishReason, promptTokens: utf8(prompt).length, promptIndex, sampleIndex, ...this.statsOf(`${seed}|${prompt}|${sampleIndex}`, tokens, topK) }
+        return { text, finishReason, promptTokens: utf8(prompt).length, promptIndex, sampleIndex, ...this.statsOf(key, tokens, topK) }
       }),
     )
+    this.calls.push({ prompts: texts, options, outputs })
+    return outputs
   }
 
   encodePrompt(prompt: Prompt): number[] {
@@ -261,6 +263,7 @@ export class ScriptedPolicy implements Policy {
  */
 export class ScriptedTrainer implements PolicyTrainer {
   private stepCount = 0
+  private lossBefore = 0
   private readonly adam = new Map<string, Adam>()
   /** Every batch given to step(), for assertions. */
   readonly batches: TrainBatch[] = []
@@ -301,6 +304,7 @@ export class ScriptedTrainer implements PolicyTrainer {
     const gradNorm = Math.sqrt(g.reduce((a, x) => a + x * x, 0))
     const lr = this.options.optimizer.lr
     if (!Number.isFinite(gradNorm)) return { step: this.stepCount, loss: NaN, lr, gradNorm, skipped: true, skipReason: 'non-finite gradient', tokens: 0, tokensPerSecond: 0, objective: {} }
+    this.lossBefore = -g.reduce((a, x, t) => a + x * this.policy.weights.at(t), 0) + [...this.adam.values()].reduce((a, m) => a + m.v.reduce((b, x) => b + x, 0), 0)
     this.stepCount++
     for (const [name, p] of this.params()) {
       const a = this.adam.get(name) ?? { m: new Float32Array(p.length), v: new Float32Array(p.length) }
@@ -312,7 +316,8 @@ export class ScriptedTrainer implements PolicyTrainer {
       }
     }
     const tokens = seqs.reduce((a, s) => a + s.completion.length, 0)
-    return { step: this.stepCount, loss: -gradNorm, lr, gradNorm, skipped: false, tokens, tokensPerSecond: 0, objective: { kl: 0, entropy: 1, clipFrac: 0 } }
+    // the loss reads the weights and moments before this update, so a resume that restored either wrongly shows in the metrics
+    return { step: this.stepCount, loss: this.lossBefore, lr, gradNorm, skipped: false, tokens, tokensPerSecond: 0, objective: { kl: 0, entropy: 1, clipFrac: 0 } }
   }
 
   async saveState(dir: string): Promise<void> {
