@@ -6,17 +6,15 @@ import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
-import { CheckpointError } from '../../engine/errors.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { checkedPath, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
-import { readJsonObject } from '../common/run-folder.js'
 import { learningRateSchedule, openTrainee, type TrainingPlan } from '../common/training.js'
 import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
 import { arithSolveWorld, type SolveWorld } from '../solving/world.js'
 import { DPO_ARMS, resolveOfflineConfig, type OfflineConfig } from './config.js'
-import { dpoPairs, ensurePool, POOL_FILE, warmStartExamples, wsftExamples, type ResponsePool } from './pool.js'
+import { dpoPairs, ensurePool, POOL_FILE, readPool, warmStartExamples, wsftExamples, type ResponsePool } from './pool.js'
 
 /** One training unit: a weighted SFT example, or a DPO pair (chosen, rejected) of one prompt. */
 type Unit = { kind: 'sft'; prompt: number; response: number; weight: number } | { kind: 'dpo'; prompt: number; chosen: number; rejected: number }
@@ -182,9 +180,7 @@ export class OfflineRun {
       roles: () => [{ name: ROLE, trained: true }],
     })
     const { state } = ckpt
-    const poolFile = join(state.poolDir, POOL_FILE)
-    const pool = (await readJsonObject(poolFile)) as unknown as ResponsePool
-    if (pool.format !== 'autodidact.uid-pool' || !Array.isArray(pool.prompts)) throw new CheckpointError(poolFile, 'format', 'field', `${poolFile}: not a response pool`)
+    const pool = await readPool(join(state.poolDir, POOL_FILE))
     const set = new PolicySet(o.openPolicy ?? openPolicy)
     return set.build(async () => {
       const { policy, trainer } = await openTrainee(set, { base: state.modelDir, checkpoint: ckpt.paths(ROLE), threads: o.threads, plan: runPlan(state.config), reference: null })

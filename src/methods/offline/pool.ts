@@ -85,13 +85,29 @@ export async function buildPool(model: Policy, world: SolveWorld, p: PoolConfig)
   return { format: 'autodidact.uid-pool', version: 1, model: model.dir, promptFormat: world.format, config: p, calibration, prompts, stats }
 }
 
+function isPool(x: unknown): x is ResponsePool {
+  const p = x as Partial<ResponsePool> | null
+  return p !== null && typeof p === 'object' && p.format === 'autodidact.uid-pool' && p.version === 1 && Array.isArray(p.prompts) && typeof p.config === 'object'
+}
+
+/** A pool file, or a ConfigError naming it (unreadable, not JSON, not a response pool). */
+export async function readPool(file: string): Promise<ResponsePool> {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(await readFile(file, 'utf8'))
+  } catch (e) {
+    throw new ConfigError(file, null, `${file}: cannot read the response pool (${(e as Error).message})`, { cause: e })
+  }
+  if (!isPool(parsed)) throw new ConfigError(file, null, `${file}: not a response pool`)
+  return parsed
+}
+
 /** The pool of `c` (built and cached on first use). */
 export async function ensurePool(c: OfflineConfig, model: Policy, world: SolveWorld): Promise<{ dir: string; pool: ResponsePool }> {
   const dir = c.pool.dir || defaultPoolDir(model.dir, c.format, c.pool)
   const file = join(dir, POOL_FILE)
   if (existsSync(file)) {
-    const pool = JSON.parse(await readFile(file, 'utf8')) as ResponsePool
-    if (pool.format !== 'autodidact.uid-pool') throw new ConfigError(file, null, `${file}: not a response pool`)
+    const pool = await readPool(file)
     const want = JSON.stringify({ ...c.pool, dir: '' })
     if (JSON.stringify({ ...pool.config, dir: '' }) !== want || pool.promptFormat !== c.format)
       throw new ConfigError(file, 'pool', `${file}: the pool there was built with another pool config; choose another pool.dir`)
