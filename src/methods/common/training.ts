@@ -4,8 +4,8 @@
 import type { Completion } from '../../engine/model.js'
 import type { LoraOptions, OptimizerOptions, TrainSequence } from '../../train/trainer.js'
 import type { ScheduleOptions } from '../../train/schedule.js'
-import type { ObjectiveSpec } from '../../train/objectives.js'
-import type { Policy, PolicySet, PolicyTrainer, PolicyTrainerOptions } from './policy.js'
+import type { ObjectiveSpec, PolicyObjectiveConfig } from '../../train/objectives.js'
+import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer, type PolicyTrainerOptions } from './policy.js'
 
 /**
  * The sampling seed of call `call` at step `step`: deterministic, so a resumed run samples what
@@ -52,6 +52,33 @@ export function trainerOptions(plan: TrainingPlan, reference: Policy | null): Po
   return { ...plan, reference: reference ?? (plan.lora ? 'lora-off' : undefined) }
 }
 
+/** A config's `ppo` block: the shared optimizer, policy-loss, schedule and LoRA fields (schema.ts). */
+export interface PpoBlock {
+  lr: number
+  clipGradNorm: number
+  microBatchSize: number
+  clip: number
+  klCoef: number
+  entropyCoef?: number
+  warmupSteps?: number
+  warmupRatio?: number
+  minLrRatio?: number
+  loraRank?: number
+  loraAlpha?: number
+}
+
+/** PPO's clipped surrogate with KL to the reference over `updates` optimizer steps, from a `ppo` block (and objective extras). */
+export function ppoPlan(ppo: PpoBlock, updates: number, objective: Omit<PolicyObjectiveConfig, 'clip' | 'klCoef' | 'entropyCoef'> = {}): TrainingPlan {
+  return {
+    objective: { name: 'policy', clip: ppo.clip, klCoef: ppo.klCoef, entropyCoef: ppo.entropyCoef ?? 0, ...objective },
+    optimizer: { lr: ppo.lr },
+    schedule: learningRateSchedule(updates, ppo),
+    clipGradNorm: ppo.clipGradNorm,
+    microBatchSize: ppo.microBatchSize,
+    lora: loraOf(ppo.loraRank ?? 0, ppo.loraAlpha ?? 0),
+  }
+}
+
 /** Does a full fine-tuning plan need a frozen reference copy (a KL term, or DPO)? */
 export function needsFrozenReference(plan: TrainingPlan): boolean {
   const o = plan.objective
@@ -82,4 +109,16 @@ export async function openReference(set: PolicySet, base: string, ...plans: Trai
 /** A sampled completion as a policy-gradient training sequence (old logprobs from the sampling pass). */
 export function sampledSequence(prompt: readonly number[], c: Completion, advantage: number, weight?: number): TrainSequence {
   return { prompt, completion: Array.from(c.tokens), oldLogprobs: c.logprobs, advantages: advantage, ...(weight === undefined ? {} : { weight }) }
+}
+
+/**
+ * The one trained policy of a run, and the frozen reference its plan needs, in a PolicySet the run
+ * disposes (on failure everything opened is disposed). From the base model, or a checkpoint's role.
+ */
+export async function openTrainedPolicy(o: { openPolicy?: OpenPolicy; base: string; checkpoint?: { model: string; trainer: string }; threads?: number; plan: TrainingPlan }): Promise<{ policies: PolicySet; policy: Policy; trainer: PolicyTrainer }> {
+  const set = new PolicySet(o.openPolicy ?? openPolicy)
+  return set.build(async () => {
+    const reference = await openReference(set, o.base, o.plan)
+    return { policies: set, ...(await openTrainee(set, { ...o, reference })) }
+  })
 }

@@ -14,9 +14,9 @@ import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
-import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
+import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { readJsonObject } from '../common/run-folder.js'
-import { learningRateSchedule, loraOf, openReference, openTrainee, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
+import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { CoseWorld } from './world.js'
 
@@ -72,17 +72,8 @@ const ROLE = 'model'
 /** Sampling calls of a step (the seed's `call`). */
 const CALL = { proposer: 0, validator: 1, solver: 2, judge: 3 }
 
-/** The PPO plan of Appendix C: clipped surrogate with KL to the reference, cosine schedule. */
-function trainingPlan(c: CoseConfig): TrainingPlan {
-  return {
-    objective: { name: 'policy', clip: c.ppo.clip, klCoef: c.ppo.klCoef, entropyCoef: c.ppo.entropyCoef },
-    optimizer: { lr: c.ppo.lr },
-    schedule: learningRateSchedule(c.steps, { warmupSteps: c.ppo.warmupSteps, minLrRatio: c.ppo.minLrRatio }),
-    clipGradNorm: c.ppo.clipGradNorm,
-    microBatchSize: c.ppo.microBatchSize,
-    lora: loraOf(c.ppo.loraRank, c.ppo.loraAlpha),
-  }
-}
+/** The PPO plan of Appendix C: clipped surrogate with KL to the reference, cosine schedule over the run. */
+const trainingPlan = (c: CoseConfig) => ppoPlan(c.ppo, c.steps)
 
 /** The replay buffer of a checkpoint, or a CheckpointError naming the file. */
 async function loadReplay(file: string): Promise<PrioritizedReplay<QuestionItem>> {
@@ -110,14 +101,9 @@ export class CoseRun {
   /** A fresh run on the model folder `baseModel`. */
   static async start(baseModel: string, config: CoseConfig, world: CoseWorld, o: RunOptions = {}): Promise<CoseRun> {
     const base = resolve(baseModel)
-    const set = new PolicySet(o.openPolicy ?? openPolicy)
-    return set.build(async () => {
-      const plan = trainingPlan(config)
-      const reference = await openReference(set, base, plan)
-      const { policy, trainer } = await openTrainee(set, { base, threads: o.threads, plan, reference })
-      const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
-      return new CoseRun(config, world, policy, trainer, replay, set, new Rng(config.seed), 0, base)
-    })
+    const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: trainingPlan(config) })
+    return new CoseRun(config, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base)
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
@@ -129,13 +115,8 @@ export class CoseRun {
     })
     const replay = await loadReplay(join(dir, REPLAY_FILE))
     const { state } = ckpt
-    const set = new PolicySet(o.openPolicy ?? openPolicy)
-    return set.build(async () => {
-      const plan = trainingPlan(state.config)
-      const reference = await openReference(set, state.baseModel, plan)
-      const { policy, trainer } = await openTrainee(set, { base: state.baseModel, checkpoint: ckpt.paths(ROLE), threads: o.threads, plan, reference })
-      return new CoseRun(state.config, world, policy, trainer, replay, set, Rng.fromState(state.rng), state.step, state.baseModel)
-    })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: trainingPlan(state.config) })
+    return new CoseRun(state.config, world, policy, trainer, replay, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 
   get step(): number {

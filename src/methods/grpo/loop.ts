@@ -7,8 +7,8 @@ import { computeAdvantages } from '../../rl/advantages.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
 import { checkedPath, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
-import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
-import { learningRateSchedule, loraOf, openReference, openTrainee, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
+import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
+import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed } from '../common/training.js'
 import { arithSolveWorld, heldOutSlice, trainingQuestions, type SolveWorld } from '../solving/world.js'
 import { resolveGrpoConfig, TOY_PRESET, type GrpoConfig } from './config.js'
 
@@ -33,17 +33,6 @@ interface GrpoRunState extends BaseRunState {
 
 const FORMAT = 'autodidact.grpo.run'
 const ROLE = 'model'
-
-function trainingPlan(c: GrpoConfig): TrainingPlan {
-  return {
-    objective: { name: 'policy', clip: c.ppo.clip, klCoef: c.ppo.klCoef, entropyCoef: c.ppo.entropyCoef },
-    optimizer: { lr: c.ppo.lr },
-    schedule: learningRateSchedule(c.steps, { warmupSteps: c.ppo.warmupSteps, minLrRatio: c.ppo.minLrRatio }),
-    clipGradNorm: c.ppo.clipGradNorm,
-    microBatchSize: c.ppo.microBatchSize,
-    lora: loraOf(c.ppo.loraRank, c.ppo.loraAlpha),
-  }
-}
 
 export class GrpoRun {
   private constructor(
@@ -70,13 +59,8 @@ export class GrpoRun {
   }
 
   private static async open(c: GrpoConfig, base: string, checkpoint: { model: string; trainer: string } | null, step: number, o: { threads?: number; openPolicy?: OpenPolicy }): Promise<GrpoRun> {
-    const set = new PolicySet(o.openPolicy ?? openPolicy)
-    return set.build(async () => {
-      const plan = trainingPlan(c)
-      const reference = await openReference(set, base, plan)
-      const { policy, trainer } = await openTrainee(set, { base, checkpoint: checkpoint ?? undefined, threads: o.threads, plan, reference })
-      return new GrpoRun(c, arithSolveWorld(c.format), policy, trainer, set, step, base)
-    })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, checkpoint: checkpoint ?? undefined, plan: ppoPlan(c.ppo, c.steps) })
+    return new GrpoRun(c, arithSolveWorld(c.format), policy, trainer, policies, step, base)
   }
 
   get step(): number {

@@ -24,7 +24,7 @@ import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
-import { learningRateSchedule, openReference, openTrainee, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
+import { openReference, openTrainee, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
 import { resolveRzeroConfig, TOY_PRESET, usesEnsemble, type RzeroConfig } from './config.js'
 import { DEFAULT_LLAMA_RECIPE, ensureLlamaVariant } from './second-model.js'
 import type { RzeroWorld } from './world.js'
@@ -134,16 +134,7 @@ export function phaseSteps(c: RzeroConfig, phase: Phase): number {
 }
 
 /** GRPO on one role over the steps it trains (DIS §5.1 on R-Zero's settings): cosine schedule, KL to the base. */
-function rolePlan(c: RzeroConfig, updates: number): TrainingPlan {
-  return {
-    objective: { name: 'policy', clip: c.grpo.clip, klCoef: c.grpo.klCoef, entropyCoef: 0 },
-    optimizer: { lr: c.grpo.lr },
-    schedule: learningRateSchedule(updates, { warmupSteps: c.grpo.warmupSteps, minLrRatio: 0 }),
-    clipGradNorm: c.grpo.clipGradNorm,
-    microBatchSize: c.grpo.microBatchSize,
-    lora: null,
-  }
-}
+const rolePlan = (c: RzeroConfig, updates: number) => ppoPlan(c.grpo, updates)
 
 function ensembleRecord(results: EnsembleResult[]): EnsembleRecord {
   const calls = results.length

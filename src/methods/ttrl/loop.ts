@@ -9,8 +9,8 @@ import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
-import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
-import { learningRateSchedule, loraOf, openReference, openTrainee, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
+import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
+import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
 import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
 import { trajectoryOf, unscoredTokenIds, type Trajectory } from '../solving/trajectory.js'
 import { arithSolveWorld, heldOutSlice, type Item, type SolveWorld } from '../solving/world.js'
@@ -79,14 +79,7 @@ export function stepPrompts(items: readonly Item[], perStep: number, step: numbe
 /** UID C.3: one epoch of clipped policy updates (dual clip, k3 reference KL) over each rollout batch. */
 export function ttrlTrainingPlan(c: TtrlConfig): TrainingPlan {
   const updates = c.steps * Math.ceil(c.promptsPerStep / c.ppo.miniBatchPrompts)
-  return {
-    objective: { name: 'policy', clip: c.ppo.clip, dualClip: c.ppo.dualClip, klCoef: c.ppo.klCoef, klEstimator: 'k3', entropyCoef: c.ppo.entropyCoef },
-    optimizer: { lr: c.ppo.lr },
-    schedule: learningRateSchedule(updates, { warmupRatio: c.ppo.warmupRatio, minLrRatio: c.ppo.minLrRatio }),
-    clipGradNorm: c.ppo.clipGradNorm,
-    microBatchSize: c.ppo.microBatchSize,
-    lora: loraOf(c.ppo.loraRank, c.ppo.loraAlpha),
-  }
+  return ppoPlan(c.ppo, updates, { dualClip: c.ppo.dualClip, klEstimator: 'k3' })
 }
 
 export class TtrlRun {
@@ -110,13 +103,8 @@ export class TtrlRun {
 
   static async start(baseModel: string, config: TtrlConfig, o: RunOptions = {}): Promise<TtrlRun> {
     const base = resolve(baseModel)
-    const set = new PolicySet(o.openPolicy ?? openPolicy)
-    return set.build(async () => {
-      const plan = ttrlTrainingPlan(config)
-      const reference = await openReference(set, base, plan)
-      const { policy, trainer } = await openTrainee(set, { base, threads: o.threads, plan, reference })
-      return new TtrlRun(config, arithSolveWorld(config.format), policy, trainer, set, new Rng(`ttrl-${config.seed}`), 0, base)
-    })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: ttrlTrainingPlan(config) })
+    return new TtrlRun(config, arithSolveWorld(config.format), policy, trainer, policies, new Rng(`ttrl-${config.seed}`), 0, base)
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
@@ -127,13 +115,8 @@ export class TtrlRun {
       roles: () => [{ name: ROLE, trained: true }],
     })
     const { state } = ckpt
-    const set = new PolicySet(o.openPolicy ?? openPolicy)
-    return set.build(async () => {
-      const plan = ttrlTrainingPlan(state.config)
-      const reference = await openReference(set, state.baseModel, plan)
-      const { policy, trainer } = await openTrainee(set, { base: state.baseModel, checkpoint: ckpt.paths(ROLE), threads: o.threads, plan, reference })
-      return new TtrlRun(state.config, arithSolveWorld(state.config.format), policy, trainer, set, Rng.fromState(state.rng), state.step, state.baseModel)
-    })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: ttrlTrainingPlan(state.config) })
+    return new TtrlRun(state.config, arithSolveWorld(state.config.format), policy, trainer, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 
   get step(): number {

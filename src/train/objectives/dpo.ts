@@ -3,7 +3,7 @@
 import { InvalidArgumentError } from '../../engine/errors.js'
 import { dpoMargin, negLogSigmoid } from './formulas.js'
 import type { BatchNormalizer, DpoBatch, TokenObjective, TokenObjectiveResult } from './types.js'
-import { asConfig, checkArray, checkKeys, checkOutputs, checkPairs, checkSameLength, inputFinite, isRecord, normalizerField, numberField, sequencesOf, unmaskedCount } from './validation.js'
+import { asConfig, checkArray, checkedSequence, checkKeys, checkOutputs, checkPairs, checkSameLength, inputFinite, normalizerField, numberField, sequencesOf, unmaskedCount } from './validation.js'
 
 export interface DpoObjectiveConfig {
   /** DPO coefficient β > 0 (UID B.3: 0.1, the default). */
@@ -45,10 +45,7 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
   const ref = new Float64Array(S)
   let tokens = 0
   for (let i = 0; i < S; i++) {
-    const s = seqs[i]
-    const f = `sequences[${i}]`
-    if (!isRecord(s)) throw new InvalidArgumentError(f, `${f} must be an object`)
-    checkArray(s.logp, `${f}.logp`)
+    const { s, f } = checkedSequence(seqs, i)
     const T = s.logp.length
     tokens += unmaskedCount(s.logp, s.mask, f)
     const refArr = typeof s.refLogp === 'number' ? null : s.refLogp

@@ -4,7 +4,7 @@
 import { InvalidArgumentError } from '../../engine/errors.js'
 import { aggregationCoefficient, type AggregationDenominators, clippedSurrogate, importanceRatio, klEstimator, LOG_RATIO_CLAMP, type ValueGrad } from './formulas.js'
 import { type BatchNormalizer, KL_ESTIMATORS, type KlEstimator, LOSS_AGGREGATIONS, type LossAggregation, type PolicyBatch, type TokenObjective, type TokenObjectiveResult, type TokenValues } from './types.js'
-import { asConfig, checkArray, checkKeys, checkOutputs, checkSameLength, enumField, inputFinite, isRecord, normalizerField, numberField, sampleWeight, sequencesOf, unmaskedCount } from './validation.js'
+import { asConfig, checkArray, checkedSequence, checkKeys, checkOutputs, checkSameLength, enumField, inputFinite, normalizerField, numberField, sampleWeight, sequencesOf, unmaskedCount } from './validation.js'
 
 export interface PolicyObjectiveConfig {
   /** Symmetric clip ε (default 0.2: COSE App. C, UID B.2); the default for clipLow/clipHigh. */
@@ -114,10 +114,7 @@ function computePolicy(cfg: ResolvedPolicyConfig, batch: PolicyBatch, norm?: Bat
   let haveAllRefs = true
   // pass 1: shapes, weights, counts
   for (let i = 0; i < S; i++) {
-    const s = seqs[i]
-    const f = `sequences[${i}]`
-    if (!isRecord(s)) throw new InvalidArgumentError(f, `${f} must be an object`)
-    checkArray(s.logp, `${f}.logp`)
+    const { s, f } = checkedSequence(seqs, i)
     const T = s.logp.length
     checkArray(s.entropy, `${f}.entropy`)
     checkSameLength(s.entropy, T, `${f}.entropy`)

@@ -1,8 +1,7 @@
 // Weighted SFT (UID Eq. 8).
 
-import { InvalidArgumentError } from '../../engine/errors.js'
 import type { BatchNormalizer, SftBatch, TokenObjective, TokenObjectiveResult } from './types.js'
-import { asConfig, checkArray, checkKeys, checkOutputs, inputFinite, isRecord, normalizerField, sampleWeight, sequencesOf, unmaskedCount } from './validation.js'
+import { asConfig, checkedSequence, checkKeys, checkOutputs, inputFinite, normalizerField, sampleWeight, sequencesOf, unmaskedCount } from './validation.js'
 
 /** Weighted SFT has no options: the normalization is fixed by UID Eq. 8 and B.3. */
 export type SftObjectiveConfig = Record<string, never>
@@ -30,10 +29,7 @@ function computeSft(batch: SftBatch, norm?: BatchNormalizer): SftResult {
   let localSeqs = 0
   let weightSum = 0
   for (let i = 0; i < S; i++) {
-    const s = seqs[i]
-    const f = `sequences[${i}]`
-    if (!isRecord(s)) throw new InvalidArgumentError(f, `${f} must be an object`)
-    checkArray(s.logp, `${f}.logp`)
+    const { s, f } = checkedSequence(seqs, i)
     weights[i] = sampleWeight(s.weight, f)
     const n = unmaskedCount(s.logp, s.mask, f)
     counts[i] = n

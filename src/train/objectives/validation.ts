@@ -76,6 +76,15 @@ export function checkArray(x: unknown, field: string): asserts x is ArrayLike<nu
   }
 }
 
+/** Sequence `i` of a batch, checked to be an object with a `logp` array, and its field name (`sequences[i]`). */
+export function checkedSequence<S extends { logp: TokenValues }>(seqs: readonly S[], i: number): { s: S; f: string } {
+  const s = seqs[i]
+  const f = `sequences[${i}]`
+  if (!isRecord(s)) throw new InvalidArgumentError(f, `${f} must be an object`)
+  checkArray(s.logp, `${f}.logp`)
+  return { s, f }
+}
+
 export function checkSameLength(x: ArrayLike<unknown>, n: number, field: string): void {
   if (x.length !== n) throw new InvalidArgumentError(field, `${field} has length ${x.length}, expected ${n} (one per completion token)`)
 }
