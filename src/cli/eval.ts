@@ -6,7 +6,7 @@ import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { evaluateToyModel, formatToyEvalTable } from '../toymodel/eval.js'
 import { deviceOption, parseArgs } from './args.js'
-import { DEFAULT_MODEL } from './evolve.js'
+import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const EVAL_USAGE = `usage: autodidact eval --world arith [--model DIR] [--levels 1,2,3,4,5] [--size 100] [--k 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]`
 

@@ -8,7 +8,7 @@ import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../method
 import { SELECTORS } from '../methods/solving/selectors.js'
 import { arithSolveWorld } from '../methods/solving/world.js'
 import { deviceOption, parseArgs } from './args.js'
-import { DEFAULT_MODEL } from './evolve.js'
+import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const SELECT_USAGE = `usage: autodidact select [--model DIR] [--format toy|chat] [--level 3] [--offset 0] [--size 100]
                          [--calibration 50] [--n 8] [--ns 2,4,8] [--temperature 0.7] [--top-p 0.95]

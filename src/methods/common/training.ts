@@ -106,6 +106,12 @@ export async function openReference(set: PolicySet, base: string, ...plans: Trai
   return plans.some(needsFrozenReference) ? set.open({ model: base, threads: 1 }) : null
 }
 
+/** A sampled completion and the prompt's token ids it continues. */
+export interface Sample {
+  prompt: number[]
+  completion: Completion
+}
+
 /** A sampled completion as a policy-gradient training sequence (old logprobs from the sampling pass). */
 export function sampledSequence(prompt: readonly number[], c: Completion, advantage: number, weight?: number): TrainSequence {
   return { prompt, completion: Array.from(c.tokens), oldLogprobs: c.logprobs, advantages: advantage, ...(weight === undefined ? {} : { weight }) }

@@ -13,10 +13,12 @@ import { sequenceConfidence } from '../../signals/confidence.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
+import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import type { BaseStepRecord } from '../common/run.js'
 import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { readJsonObject } from '../common/run-folder.js'
-import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed } from '../common/training.js'
+import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { CoseWorld } from './world.js'
 
@@ -24,7 +26,7 @@ export interface QuestionItem {
   question: string
 }
 
-export interface CoseStepRecord {
+export interface CoseStepRecord extends BaseStepRecord {
   step: number
   proposals: number
   proposerFormatRate: number
@@ -43,15 +45,8 @@ export interface CoseStepRecord {
   confidenceJudge: Spread
   solveRate: Spread
   train: StepMetrics | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-interface Trajectory {
-  prompt: number[]
-  completion: Completion
-}
 
 export interface CoseRunState extends BaseRunState {
   format: 'autodidact.cose.run'
@@ -138,7 +133,7 @@ export class CoseRun {
     })
   }
 
-  private async sample(prompts: string[], o: { n: number; temperature: number; maxTokens: number }, call: number): Promise<Trajectory[][]> {
+  private async sample(prompts: string[], o: { n: number; temperature: number; maxTokens: number }, call: number): Promise<Sample[][]> {
     if (!prompts.length) return []
     const topK = this.config.confidence === 'self-certainty-topk' ? 25 : 0
     const out = await this.model.generate(prompts, { ...o, seed: samplingSeed(this.config.seed, this.stepIndex, call), stats: { topK } })
@@ -152,10 +147,10 @@ export class CoseRun {
     const w = this.world
     const weighting = { enabled: c.switches.weighting }
     let generatedTokens = 0
-    const count = (groups: Trajectory[][]) => groups.forEach((g) => g.forEach((t) => (generatedTokens += t.completion.tokens.length)))
+    const count = (groups: Sample[][]) => groups.forEach((g) => g.forEach((t) => (generatedTokens += t.completion.tokens.length)))
 
     // ---- Proposer / Validator phase (every K steps)
-    interface Proposal { traj: Trajectory; fP: boolean; question: string | null; key: string | null; v: number; cV: number; accepted: boolean }
+    interface Proposal { traj: Sample; fP: boolean; question: string | null; key: string | null; v: number; cV: number; accepted: boolean }
     const proposals: Proposal[] = []
     let validatorFormatOk = 0
     if (this.stepIndex % c.proposeEvery === 0) {
@@ -247,15 +242,12 @@ export class CoseRun {
 
   /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
   async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    const correct = await this.evaluateItems(level, size)
-    return correct.filter(Boolean).length / correct.length
+    return accuracyOf(await this.evaluateItems(level, size))
   }
 
   /** Per held-out question: does the greedy Solver answer it correctly? */
-  async evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
-    const items = this.world.evalSet(level, size)
-    const out = await this.model.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
-    return out.map((g, i) => this.world.verify(items[i].question, g[0].text))
+  evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
+    return greedyVerdicts(this.model, this.world, { level, size, maxTokens: this.config.solver.maxTokens })
   }
 
   /** Writes the policy, its optimizer, the replay buffer and the RNG under `dir` (checkpointRun). */

@@ -6,13 +6,14 @@ import { resolve } from 'node:path'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
+import type { BaseStepRecord } from '../common/run.js'
 import { checkedPath, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed } from '../common/training.js'
 import { arithSolveWorld, heldOutSlice, trainingQuestions, type SolveWorld } from '../solving/world.js'
 import { resolveGrpoConfig, TOY_PRESET, type GrpoConfig } from './config.js'
 
-export interface GrpoStepRecord {
+export interface GrpoStepRecord extends BaseStepRecord {
   step: number
   questions: number
   /** r = 1 for a verified answer (the only reward). */
@@ -20,9 +21,6 @@ export interface GrpoStepRecord {
   /** Groups with a nonzero advantage (neither all right nor all wrong): the ones that teach. */
   informativeGroups: number
   train: StepMetrics
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
 interface GrpoRunState extends BaseRunState {

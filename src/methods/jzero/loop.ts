@@ -12,14 +12,16 @@
 // chosen side (JZ Figure 2 counterpart); held-out Solver accuracy via evaluate().
 import { resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
-import type { Completion, Prompt } from '../../engine/model.js'
+import type { Prompt } from '../../engine/model.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
+import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import type { BaseStepRecord } from '../common/run.js'
 import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
-import { openReference, openTrainee, sampledSequence, samplingSeed, trainerOptions, type TrainingPlan } from '../common/training.js'
+import { openReference, openTrainee, sampledSequence, samplingSeed, type Sample, trainerOptions, type TrainingPlan } from '../common/training.js'
 import { resolveJzeroConfig, TOY_PRESET, type JzeroConfig, type PolicyStage } from './config.js'
 import { bradleyTerryBatch, judgeRewards, openJudge, pairMargins, pairwiseAccuracy } from './judge.js'
 import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRate, type JudgePair, type WinRate } from './pairs.js'
@@ -45,7 +47,7 @@ function summarize(steps: StepMetrics[]): StageTrain {
   return { updates: ok.length, skipped: steps.length - ok.length, loss: mean(ok.map((s) => s.loss)), gradNorm: mean(ok.map((s) => s.gradNorm)), kl: obj('kl'), clipFrac: obj('clipFrac') }
 }
 
-export interface JzeroStepRecord {
+export interface JzeroStepRecord extends BaseStepRecord {
   step: number
   challenger: {
     tasks: number
@@ -95,15 +97,8 @@ export interface JzeroStepRecord {
   }
   /** = judge.heldOut.after (for the report). */
   judgeAccuracy: number
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-interface Trajectory {
-  prompt: number[]
-  completion: Completion
-}
 
 /** The sampling seed of a call: steps spaced 100,003 apart to hold the call codes below. */
 function seedOf(runSeed: number, step: number, call: number): number {
@@ -223,7 +218,7 @@ export class JzeroRun {
     this.policies.dispose()
   }
 
-  private async sample(model: Policy, prompts: Prompt[], n: number, o: PolicyStage, call: number): Promise<Trajectory[][]> {
+  private async sample(model: Policy, prompts: Prompt[], n: number, o: PolicyStage, call: number): Promise<Sample[][]> {
     if (!prompts.length) return []
     const out = await model.generate(prompts, { n, temperature: o.temperature, topP: o.topP, maxTokens: o.maxTokens, seed: seedOf(this.config.seed, this.stepIndex, call) })
     return out.map((group, i) => {
@@ -416,9 +411,7 @@ export class JzeroRun {
 
   /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
   async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    const items = this.world.evalSet(level, size)
-    const out = await this.solver.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
-    return out.filter((g, i) => this.world.verify(items[i].question, g[0].text) === true).length / items.length
+    return accuracyOf(await greedyVerdicts(this.solver, this.world, { level, size, maxTokens: this.config.solver.maxTokens }))
   }
 
   /** Writes the three models, their optimizer states, the RNG and the config under `dir` (checkpointRun). */
@@ -435,7 +428,7 @@ export class JzeroRun {
   }
 }
 
-function tokens(trajs: readonly Trajectory[]): number {
+function tokens(trajs: readonly Sample[]): number {
   return trajs.reduce((a, t) => a + t.completion.tokens.length, 0)
 }
 

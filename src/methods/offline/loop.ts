@@ -8,6 +8,7 @@ import { rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
+import type { BaseStepRecord } from '../common/run.js'
 import { checkedPath, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { learningRateSchedule, openTrainee, type TrainingPlan } from '../common/training.js'
@@ -19,7 +20,7 @@ import { dpoPairs, ensurePool, POOL_FILE, readPool, warmStartExamples, wsftExamp
 /** One training unit: a weighted SFT example, or a DPO pair (chosen, rejected) of one prompt. */
 type Unit = { kind: 'sft'; prompt: number; response: number; weight: number } | { kind: 'dpo'; prompt: number; chosen: number; rejected: number }
 
-export interface OfflineStepRecord {
+export interface OfflineStepRecord extends BaseStepRecord {
   step: number
   objective: string
   arm: string
@@ -28,9 +29,6 @@ export interface OfflineStepRecord {
   batch: number
   loss: number
   train: StepMetrics
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
 export interface OfflineRunState extends BaseRunState {

@@ -22,6 +22,8 @@ import { repetitionPenalty } from '../../tasks/cluster.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
+import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import type { BaseStepRecord } from '../common/run.js'
 import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { openReference, openTrainee, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
@@ -44,7 +46,7 @@ export interface EnsembleRecord {
   perVariant: VariantStats[]
 }
 
-export interface ChallengerRecord {
+export interface ChallengerRecord extends BaseStepRecord {
   step: number
   phase: 'challenger'
   level: number
@@ -64,12 +66,9 @@ export interface ChallengerRecord {
   ensemble: EnsembleRecord
   skipped: string | null
   train: StepMetrics | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-export interface SolverRecord {
+export interface SolverRecord extends BaseStepRecord {
   step: number
   phase: 'solver'
   candidates: number
@@ -85,9 +84,6 @@ export interface SolverRecord {
   reward: Spread
   ensemble: EnsembleRecord
   train: StepMetrics | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
 export type RzeroStepRecord = ChallengerRecord | SolverRecord
@@ -420,15 +416,12 @@ export class RzeroRun {
 
   /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
   async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    const correct = await this.evaluateItems(level, size)
-    return correct.filter(Boolean).length / correct.length
+    return accuracyOf(await this.evaluateItems(level, size))
   }
 
   /** Per held-out question: is the greedy Solver right? */
-  async evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
-    const items = this.world.evalSet(level, size)
-    const out = await this.solver.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
-    return out.map((g, i) => this.world.verify(items[i].question, g[0].text))
+  evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
+    return greedyVerdicts(this.solver, this.world, { level, size, maxTokens: this.config.solver.maxTokens })
   }
 
   /** Writes both models, both optimizers and the RNG under `dir` (checkpointRun). */

@@ -8,6 +8,7 @@ import { grpoAdvantages } from '../../rl/advantages.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
+import type { BaseStepRecord } from '../common/run.js'
 import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
@@ -17,7 +18,7 @@ import { arithSolveWorld, heldOutSlice, type Item, type SolveWorld } from '../so
 import { resolveTtrlConfig, TOY_PRESET, type TtrlConfig } from './config.js'
 import { groupRewards } from './rewards.js'
 
-export interface TtrlStepRecord {
+export interface TtrlStepRecord extends BaseStepRecord {
   step: number
   arm: string
   prompts: number
@@ -41,9 +42,6 @@ export interface TtrlStepRecord {
   train: StepMetrics[]
   loss: number
   kl: number | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
 export interface TtrlRunState extends BaseRunState {
