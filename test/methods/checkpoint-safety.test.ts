@@ -152,6 +152,7 @@ describe('hostile run files are typed errors, raised before anything is written 
     ['run_state.json with step "2"', (o) => edit(state(o), (j) => ({ ...j, step: '2' })), /step must be an integer/],
     ['run_state.json of another method', (o) => edit(state(o), (j) => ({ ...j, format: 'autodidact.ttrl.run' })), /not a checkpoint of this method/],
     ['run_state.json of a future version', (o) => edit(state(o), (j) => ({ ...j, version: 9 })), /version 9/],
+    ['a checkpoint of the earlier layout (version 1)', (o) => edit(state(o), (j) => ({ ...j, version: 1 })), /layout version 1; this version of autodidact reads layout 2/],
     ['run_state.json with an all-zero RNG', (o) => edit(state(o), (j) => ({ ...j, rng: [0, 0, 0, 0] })), /rng is not a generator state/],
     ['run_state.json with a bad config', (o) => edit(state(o), (j) => ({ ...j, config: { ...(j.config as object), solver: { n: 'four' } } })), /solver\.n: expected a number/],
     ['run_state.json with no base model', (o) => edit(state(o), (j) => ({ ...j, baseModel: null })), /baseModel must be a folder path/],

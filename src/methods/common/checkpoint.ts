@@ -33,11 +33,14 @@ export const OPTIMIZER_FILE = 'optimizer.safetensors'
 export const TRAINER_STATE_FILE = 'trainer_state.json'
 const ADAPTER_WEIGHTS = 'adapter_model.safetensors'
 
+/** The checkpoint layout this version writes and reads (2: every role in `<role>/` and `<role>-state/`). */
+export const RUN_STATE_VERSION = 2
+
 /** What every method's run_state.json holds, besides its own fields. */
 export interface BaseRunState {
   /** `autodidact.<method>.run`. */
   format: string
-  version: 1
+  version: typeof RUN_STATE_VERSION
   step: number
 }
 
@@ -126,7 +129,8 @@ export async function resumeRun<S extends BaseRunState>(dir: string, spec: Resum
   const raw = await readJsonObject(file)
   if (raw.format !== spec.format)
     throw new CheckpointError(file, 'format', 'method', `${file}: format ${JSON.stringify(raw.format)}, expected ${JSON.stringify(spec.format)} (not a checkpoint of this method)`)
-  if (raw.version !== 1) throw new CheckpointError(file, 'version', 'field', `${file}: version ${JSON.stringify(raw.version)} is not one this version reads (1)`)
+  if (raw.version !== RUN_STATE_VERSION)
+    throw new CheckpointError(file, 'version', 'field', `${file}: checkpoint layout version ${JSON.stringify(raw.version)}; this version of autodidact reads layout ${RUN_STATE_VERSION} only (start the run afresh)`)
   checkedStep(raw.step, file)
   const state = spec.parse(raw as BaseRunState & Record<string, unknown>, file)
   for (const role of spec.roles(state)) {

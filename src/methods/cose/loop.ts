@@ -15,7 +15,7 @@ import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
 import type { BaseStepRecord } from '../common/run.js'
-import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { readJsonObject } from '../common/run-folder.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
@@ -252,7 +252,7 @@ export class CoseRun {
 
   /** Writes the policy, its optimizer, the replay buffer and the RNG under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: CoseRunState = { format: FORMAT, version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
+    const state: CoseRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
     await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => this.replay.save(join(tmp, REPLAY_FILE)) })
   }
 }

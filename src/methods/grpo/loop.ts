@@ -7,7 +7,7 @@ import { computeAdvantages } from '../../rl/advantages.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
 import type { BaseStepRecord } from '../common/run.js'
-import { checkedPath, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
+import { type BaseRunState, checkedPath, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed } from '../common/training.js'
 import { arithSolveWorld, heldOutSlice, trainingQuestions, type SolveWorld } from '../solving/world.js'
@@ -96,7 +96,7 @@ export class GrpoRun {
   }
 
   async checkpoint(dir: string): Promise<void> {
-    const state: GrpoRunState = { format: FORMAT, version: 1, step: this.stepIndex, baseModel: this.baseModel, config: this.config }
+    const state: GrpoRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, baseModel: this.baseModel, config: this.config }
     await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }] })
   }
 

@@ -19,7 +19,7 @@ import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
 import type { BaseStepRecord } from '../common/run.js'
-import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { openReference, openTrainee, sampledSequence, samplingSeed, type Sample, trainerOptions, type TrainingPlan } from '../common/training.js'
 import { resolveJzeroConfig, TOY_PRESET, type JzeroConfig, type PolicyStage } from './config.js'
@@ -416,7 +416,7 @@ export class JzeroRun {
 
   /** Writes the three models, their optimizer states, the RNG and the config under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: JzeroRunState = { format: FORMAT, version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
+    const state: JzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
     await checkpointRun(dir, {
       state,
       roles: [

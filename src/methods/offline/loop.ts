@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import type { BaseStepRecord } from '../common/run.js'
-import { checkedPath, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
+import { type BaseRunState, checkedPath, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { learningRateSchedule, openTrainee, type TrainingPlan } from '../common/training.js'
 import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
@@ -221,7 +221,7 @@ export class OfflineRun {
 
   /** The adapter, its optimizer and the evaluations since the last checkpoint (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: OfflineRunState = { format: FORMAT, version: 1, step: this.stepIndex, modelDir: this.modelDir, poolDir: this.poolDir, config: this.config }
+    const state: OfflineRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, modelDir: this.modelDir, poolDir: this.poolDir, config: this.config }
     await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => writeCheckpointEval(tmp, this.stepIndex, this.pendingEvals) })
     await writeRunEvals(dir, this.pendingEvals)
     this.pendingEvals = []

@@ -24,7 +24,7 @@ import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
 import type { BaseStepRecord } from '../common/run.js'
-import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { openReference, openTrainee, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
 import { resolveRzeroConfig, TOY_PRESET, usesEnsemble, type RzeroConfig } from './config.js'
@@ -426,7 +426,7 @@ export class RzeroRun {
 
   /** Writes both models, both optimizers and the RNG under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: RzeroRunState = { format: FORMAT, version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
+    const state: RzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
     await checkpointRun(dir, {
       state,
       roles: [

@@ -9,7 +9,7 @@ import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import type { BaseStepRecord } from '../common/run.js'
-import { checkedPath, checkedRngState, checkpointRun, resumeRun, type BaseRunState } from '../common/checkpoint.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
 import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
@@ -200,7 +200,7 @@ export class TtrlRun {
 
   /** Adapter (or model), optimizer, RNG and the evaluations since the last checkpoint (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: TtrlRunState = { format: FORMAT, version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
+    const state: TtrlRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
     await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => writeCheckpointEval(tmp, this.stepIndex, this.pendingEvals) })
     await writeRunEvals(dir, this.pendingEvals)
     this.pendingEvals = []
