@@ -48,7 +48,7 @@ for (const name of names) {
   if (!v) throw new Error(`unknown variant '${name}' (${Object.keys(VARIANTS).join(', ')})`)
   const config = resolveJzeroConfig({ ...extra, seed, steps: iterations, switches: v.switches })
   const t0 = Date.now()
-  const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, config, world, 2)
+  const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, config, world, { threads: 2 })
   const judge0 = await run.judgeHeldOut()
   const rows = [{ iteration: 0, solver: await solverAccuracy(run), judge: judge0 }]
   for (let i = 1; i <= iterations; i++) {

@@ -21,8 +21,8 @@ const { TtrlRun } = await load('methods/ttrl/loop.js')
 const { TOY_PRESET: WSFT_TOY, DPO_TOY_PRESET, resolveOfflineConfig } = await load('methods/offline/config.js')
 const { OfflineRun } = await load('methods/offline/loop.js')
 const { ensurePool, dpoPairs, wsftExamples, pairTraceDiagnostics, weightTraceDiagnostics } = await load('methods/offline/pool.js')
-const { evaluateBenchmarks, writeEvalRecord, readEvalRecord } = await load('methods/select/evaluation.js')
-const { arithSolveWorld } = await load('methods/select/world.js')
+const { evaluateBenchmarks, writeEvalRecord, readEvalRecord } = await load('methods/solving/evaluation.js')
+const { arithSolveWorld } = await load('methods/solving/world.js')
 const { compareRecords } = await load('cli/compare.js')
 
 const arg = (name, fallback) => {
@@ -62,7 +62,7 @@ async function pool(tasks, limit = jobs) {
 }
 
 async function runMethod(Run, config, dir, name) {
-  const run = await Run.start(MODEL, config, threads)
+  const run = await Run.start(MODEL, config, { threads })
   const t0 = Date.now()
   const r = await drive(run, { outDir: dir, method: name, totalSteps: run.config.steps, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: [], describe: () => '' })
   run.dispose()

@@ -4,7 +4,7 @@
 // a prompt kept together, the same prompts for both runs). RUN is a run folder (its latest
 // evaluation), RUN@STEP (RUN@0: before training) or an eval file.
 import { InvalidArgumentError } from '../engine/errors.js'
-import { benchmarkAccuracy, readEvalRecord, type EvalRecord } from '../methods/select/evaluation.js'
+import { benchmarkAccuracy, readEvalRecord, type EvalRecord } from '../methods/solving/evaluation.js'
 import { pairedPromptBootstrap, type BenchmarkOutcomes, type BootstrapResult } from '../stats/bootstrap.js'
 import { parseArgs } from './args.js'
 

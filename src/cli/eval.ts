@@ -1,12 +1,12 @@
 // `autodidact eval --world arith [--model DIR] [--levels 1,2,3] [--size N] [--k N] [--out FILE]`:
 // held-out Solver accuracy (greedy and mean@k) by difficulty with bootstrap intervals, Validator
 // and Judge agreement with the verifier and the AUROC of their confidence; prints a table, writes JSON.
-import { writeFileAtomic } from '../engine/hf/atomic.js'
+import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { evaluateToyModel, formatToyEvalTable } from '../toymodel/eval.js'
 import { deviceOption, parseArgs } from './args.js'
-import { DEFAULT_MODEL } from './evolve.js'
+import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const EVAL_USAGE = `usage: autodidact eval --world arith [--model DIR] [--levels 1,2,3,4,5] [--size 100] [--k 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]`
 
@@ -31,7 +31,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
     })
     console.log(formatToyEvalTable(report))
     const out = String(options.out ?? 'eval.json')
-    await writeFileAtomic(out, JSON.stringify(report, null, 2) + '\n')
+    await writeJsonAtomic(out, report, 2)
     console.log(`wrote ${out}`)
     return 0
   } finally {

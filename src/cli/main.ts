@@ -14,7 +14,7 @@ const USAGE = `usage: autodidact <command> [options]
 
 commands:
   doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
-  evolve --method NAME  self-evolution (cose, ttrl, dpo, wsft, rzero, jzero) on the bundled toy model or --model DIR; --help
+  evolve --method NAME  self-evolution (cose, ttrl, dpo, wsft, rzero, jzero) or verifier-rewarded grpo on the bundled toy model or --model DIR; --help
   eval --world arith    held-out accuracy by difficulty (greedy, mean@k, bootstrap), Validator/Judge agreement and AUROC
   serve [--model DIR] [--port N]  OpenAI-compatible HTTP server over one model (/v1/completions, /v1/chat/completions, /v1/models, /health)
   export --format gguf|onnx --model DIR --out PATH [--dtype f32|f16]  a GGUF file for llama.cpp / Ollama, or an ONNX folder for onnxruntime / transformers.js

@@ -1,14 +1,14 @@
 // `autodidact select [--model DIR] [--level 3] [--size 100] [--calibration 50] [--n 8] …`: best-of-n
 // selectors of UID §3 / A.1 (majority, SC, UID-Conj and their Borda variants) on nested pools,
 // calibration fitted on a disjoint unlabeled split; prints the accuracy table, writes JSON.
-import { writeFileAtomic } from '../engine/hf/atomic.js'
+import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
-import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../methods/select/run.js'
-import { SELECTORS } from '../methods/select/selectors.js'
-import { arithSolveWorld } from '../methods/select/world.js'
+import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../methods/solving/selection.js'
+import { SELECTORS } from '../methods/solving/selectors.js'
+import { arithSolveWorld } from '../methods/solving/world.js'
 import { deviceOption, parseArgs } from './args.js'
-import { DEFAULT_MODEL } from './evolve.js'
+import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const SELECT_USAGE = `usage: autodidact select [--model DIR] [--format toy|chat] [--level 3] [--offset 0] [--size 100]
                          [--calibration 50] [--n 8] [--ns 2,4,8] [--temperature 0.7] [--top-p 0.95]
@@ -62,7 +62,7 @@ export async function selectCommand(argv: string[]): Promise<number> {
     const report = await runSelection(model, arithSolveWorld(format), o)
     console.log(formatSelectionTable(report))
     const out = String(options.out ?? 'select.json')
-    await writeFileAtomic(out, JSON.stringify(report, null, 2) + '\n')
+    await writeJsonAtomic(out, report, 2)
     console.log(`wrote ${out}`)
     return 0
   } finally {

@@ -169,3 +169,41 @@ export class DeviceUnavailableError extends AutodidactError {
     this.reason = reason
   }
 }
+
+/** A file could not be written (full disk, no permission, …): names the file and the system error code. */
+export class FileWriteError extends AutodidactError {
+  readonly file: string
+  /** The system error code, e.g. `"ENOSPC"` or `"EACCES"` (null when the failure was not a system error). */
+  readonly errno: string | null
+
+  constructor(file: string, errno: string | null, message: string, options?: { cause?: unknown }) {
+    super('FILE_WRITE_ERROR', message, options)
+    this.file = file
+    this.errno = errno
+  }
+}
+
+/** What is wrong with a run folder or checkpoint; lets callers and tests tell the cases apart. */
+export type CheckpointErrorReason =
+  | 'missing' // a file the checkpoint needs is not there
+  | 'json' // not valid JSON, or not an object
+  | 'field' // a field is missing, of the wrong type, or out of range (e.g. a negative step)
+  | 'method' // the method named is not registered, or is not the checkpoint's
+  | 'moment' // an optimizer moment does not fit its parameter, or holds NaN/Inf
+  | 'metrics' // metrics.jsonl holds a line that is not a metrics record
+  | 'path' // a path points outside the run folder
+
+/** A run folder or checkpoint is missing, corrupt or hostile; nothing has been loaded or written when this is thrown. */
+export class CheckpointError extends AutodidactError {
+  readonly file: string
+  /** The field or tensor concerned (e.g. `"step"`, `"model.embed_tokens.weight::v"`), or null for the file as a whole. */
+  readonly field: string | null
+  readonly reason: CheckpointErrorReason
+
+  constructor(file: string, field: string | null, reason: CheckpointErrorReason, message: string, options?: { cause?: unknown }) {
+    super('CHECKPOINT_ERROR', message, options)
+    this.file = file
+    this.field = field
+    this.reason = reason
+  }
+}

@@ -1,7 +1,7 @@
-// An in-process ensemble variant (DIS §4.2): an engine Model sampled directly. The current Solver
-// at two temperatures is two of these over one Model; the Model keeps training between phases and
-// the sampler always samples its current weights.
-import type { Model } from '../engine/model.js'
+// An in-process ensemble variant (DIS §4.2): a model sampled directly — the engine's Model, or any
+// policy with the same generate(). The current Solver at two temperatures is two of these over one
+// policy; it keeps training between phases and the sampler always samples its current weights.
+import type { Completion, GenerateOptions, Prompt } from '../engine/model.js'
 import type { VariantSample, VariantSampleOptions, VariantSampler } from './types.js'
 
 export interface InProcessSamplerOptions {
@@ -11,12 +11,19 @@ export interface InProcessSamplerOptions {
   owns?: boolean
 }
 
+/** What the sampler needs of a model: generate, the folder that names it, dispose. */
+export interface SampledModel {
+  readonly dir: string
+  generate(prompts: Prompt[], options?: GenerateOptions): Promise<Completion[][]>
+  dispose(): void
+}
+
 export class InProcessSampler implements VariantSampler {
   readonly name: string
   private readonly owns: boolean
 
   constructor(
-    readonly model: Model,
+    readonly model: SampledModel,
     options: InProcessSamplerOptions = {},
   ) {
     this.name = options.name ?? `inprocess:${model.dir.split(/[\\/]/).filter(Boolean).pop() ?? 'model'}`

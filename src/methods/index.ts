@@ -1,16 +1,15 @@
 // The methods `autodidact evolve --method NAME` can run.
-import type { BaseMethodConfig, MethodSpec } from './common/spec.js'
+import type { Method } from './common/method.js'
 import { spec as cose } from './cose/spec.js'
+import { spec as grpo } from './grpo/spec.js'
 import { spec as jzero } from './jzero/spec.js'
 import { dpoSpec, wsftSpec } from './offline/spec.js'
 import { spec as rzero } from './rzero/spec.js'
 import { spec as ttrl } from './ttrl/spec.js'
 
-export const METHODS: Record<string, MethodSpec<BaseMethodConfig>> = {
-  cose: cose as unknown as MethodSpec<BaseMethodConfig>,
-  rzero: rzero as unknown as MethodSpec<BaseMethodConfig>,
-  ttrl: ttrl as unknown as MethodSpec<BaseMethodConfig>,
-  dpo: dpoSpec as unknown as MethodSpec<BaseMethodConfig>,
-  wsft: wsftSpec as unknown as MethodSpec<BaseMethodConfig>,
-  jzero: jzero as unknown as MethodSpec<BaseMethodConfig>,
+export const METHODS: Readonly<Record<string, Method>> = Object.freeze({ cose, rzero, ttrl, dpo: dpoSpec, wsft: wsftSpec, jzero, grpo })
+
+/** The registered method called `name` (own entries only: `__proto__` or `toString` are not methods). */
+export function methodNamed(name: string): Method | undefined {
+  return Object.hasOwn(METHODS, name) ? METHODS[name] : undefined
 }

@@ -40,8 +40,8 @@ export function oneMinusPPriority(v: number, cV: number, p: number, floor = 0.1)
 /** Replay priority rules by name. */
 export const priorityModes = new Registry<PriorityFn>('replay priority mode')
 priorityModes.register('cose', cosePriority)
+priorityModes.register('uniform', () => 1) // COSE Table 5 "w/o priority"
 priorityModes.register('one-minus-p', oneMinusPPriority)
-priorityModes.register('uniform', () => 1)
 
 export type EvictionRule = 'fifo' | 'lowest-priority'
 

@@ -51,9 +51,6 @@ export {
 export {
   auxPreferencePair,
   auxSftWeights,
-  bradleyTerryLoss,
-  logSigmoid,
   randomPreferencePair,
-  weightedSftLoss,
   type PreferencePair,
 } from './offline.js'

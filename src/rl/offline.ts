@@ -1,5 +1,6 @@
 // Offline uses of auxiliary scores among verifier-correct responses (UID §4.3, B.3): DPO pairs
-// and weighted SFT; and J-Zero's Bradley–Terry Judge loss (JZ Eq. 13) as a scalar reference.
+// and weighted-SFT weights. The losses they train with live in src/train/objectives/ (their
+// scalar float64 oracles in test/reference/offline-losses64.ts).
 
 import type { Rng } from '../util/prng.js'
 
@@ -56,45 +57,4 @@ export function auxSftWeights(q: ArrayLike<number>, alpha = 2): Float64Array {
   }
   for (let i = 0; i < m; i++) w[i] = (m * w[i]) / s
   return w
-}
-
-// UID Eq. 8: L = −(1/N) Σ_i (w_i/T_i) Σ_t log π(y_{i,t} | ·), T_i = scored tokens of response i.
-export function weightedSftLoss(
-  weights: ArrayLike<number>,
-  tokenLogprobs: ReadonlyArray<ArrayLike<number>>,
-  masks?: ReadonlyArray<ArrayLike<number | boolean> | undefined>,
-): number {
-  const N = tokenLogprobs.length
-  if (weights.length !== N) throw new RangeError(`${weights.length} weights for ${N} responses`)
-  if (N === 0) return NaN
-  let total = 0
-  for (let i = 0; i < N; i++) {
-    const lp = tokenLogprobs[i]
-    const mask = masks?.[i]
-    if (mask !== undefined && mask.length !== lp.length) throw new RangeError(`mask ${i} length differs from its logprobs`)
-    let s = 0
-    let T = 0
-    for (let t = 0; t < lp.length; t++) {
-      if (mask === undefined || mask[t]) {
-        s += lp[t]
-        T++
-      }
-    }
-    if (T > 0) total += (weights[i] / T) * s
-  }
-  return -total / N
-}
-
-/** log σ(x), computed without overflow. */
-export function logSigmoid(x: number): number {
-  return x >= 0 ? -Math.log1p(Math.exp(-x)) : x - Math.log1p(Math.exp(x))
-}
-
-// JZ Eq. 13: L_J = −E[log σ(J(x, y+) − J(x, y−))] over preference pairs.
-export function bradleyTerryLoss(chosen: ArrayLike<number>, rejected: ArrayLike<number>): number {
-  if (chosen.length !== rejected.length) throw new RangeError('chosen and rejected differ in length')
-  if (chosen.length === 0) return NaN
-  let s = 0
-  for (let i = 0; i < chosen.length; i++) s += logSigmoid(chosen[i] - rejected[i])
-  return 0 - s / chosen.length
 }

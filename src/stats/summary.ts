@@ -38,3 +38,35 @@ export function auroc(positives: readonly number[], negatives: readonly number[]
   return (rankSumPos - (P * (P + 1)) / 2) / (P * negatives.length)
 }
 
+
+/** The summary of a list of numbers in a metrics line (DIS Table 2 reports mean and std per batch). */
+export interface Spread {
+  mean: number
+  /** Population standard deviation. */
+  std: number
+  min: number
+  max: number
+  /** Finite values summarized (non-finite ones are left out). */
+  n: number
+}
+
+/** Mean, population std, min and max of the finite values of `xs` (NaN for none). */
+export function spread(xs: ArrayLike<number>): Spread {
+  let n = 0
+  let total = 0
+  let min = Infinity
+  let max = -Infinity
+  for (let i = 0; i < xs.length; i++) {
+    const x = xs[i]
+    if (!Number.isFinite(x)) continue
+    n++
+    total += x
+    if (x < min) min = x
+    if (x > max) max = x
+  }
+  if (!n) return { mean: NaN, std: NaN, min: NaN, max: NaN, n: 0 }
+  const mean = total / n
+  let ss = 0
+  for (let i = 0; i < xs.length; i++) if (Number.isFinite(xs[i])) ss += (xs[i] - mean) ** 2
+  return { mean, std: Math.sqrt(ss / n), min, max, n }
+}

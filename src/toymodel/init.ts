@@ -11,7 +11,8 @@ import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 
 import { expectedTensors, parseModelConfig } from '../engine/hf/config.js'
-import { writeJsonAtomic, writeSafetensors, type TensorToWrite } from '../engine/hf/safetensors.js'
+import { writeSafetensors, type TensorToWrite } from '../engine/hf/safetensors.js'
+import { writeJsonAtomic } from '../util/atomic.js'
 import { Rng } from '../util/prng.js'
 import { TOY_IDS, TOY_VOCAB_SIZE, toyTokenizerFiles } from './tokenizer.js'
 
@@ -121,16 +122,16 @@ export function initToyWeights(seed: number, arch: ToyArchitecture = TOY_ARCHITE
 export async function writeToyTokenizer(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true })
   const tok = toyTokenizerFiles()
-  await writeJsonAtomic(join(dir, 'tokenizer.json'), tok.tokenizerJson)
-  await writeJsonAtomic(join(dir, 'tokenizer_config.json'), tok.tokenizerConfig)
+  await writeJsonAtomic(join(dir, 'tokenizer.json'), tok.tokenizerJson, 2)
+  await writeJsonAtomic(join(dir, 'tokenizer_config.json'), tok.tokenizerConfig, 2)
 }
 
 /** Writes a freshly initialised model folder (config, weights, tokenizer, generation config). */
 export async function writeInitialToyModel(dir: string, seed: number, arch: ToyArchitecture = TOY_ARCHITECTURE): Promise<void> {
   await mkdir(dir, { recursive: true })
   await writeSafetensors(join(dir, 'model.safetensors'), initToyWeights(seed, arch))
-  await writeJsonAtomic(join(dir, 'config.json'), toyConfigJson(arch))
-  await writeJsonAtomic(join(dir, 'generation_config.json'), TOY_GENERATION_CONFIG)
+  await writeJsonAtomic(join(dir, 'config.json'), toyConfigJson(arch), 2)
+  await writeJsonAtomic(join(dir, 'generation_config.json'), TOY_GENERATION_CONFIG, 2)
   await writeToyTokenizer(dir)
 }
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 // The recipe of the bundled toy Judge (models/arith-judge-tiny), J-Zero's scalar reward model for
 // the arithmetic world: the bundled policy's backbone (models/arith-qwen3-tiny) with a fresh score
 // head on the last token (HF Qwen3ForSequenceClassification), fitted with the Bradley–Terry loss
@@ -10,22 +9,19 @@
 // output), and each label flipped with probability `noise`. Measured on the held-out preference
 // set the loop uses (arithHeldOutPreferences: held-out questions, verifier-ordered), overall and on
 // its "plain" split where neither response hedges. Deterministic in (seed, options, threads).
-//
-//   node dist/toymodel/judge.js [--out DIR] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T]
-//   node dist/toymodel/judge.js --measure [--out DIR]   (held-out and on-policy pairwise accuracy, no training)
+// The command line is scripts/build-toy-judge.mjs.
 import { isAbsolute, join, relative, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { parseArgs } from 'node:util'
 
-import { writeJsonAtomic } from '../engine/hf/safetensors.js'
 import { loadModel, type Model } from '../engine/model.js'
 import { packageRoot } from '../native.js'
+import { writeJsonAtomic } from '../util/atomic.js'
 import { bradleyTerryBatch, pairMargins, pairwiseAccuracy } from '../methods/jzero/judge.js'
 import { arithJzeroWorld, arithTrainingQuestions, scriptedRightWrong, type HeldOutPreference, type PreferencePair } from '../methods/jzero/world.js'
 import { deriveSeed, parseExpr, Rng as WorldRng, scriptedSolve } from '../worlds/arith/index.js'
-import { DEFAULT_TOY_MODEL_DIR } from './recipe.js'
+import { BUNDLED_JUDGE, BUNDLED_MODEL } from './bundled.js'
 
-export const DEFAULT_TOY_JUDGE_DIR = join(packageRoot, 'models', 'arith-judge-tiny')
+/** The bundled toy Judge folder (the recipe's default output). */
+export { BUNDLED_JUDGE as DEFAULT_TOY_JUDGE_DIR }
 
 export interface ToyJudgeOptions {
   outDir: string
@@ -68,7 +64,7 @@ export const TOY_JUDGE_DEFAULTS = {
 export function resolveToyJudge(o: ToyJudgeOptions) {
   const d = TOY_JUDGE_DEFAULTS
   return {
-    base: o.base ?? DEFAULT_TOY_MODEL_DIR,
+    base: o.base ?? BUNDLED_MODEL,
     seed: o.seed ?? d.seed,
     steps: o.steps ?? d.steps,
     batchPairs: o.batchPairs ?? d.batchPairs,
@@ -166,7 +162,7 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
       trainingLabelAccuracy,
       heldOut: { before, after },
       curve,
-    })
+    }, 2)
     return { outDir: options.outDir, curve, before, after, trainingLabelAccuracy, seconds }
   } finally {
     judge.dispose()
@@ -198,52 +194,19 @@ export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels:
   return { accuracy: pairwiseAccuracy(all), pairs: all.length, byLevel }
 }
 
-async function measure(judgeDir: string, perLevel: number, threads?: number): Promise<void> {
+/** Held-out and on-policy pairwise accuracy of a saved Judge, no training (`build-toy-judge --measure`). */
+export async function measureToyJudge(judgeDir: string, perLevel: number, threads?: number): Promise<{ judge: string; heldOut: HeldOutJudgeAccuracy; onPolicy: Awaited<ReturnType<typeof onPolicyJudgeAccuracy>> }> {
   const judge = await loadModel(judgeDir, { threads })
-  const policy = await loadModel(DEFAULT_TOY_MODEL_DIR, { threads })
   try {
-    const r = resolveToyJudge({ outDir: judgeDir })
-    const heldOut = await heldOutJudgeAccuracy(judge, arithJzeroWorld.heldOutPreferences(r.evalLevels, perLevel))
-    const onPolicy = await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel)
-    console.log(JSON.stringify({ judge: judgeDir, heldOut, onPolicy }, null, 2))
+    const policy = await loadModel(BUNDLED_MODEL, { threads })
+    try {
+      const r = resolveToyJudge({ outDir: judgeDir })
+      const heldOut = await heldOutJudgeAccuracy(judge, arithJzeroWorld.heldOutPreferences(r.evalLevels, perLevel))
+      return { judge: judgeDir, heldOut, onPolicy: await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel) }
+    } finally {
+      policy.dispose()
+    }
   } finally {
     judge.dispose()
-    policy.dispose()
   }
-}
-
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      out: { type: 'string' },
-      steps: { type: 'string' },
-      lr: { type: 'string' },
-      noise: { type: 'string' },
-      seed: { type: 'string' },
-      threads: { type: 'string' },
-      'eval-per-level': { type: 'string' },
-      measure: { type: 'boolean' },
-    },
-  })
-  const num = (v: string | undefined) => (v === undefined ? undefined : Number(v))
-  const outDir = values.out ? resolve(values.out) : DEFAULT_TOY_JUDGE_DIR
-  if (values.measure) return measure(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads))
-  const result = await buildToyJudge({
-      outDir,
-      steps: num(values.steps),
-      lr: num(values.lr),
-      noise: num(values.noise),
-      seed: num(values.seed),
-      threads: num(values.threads),
-      evalPerLevel: num(values['eval-per-level']),
-      log: (l) => console.log(l),
-    })
-  console.log(`held-out pairwise accuracy ${result.before.accuracy.toFixed(3)} → ${result.after.accuracy.toFixed(3)} (plain split ${result.before.plainAccuracy.toFixed(3)} → ${result.after.plainAccuracy.toFixed(3)}); wrote ${outDir} in ${result.seconds.toFixed(0)} s`)
-}
-
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  main().catch((e) => {
-    console.error(e instanceof Error ? (e.stack ?? e.message) : e)
-    process.exit(1)
-  })
 }

@@ -13,15 +13,15 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { writeJsonAtomic } from '../engine/hf/safetensors.js'
 import { loadModel, type Model } from '../engine/model.js'
-import { packageRoot } from '../native.js'
+import { writeJsonAtomic } from '../util/atomic.js'
 import { buildCorpus, parseSolution, referenceSolution, solverPrompt, type CorpusItem, type Role } from '../worlds/arith/index.js'
 import { TOY_ARCHITECTURE, writeInitialToyModel, parameterCount, type ToyArchitecture } from './init.js'
 import { TOY_IDS } from './tokenizer.js'
 
 /** Where the bundled model lives in the package: models/arith-qwen3-tiny. */
-export const DEFAULT_TOY_MODEL_DIR = join(packageRoot, 'models', 'arith-qwen3-tiny')
+/** The bundled toy model folder (the recipe's default output). */
+export { BUNDLED_MODEL as DEFAULT_TOY_MODEL_DIR } from './bundled.js'
 
 export interface ToyRecipeOptions {
   /** Seeds the init and the corpus. Default 1. */
@@ -218,7 +218,7 @@ export async function buildToyModel(options: ToyRecipeOptions): Promise<ToyRecip
       // losses only: timings vary between runs, the weights and this file do not
       curve: curve.map(({ step, loss, gradNorm, lr }) => ({ step, loss, gradNorm, lr })),
       dev,
-    })
+    }, 2)
     log(`saved ${options.outDir} after ${seconds.toFixed(0)} s`)
     return { outDir: options.outDir, parameters, steps: r.steps, seconds, trainTokens, curve, dev, model }
   } catch (e) {

@@ -1,4 +1,4 @@
-export { Rng, type Seed } from './prng.js'
+export { mulberry32, mulberry32Step, Rng, type Seed } from './prng.js'
 export {
   assertFinite,
   clip,
@@ -13,4 +13,5 @@ export {
   type NumericArray,
 } from './math.js'
 export { Registry } from './registry.js'
-export { writeFileAtomic, writeJsonAtomic } from './atomic.js'
+export { FileWriteError } from '../engine/errors.js'
+export { commitTemps, discardTemps, fileWriteError, fsyncDir, writeAll, writeAtomic, writeFileAtomic, writeJsonAtomic, writeTemp } from './atomic.js'

@@ -1,7 +1,29 @@
-// Seeded pseudo-random numbers for the toolkit: xoshiro128** (Blackman & Vigna, 2018) seeded
-// through splitmix32. 32-bit state words, so every step is exact in JS integer arithmetic and a
-// given seed gives the same stream on every platform. The state can be read and restored, which
-// is what replay-buffer resume and bootstrap reproducibility rely on.
+// Seeded pseudo-random numbers, the one home of every generator in the library:
+// - Rng: xoshiro128** (Blackman & Vigna, 2018) seeded through splitmix32, for sampling decisions,
+//   replay and bootstrap. The state can be read and restored, which resume relies on.
+// - mulberry32: a one-word generator, for fixed data sets (the arithmetic world's corpus and
+//   evaluation sets) and seeded test data, where a stream must never change.
+// 32-bit words throughout, so every step is exact in JS integer arithmetic and a given seed gives
+// the same stream on every platform.
+
+/** One mulberry32 step (Tommy Ettinger, public domain): the next state and its 32-bit output. */
+export function mulberry32Step(state: number): { state: number; output: number } {
+  const next = (state + 0x6d2b79f5) | 0
+  let t = next
+  t = Math.imul(t ^ (t >>> 15), t | 1)
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+  return { state: next, output: (t ^ (t >>> 14)) >>> 0 }
+}
+
+/** mulberry32 from a 32-bit seed, as uniforms in [0, 1) with 32 random bits. */
+export function mulberry32(seed: number): () => number {
+  let state = seed | 0
+  return () => {
+    const step = mulberry32Step(state)
+    state = step.state
+    return step.output / 4294967296
+  }
+}
 
 /** A seed: a finite number (its low 32 bits and the integer part above them are mixed) or a string. */
 export type Seed = number | string

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { compareCommand, compareRecords } from '../../src/cli/compare.js'
 import { InvalidArgumentError } from '../../src/engine/errors.js'
-import type { EvalRecord } from '../../src/methods/select/evaluation.js'
+import type { EvalRecord } from '../../src/methods/solving/evaluation.js'
 import { pairedPromptBootstrap } from '../../src/stats/bootstrap.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-compare-'))

@@ -1,12 +1,15 @@
 // The evolve command's method registry: method selection, resume reads the method from the run folder.
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
 import { deviceOption } from '../../src/cli/args.js'
 import { evolveCommand } from '../../src/cli/evolve.js'
 import { DeviceUnavailableError, InvalidArgumentError } from '../../src/engine/errors.js'
 import { METHODS } from '../../src/methods/index.js'
+import { TOY_PRESET as COSE_TOY, resolveCoseConfig } from '../../src/methods/cose/config.js'
+import { advantageEstimators } from '../../src/rl/advantages.js'
+import { priorityModes } from '../../src/replay/index.js'
 
 describe('autodidact evolve', () => {
   it('rejects an unknown method, naming the available ones', async () => {
@@ -61,4 +64,76 @@ describe('autodidact evolve', () => {
     expect(steps).toEqual([0, 1, 2])
     expect(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'))).toMatchObject({ method: 'cose', step: 2 })
   }, 60_000)
+
+  /** Runs evolve with console and stderr captured; returns its exit code and what it printed. */
+  async function quiet(args: string[]): Promise<{ code: number; out: string }> {
+    let out = ''
+    const log = vi.spyOn(console, 'log').mockImplementation((x: unknown) => void (out += `${String(x)}\n`))
+    const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true)
+    try {
+      return { code: await evolveCommand(args), out }
+    } finally {
+      log.mockRestore()
+      err.mockRestore()
+    }
+  }
+
+  it('the example method grpo is registered and runs through evolve: verifier rewards, checkpoints, resume', async () => {
+    expect(Object.keys(METHODS)).toContain('grpo')
+    const dir = mkdtempSync(join(tmpdir(), 'ad-evolve-grpo-'))
+    const cfg = join(dir, 'grpo.json')
+    writeFileSync(cfg, JSON.stringify({ questions: { level: 2, perStep: 4 }, rollout: { n: 4, temperature: 1, topP: 1, maxTokens: 48 }, eval: { every: 1, level: 2, size: 8 }, checkpointEvery: 1 }))
+    const out = join(dir, 'run')
+    expect((await quiet(['--method', 'grpo', '--config', cfg, '--steps', '1', '--out', out, '--threads', '1'])).code).toBe(0)
+    expect((await quiet(['--resume', out, '--steps', '2', '--threads', '1'])).code).toBe(0)
+    const rows = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+    expect(rows.map((r) => r.step)).toEqual([0, 1, 2])
+    for (const r of rows.slice(1)) {
+      expect(r.questions).toBe(4)
+      expect(r.reward.n).toBe(16)
+      expect(r.reward.min >= 0 && r.reward.max <= 1).toBe(true)
+      expect(r.train.skipped).toBe(false)
+      expect(typeof r.heldOutAccuracy).toBe('number')
+    }
+    expect(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'))).toEqual({ method: 'grpo', step: 2, checkpoint: 'checkpoints/step-000002' })
+  }, 120_000)
+
+  it('--config-schema prints the JSON Schema of config files: every key optional, the preset as defaults, registered choices', async () => {
+    const { code, out } = await quiet(['--method', 'cose', '--config-schema'])
+    expect(code).toBe(0)
+    const schema = JSON.parse(out)
+    expect(schema.type).toBe('object')
+    expect(schema.required).toBeUndefined()
+    expect(schema.additionalProperties).toBe(false)
+    expect(schema.properties.solver.properties.n.default).toBe(COSE_TOY.solver.n)
+    expect(schema.properties.ppo.properties.lr.default).toBe(COSE_TOY.ppo.lr)
+    expect(schema.properties.ppo.properties.advantage.enum).toEqual(advantageEstimators.names())
+    expect(schema.properties.switches.properties.priority.enum).toEqual(priorityModes.names())
+    const paper = JSON.parse((await quiet(['--method', 'cose', '--preset', 'paper', '--config-schema'])).out)
+    expect(paper.properties.steps.default).toBe(260)
+    for (const m of Object.keys(METHODS)) expect(JSON.parse((await quiet(['--method', m, '--config-schema'])).out).type).toBe('object')
+  })
+
+  it('enum choices come from the registries: every registered estimator is a valid COSE advantage', () => {
+    for (const name of advantageEstimators.names()) expect(resolveCoseConfig({ ppo: { advantage: name } }).ppo.advantage).toBe(name)
+    expect(() => resolveCoseConfig({ ppo: { advantage: 'ppo-gae' } })).toThrow(/reinforce\+\+-baseline/)
+  })
+
+  it('a relative --out and --keep: the run folder resumes from any working directory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ad-evolve-rel-'))
+    const cfg = join(dir, 'cose.json')
+    writeFileSync(cfg, JSON.stringify({ proposer: { count: 4, levels: [3], temperature: 1, maxTokens: 32 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 48 }, eval: { every: 1, level: 3, size: 4 }, checkpointEvery: 1 }))
+    const out = relative(process.cwd(), join(dir, 'run'))
+    expect((await quiet(['--method', 'cose', '--config', cfg, '--steps', '2', '--keep', '1', '--out', out, '--threads', '1'])).code).toBe(0)
+    expect(readdirSync(join(dir, 'run', 'checkpoints'))).toEqual(['step-000002'])
+    const cwd = process.cwd()
+    try {
+      process.chdir(tmpdir())
+      expect((await quiet(['--resume', join(dir, 'run'), '--steps', '3', '--keep', '1', '--threads', '1'])).code).toBe(0)
+    } finally {
+      process.chdir(cwd)
+    }
+    expect(readdirSync(join(dir, 'run', 'checkpoints'))).toEqual(['step-000003'])
+    await expect(evolveCommand(['--method', 'cose', '--keep', '0'])).rejects.toThrow(/--keep must be an integer ≥ 1/)
+  }, 120_000)
 })

@@ -48,7 +48,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE on 
   it('runs, fills the buffer, keeps weights in [0.1, 1], updates the Solver, and resumes exactly', async () => {
     const c = small()
     const straightDir = join(root, 'straight')
-    const run = await CoseRun.start(DEFAULT_MODEL, c, arithWorld, 2)
+    const run = await CoseRun.start(DEFAULT_MODEL, c, arithWorld, { threads: 2 })
     const probe = { prompt: arithWorld.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
     const [before] = await run.model.score([{ prompt: probe.prompt, completion: probe.completion }])
     const result = await drive(run, driveOptions(straightDir, c))
@@ -69,11 +69,11 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE on 
 
     // stop after step 1 (checkpoint), resume from it, finish: the same metrics, bit for bit
     const splitDir = join(root, 'split')
-    const first = await CoseRun.start(DEFAULT_MODEL, c, arithWorld, 2)
+    const first = await CoseRun.start(DEFAULT_MODEL, c, arithWorld, { threads: 2 })
     const r1 = await drive(first, driveOptions(splitDir, c, 1))
     first.dispose()
     expect(r1.stoppedEarly).toBe(true)
-    const resumed = await CoseRun.resume(checkpointDir(splitDir, 1), arithWorld, 2)
+    const resumed = await CoseRun.resume(checkpointDir(splitDir, 1), arithWorld, { threads: 2 })
     expect(resumed.step).toBe(1)
     await drive(resumed, driveOptions(splitDir, c))
     resumed.dispose()
@@ -82,7 +82,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE on 
 
   it('switches change exactly what they name', async () => {
     const records = async (over: object) => {
-      const run = await CoseRun.start(DEFAULT_MODEL, small({ steps: 1, ...over }), arithWorld, 2)
+      const run = await CoseRun.start(DEFAULT_MODEL, small({ steps: 1, ...over }), arithWorld, { threads: 2 })
       const r = await run.runStep()
       run.dispose()
       return untimed(r as unknown as Record<string, unknown>) as any

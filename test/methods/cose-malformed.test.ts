@@ -21,7 +21,7 @@ it('malformed role outputs get format indicator 0 and never crash the loop', asy
     solver: { questions: 2, n: 2, temperature: 1, maxTokens: 12 },
     judge: { temperature: 1, maxTokens: 12 },
   })
-  const run = await CoseRun.start(tiny.dir, config, arithWorld, 2)
+  const run = await CoseRun.start(tiny.dir, config, arithWorld, { threads: 2 })
   for (let i = 0; i < 2; ++i) {
     const r = await run.runStep()
     expect(r.proposals).toBe(4)

@@ -57,7 +57,7 @@ const haveModels = existsSync(join(DEFAULT_MODEL, 'model.safetensors')) && exist
 
 describe.skipIf(!haveModels)('J-Zero on the bundled models', () => {
   it('one iteration runs all three stages; the Judge orders its training pairs better after its steps', async () => {
-    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, small(), world, 2)
+    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, small(), world, { threads: 2 })
     const [cBefore] = await run.challenger.score([probe])
     const [sBefore] = await run.solver.score([probe])
     const [jBefore] = await run.judge.rewardScores([judgeProbe])
@@ -97,7 +97,7 @@ describe.skipIf(!haveModels)('J-Zero on the bundled models', () => {
   })
 
   it('a frozen Judge ("− Judge") keeps its weights; switched-off pairs are built for measurement only', async () => {
-    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, small({ switches: { trainJudge: false } }), world, 2)
+    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, small({ switches: { trainJudge: false } }), world, { threads: 2 })
     const [jBefore] = await run.judge.rewardScores([judgeProbe])
     const r = await run.runStep()
     const [jAfter] = await run.judge.rewardScores([judgeProbe])
@@ -111,16 +111,16 @@ describe.skipIf(!haveModels)('J-Zero on the bundled models', () => {
   it('resumes from a mid-run checkpoint exactly (all three models and optimizers)', async () => {
     const c = small({ steps: 2, challenger: { steps: 1, batch: 4, rollouts: 1, solverSamples: 2 }, solver: { steps: 1, batch: 3, miniBatch: 3, rollouts: 2 }, selection: { pool: 6, keep: 3, samples: 2 }, judge: { steps: 2, batch: 4, tasks: 6, lr: 1e-4 } })
     const straightDir = join(root, 'straight')
-    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, c, world, 2)
+    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, c, world, { threads: 2 })
     await drive(run, driveOptions(straightDir, c))
     run.dispose()
     const splitDir = join(root, 'split')
-    const first = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, c, world, 2)
+    const first = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, c, world, { threads: 2 })
     expect((await drive(first, driveOptions(splitDir, c, true))).stoppedEarly).toBe(true)
     first.dispose()
     const ckpt = checkpointDir(splitDir, 1)
     for (const f of ['challenger', 'solver', 'judge', 'challenger-state', 'solver-state', 'judge-state', 'run_state.json']) expect(existsSync(join(ckpt, f))).toBe(true)
-    const resumed = await JzeroRun.resume(ckpt, world, 2)
+    const resumed = await JzeroRun.resume(ckpt, world, { threads: 2 })
     expect(resumed.step).toBe(1)
     await drive(resumed, driveOptions(splitDir, c))
     resumed.dispose()
@@ -129,7 +129,7 @@ describe.skipIf(!haveModels)('J-Zero on the bundled models', () => {
   })
 
   it('a Judge folder without a scalar score head is refused with a clear error', async () => {
-    await expect(JzeroRun.start(DEFAULT_MODEL, DEFAULT_MODEL, small(), world, 2)).rejects.toThrow(InvalidArgumentError)
-    await expect(JzeroRun.start(DEFAULT_MODEL, DEFAULT_MODEL, small(), world, 2)).rejects.toThrow(/ForSequenceClassification/)
+    await expect(JzeroRun.start(DEFAULT_MODEL, DEFAULT_MODEL, small(), world, { threads: 2 })).rejects.toThrow(InvalidArgumentError)
+    await expect(JzeroRun.start(DEFAULT_MODEL, DEFAULT_MODEL, small(), world, { threads: 2 })).rejects.toThrow(/ForSequenceClassification/)
   })
 })

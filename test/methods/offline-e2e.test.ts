@@ -13,7 +13,7 @@ import { OfflineRun } from '../../src/methods/offline/loop.js'
 import { dpoPairs, ensurePool, pairTraceDiagnostics, warmStartExamples, weightTraceDiagnostics, wsftExamples } from '../../src/methods/offline/pool.js'
 import { dpoSpec, wsftSpec } from '../../src/methods/offline/spec.js'
 import { loadModel } from '../../src/engine/model.js'
-import { arithSolveWorld } from '../../src/methods/select/world.js'
+import { arithSolveWorld } from '../../src/methods/solving/world.js'
 import { answerOf } from '../../src/worlds/arith/index.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-offline-'))
@@ -85,7 +85,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
 
   it('DPO from the shared warm start: pairs train, the policy moves away from its reference', async () => {
     const c = small(DPO_TOY_PRESET, { steps: 2, arm: 'uid-conj' })
-    const run = await OfflineRun.start(DEFAULT_MODEL, c, 2)
+    const run = await OfflineRun.start(DEFAULT_MODEL, c, { threads: 2 })
     expect(run.modelDir).toMatch(/warmstart-/)
     const r1 = await run.runStep()
     const r2 = await run.runStep()
@@ -104,7 +104,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
     expect(wsftSpec.resolveConfig({ arm: 'sc' }, c, 'x').arm).toBe('sc')
     expect(() => wsftSpec.resolveConfig({ arm: 'random' }, c, 'x')).toThrow(/arm/)
     const straight = join(root, 'wsft-straight')
-    const run = await OfflineRun.start(DEFAULT_MODEL, c, 2)
+    const run = await OfflineRun.start(DEFAULT_MODEL, c, { threads: 2 })
     await drive(run, driveOptions(straight, c))
     run.dispose()
     const rows = metrics(straight)
@@ -112,10 +112,10 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
     expect(rows[1].train.objective.meanWeight).toBeGreaterThan(0)
     expect(existsSync(join(straight, 'evals', 'step-000002.json'))).toBe(true)
     const split = join(root, 'wsft-split')
-    const first = await OfflineRun.start(DEFAULT_MODEL, c, 2)
+    const first = await OfflineRun.start(DEFAULT_MODEL, c, { threads: 2 })
     await drive(first, driveOptions(split, c, true))
     first.dispose()
-    const resumed = await OfflineRun.resume(checkpointDir(split, 1), 2)
+    const resumed = await OfflineRun.resume(checkpointDir(split, 1), { threads: 2 })
     await drive(resumed, driveOptions(split, c))
     resumed.dispose()
     expect(metrics(split).map(untimed)).toEqual(rows.map(untimed))

@@ -5,7 +5,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { REWARD_ARMS, TOY_PRESET } from '../../src/methods/ttrl/config.js'
 import { groupRewards } from '../../src/methods/ttrl/rewards.js'
-import type { Trajectory } from '../../src/methods/select/trajectory.js'
+import type { Trajectory } from '../../src/methods/solving/trajectory.js'
 import { grpoAdvantages } from '../../src/rl/advantages.js'
 import { Rng } from '../../src/util/prng.js'
 

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest'
 import {
   auxPreferencePair,
   auxSftWeights,
-  bradleyTerryLoss,
   disChallengerReward,
   jzChallengerReward,
   jzMeanJudgeScore,
@@ -11,9 +10,9 @@ import {
   scoreDispersion,
   selectTopKByDispersion,
   uncertaintyReward,
-  weightedSftLoss,
 } from '../../src/rl/index.js'
 import { Rng } from '../../src/util/index.js'
+import { bradleyTerryLoss, weightedSftLoss } from '../reference/offline-losses64.js'
 
 describe('Challenger rewards', () => {
   it('R-Zero: r_unc − r_rep, −1 − r_rep for an unparsed question', () => {

@@ -9,7 +9,8 @@
 
 import { describe, expect, it } from 'vitest'
 import { InvalidArgumentError } from '../../src/engine/errors.js'
-import { bradleyTerryLoss, weightedSftLoss } from '../../src/rl/offline.js'
+import { mulberry32 } from '../../src/util/prng.js'
+import { bradleyTerryLoss, weightedSftLoss } from '../reference/offline-losses64.js'
 import {
   LOSS_AGGREGATIONS,
   KL_ESTIMATORS,
@@ -38,17 +39,8 @@ import {
 // helpers
 // ---------------------------------------------------------------------------------------------
 
-/** mulberry32: a tiny seeded PRNG, so every failure names a reproducible seed. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0
-    let z = s
-    z = Math.imul(z ^ (z >>> 15), z | 1)
-    z ^= z + Math.imul(z ^ (z >>> 7), z | 61)
-    return ((z ^ (z >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** mulberry32 (src/util/prng.ts): a tiny seeded PRNG, so every failure names a reproducible seed. */
+const rng = mulberry32
 const uni = (r: () => number, lo: number, hi: number) => lo + (hi - lo) * r()
 
 const H = 1e-5
@@ -676,7 +668,7 @@ describe('weighted SFT (UID Eq. 8)', () => {
     expect(res.metrics.sequences).toBe(2)
   })
 
-  it("agrees with the toolkit's scalar reference weightedSftLoss (src/rl/offline.ts)", () => {
+  it("agrees with the scalar oracle weightedSftLoss (test/reference/offline-losses64.ts)", () => {
     const r = rng(5)
     const logps = Array.from({ length: 6 }, () => Array.from({ length: 1 + Math.floor(r() * 9) }, () => uni(r, -6, 0)))
     const masks = logps.map((l) => l.map((_, t) => (t === 0 || r() < 0.7 ? 1 : 0)))

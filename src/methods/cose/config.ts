@@ -1,43 +1,68 @@
 // COSE run configuration: Appendix C's defaults (the 'paper' preset) and a preset scaled down
 // for the bundled toy model. Ablations are switches (COSE Table 5, §4.6, Table 7).
-import { mergeConfig, requireThat } from '../common/config.js'
+import { priorityModes } from '../../replay/index.js'
+import { advantageEstimators } from '../../rl/advantages.js'
+import { confidenceSignals, type TokenStats } from '../../signals/confidence.js'
+import {
+  greedyEvalSchema,
+  intAtLeast,
+  levels,
+  loraShape,
+  optimizerShape,
+  policyLossShape,
+  registered,
+  resolveWith,
+  runShape,
+  samplingShape,
+  unitInterval,
+  warmupStepsShape,
+  z,
+} from '../common/schema.js'
 
-export interface CoseConfig {
-  seed: number
-  /** Optimizer steps (iterations) to run. */
-  steps: number
-  /** Proposer/Validator phase every K steps (Appendix C: K = 1). */
-  proposeEvery: number
-  proposer: { count: number; levels: number[]; temperature: number; maxTokens: number }
-  validator: { temperature: number; maxTokens: number; /** accept when v(q) ≥ this */ acceptThreshold: number }
-  solver: { questions: number; n: number; temperature: number; maxTokens: number }
-  judge: { temperature: number; maxTokens: number }
-  /** COSE §3.2 and Table 7: which per-token signal becomes c_V and c_J. */
-  confidence: 'normalized-entropy' | 'self-certainty-topk' | 'margin' | 'max-logit' | 'neg-entropy'
-  switches: {
-    /** false: every w = 1 (Table 5 "w/o weighting"). */
-    weighting: boolean
-    /** 'cose' (Eq. 6), 'uniform' (Table 5 "w/o priority") or 'one-minus-p' (§4.6). */
-    priority: 'cose' | 'uniform' | 'one-minus-p'
-  }
-  replay: { capacity: number; floor: number }
-  ppo: {
-    lr: number
-    minLrRatio: number
-    warmupSteps: number
-    clip: number
-    klCoef: number
-    entropyCoef: number
-    advantage: 'grpo' | 'dr-grpo' | 'rloo' | 'reinforce++'
-    microBatchSize: number
-    clipGradNorm: number
-    /** LoRA rank (0 = full fine-tuning with a frozen reference copy for KL). */
-    loraRank: number
-    loraAlpha: number
-  }
-  eval: { every: number; level: number; size: number }
-  checkpointEvery: number
+/** The per-token statistics COSE has of a verdict: what the sampling pass returns (COSE §3.2). */
+const SAMPLED_STATS: TokenStats = { entropy: [1], maxLogit: [1], margin: [1], topKLogits: [1], topK: 1, vocabSize: 2 }
+
+/** A registered confidence signal that the sampling pass's statistics suffice for. */
+function samplingPassSignal() {
+  return registered(confidenceSignals).refine(
+    (name) => {
+      try {
+        confidenceSignals.get(name)(SAMPLED_STATS)
+        return true
+      } catch {
+        return false
+      }
+    },
+    { error: (iss) => `signal '${String(iss.input)}' needs statistics the sampling pass does not return` },
+  )
 }
+
+export function coseSchema() {
+  return z.strictObject({
+    ...runShape,
+    proposeEvery: intAtLeast(1).describe('Proposer/Validator phase every K steps (Appendix C: K = 1)'),
+    proposer: z.strictObject({ count: intAtLeast(1), levels: levels(), ...samplingShape }),
+    validator: z.strictObject({ ...samplingShape, acceptThreshold: unitInterval().describe('accept when v(q) ≥ this') }),
+    solver: z.strictObject({ questions: intAtLeast(1), n: intAtLeast(1), ...samplingShape }),
+    judge: z.strictObject(samplingShape),
+    confidence: samplingPassSignal().describe('COSE §3.2 and Table 7: which per-token signal becomes c_V and c_J'),
+    switches: z.strictObject({
+      weighting: z.boolean().describe('false: every w = 1 (Table 5 "w/o weighting")'),
+      priority: registered(priorityModes).describe("'cose' (Eq. 6), 'uniform' (Table 5 \"w/o priority\") or 'one-minus-p' (§4.6)"),
+    }),
+    replay: z.strictObject({ capacity: intAtLeast(1), floor: unitInterval() }),
+    ppo: z.strictObject({
+      ...optimizerShape,
+      ...warmupStepsShape,
+      ...policyLossShape,
+      ...loraShape,
+      advantage: registered(advantageEstimators),
+    }),
+    eval: greedyEvalSchema(),
+  })
+}
+
+export type CoseConfig = z.infer<ReturnType<typeof coseSchema>>
 
 /** COSE Appendix C (Qwen3-0.6B): clip 0.2, lr 1e-6 cosine, KL 0.01, batch 128, floor 0.1, 8K replay, K = 1. */
 export const PAPER_PRESET: CoseConfig = {
@@ -73,21 +98,7 @@ export const TOY_PRESET: CoseConfig = {
 
 export const PRESETS = { paper: PAPER_PRESET, toy: TOY_PRESET } as const
 
+/** A COSE config: `override` deep-merged onto `base`, checked; throws ConfigError naming `file` and the field. */
 export function resolveCoseConfig(override: unknown, base: CoseConfig = TOY_PRESET, file = '(config)'): CoseConfig {
-  const c = mergeConfig(base, override, file)
-  const intAtLeast = (v: number, min: number) => Number.isInteger(v) && v >= min
-  requireThat(intAtLeast(c.steps, 1), file, 'steps', 'must be an integer ≥ 1')
-  requireThat(intAtLeast(c.proposeEvery, 1), file, 'proposeEvery', 'must be an integer ≥ 1')
-  requireThat(intAtLeast(c.proposer.count, 1), file, 'proposer.count', 'must be an integer ≥ 1')
-  requireThat(c.proposer.levels.length > 0 && c.proposer.levels.every((l) => intAtLeast(l, 1)), file, 'proposer.levels', 'must list difficulty levels ≥ 1')
-  requireThat(intAtLeast(c.solver.n, 1), file, 'solver.n', 'must be an integer ≥ 1')
-  requireThat(intAtLeast(c.solver.questions, 1), file, 'solver.questions', 'must be an integer ≥ 1')
-  requireThat(c.validator.acceptThreshold >= 0 && c.validator.acceptThreshold <= 1, file, 'validator.acceptThreshold', 'must be in [0, 1]')
-  requireThat(['normalized-entropy', 'self-certainty-topk', 'margin', 'max-logit', 'neg-entropy'].includes(c.confidence), file, 'confidence', `unknown signal '${c.confidence}'`)
-  requireThat(['cose', 'uniform', 'one-minus-p'].includes(c.switches.priority), file, 'switches.priority', `must be cose | uniform | one-minus-p`)
-  requireThat(['grpo', 'dr-grpo', 'rloo', 'reinforce++'].includes(c.ppo.advantage), file, 'ppo.advantage', `unknown estimator '${c.ppo.advantage}'`)
-  requireThat(c.ppo.lr > 0, file, 'ppo.lr', 'must be positive')
-  requireThat(intAtLeast(c.ppo.loraRank, 0), file, 'ppo.loraRank', 'must be an integer ≥ 0')
-  requireThat(intAtLeast(c.replay.capacity, 1), file, 'replay.capacity', 'must be an integer ≥ 1')
-  return c
+  return resolveWith(coseSchema(), base, override, file)
 }

@@ -3,39 +3,30 @@
 // confidence-prioritized replay (Eq. 6); the Solver answers n times, the Judge scores each answer
 // (p(q,a), c_J); p(q) is updated (Eq. 1); rewards (Eq. 7–8), weights (Eq. 4–5), advantages; one
 // PPO update on Proposer and Solver trajectories only (Validator and Judge are inference-only).
-import { mkdir, readFile, rename, rm } from 'node:fs/promises'
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
-import { loadModel, type Completion, type Model } from '../../engine/model.js'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
+import { join, resolve } from 'node:path'
+import { CheckpointError } from '../../engine/errors.js'
+import type { Completion } from '../../engine/model.js'
 import { PrioritizedReplay } from '../../replay/index.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { coseProposerReward, coseProposerWeight, coseSolverReward, coseSolverWeight, solveRate } from '../../rl/cose.js'
 import { sequenceConfidence } from '../../signals/confidence.js'
-import type { StepMetrics, Trainer, TrainSequence } from '../../train/trainer.js'
+import { spread, type Spread } from '../../stats/summary.js'
+import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import type { CoseConfig } from './config.js'
+import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import type { BaseStepRecord } from '../common/run.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
+import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
+import { readJsonObject } from '../common/run-folder.js'
+import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
+import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { CoseWorld } from './world.js'
 
 export interface QuestionItem {
   question: string
 }
 
-/** Summary statistics of a list of numbers (for the metrics line). */
-export interface Spread {
-  mean: number
-  min: number
-  max: number
-  n: number
-}
-
-function spread(xs: number[]): Spread {
-  const v = xs.filter((x) => Number.isFinite(x))
-  if (!v.length) return { mean: NaN, min: NaN, max: NaN, n: 0 }
-  return { mean: v.reduce((a, b) => a + b, 0) / v.length, min: Math.min(...v), max: Math.max(...v), n: v.length }
-}
-
-export interface CoseStepRecord {
+export interface CoseStepRecord extends BaseStepRecord {
   step: number
   proposals: number
   proposerFormatRate: number
@@ -54,64 +45,73 @@ export interface CoseStepRecord {
   confidenceJudge: Spread
   solveRate: Spread
   train: StepMetrics | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-interface Trajectory {
-  prompt: number[]
-  completion: Completion
-}
 
-/** Deterministic per-(step, role) sampling seed, so a resumed run samples what the original did. */
-function seedFor(runSeed: number, step: number, role: number): number {
-  return (runSeed * 1_000_003 + step * 8 + role) % Number.MAX_SAFE_INTEGER
-}
-
-export interface CoseRunState {
+export interface CoseRunState extends BaseRunState {
   format: 'autodidact.cose.run'
-  version: 1
-  step: number
   rng: [number, number, number, number]
   baseModel: string
   config: CoseConfig
+}
+
+export interface RunOptions {
+  threads?: number
+  openPolicy?: OpenPolicy
+}
+
+const FORMAT = 'autodidact.cose.run'
+const REPLAY_FILE = 'replay.json'
+/** The one trained role: the backbone's Proposer and Solver trajectories update the same policy. */
+const ROLE = 'model'
+/** Sampling calls of a step (the seed's `call`). */
+const CALL = { proposer: 0, validator: 1, solver: 2, judge: 3 }
+
+/** The PPO plan of Appendix C: clipped surrogate with KL to the reference, cosine schedule over the run. */
+const trainingPlan = (c: CoseConfig) => ppoPlan(c.ppo, c.steps)
+
+/** The replay buffer of a checkpoint, or a CheckpointError naming the file. */
+async function loadReplay(file: string): Promise<PrioritizedReplay<QuestionItem>> {
+  const snapshot = await readJsonObject(file)
+  try {
+    return PrioritizedReplay.fromJSON<QuestionItem>(snapshot)
+  } catch (e) {
+    throw new CheckpointError(file, null, 'field', `${file}: ${(e as Error).message}`, { cause: e })
+  }
 }
 
 export class CoseRun {
   private constructor(
     readonly config: CoseConfig,
     readonly world: CoseWorld,
-    readonly model: Model,
-    private readonly trainer: Trainer,
+    readonly model: Policy,
+    private readonly trainer: PolicyTrainer,
     readonly replay: PrioritizedReplay<QuestionItem>,
-    private readonly reference: Model | null,
+    private readonly policies: PolicySet,
     private rng: Rng,
     private stepIndex: number,
     readonly baseModel: string,
   ) {}
 
   /** A fresh run on the model folder `baseModel`. */
-  static async start(baseModel: string, config: CoseConfig, world: CoseWorld, threads?: number): Promise<CoseRun> {
-    const model = await loadModel(baseModel, { threads })
-    const reference = config.ppo.loraRank === 0 && config.ppo.klCoef > 0 ? await loadModel(baseModel, { threads: 1 }) : null
-    const trainer = await model.trainer(trainerOptions(config, reference))
+  static async start(baseModel: string, config: CoseConfig, world: CoseWorld, o: RunOptions = {}): Promise<CoseRun> {
+    const base = resolve(baseModel)
     const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
-    return new CoseRun(config, world, model, trainer, replay, reference, new Rng(config.seed), 0, baseModel)
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: trainingPlan(config) })
+    return new CoseRun(config, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base)
   }
 
-  /** Continues from a checkpoint folder written by `checkpoint()`. */
-  static async resume(dir: string, world: CoseWorld, threads?: number): Promise<CoseRun> {
-    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as CoseRunState
-    const config = state.config
-    const lora = config.ppo.loraRank > 0
-    const model = await loadModel(lora ? state.baseModel : join(dir, 'model'), { threads })
-    if (lora) await model.loadAdapter(join(dir, 'model'))
-    const reference = !lora && config.ppo.klCoef > 0 ? await loadModel(state.baseModel, { threads: 1 }) : null
-    const trainer = await model.trainer(trainerOptions(config, reference))
-    await trainer.loadState(dir)
-    const replay = await PrioritizedReplay.load<QuestionItem>(join(dir, 'replay.json'))
-    return new CoseRun(config, world, model, trainer, replay, reference, Rng.fromState(state.rng), state.step, state.baseModel)
+  /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
+  static async resume(dir: string, world: CoseWorld, o: RunOptions = {}): Promise<CoseRun> {
+    const ckpt = await resumeRun<CoseRunState>(dir, {
+      format: FORMAT,
+      parse: (s, file) => ({ ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), config: resolveCoseConfig(s.config, TOY_PRESET, file) }),
+      roles: () => [{ name: ROLE, trained: true }],
+    })
+    const replay = await loadReplay(join(dir, REPLAY_FILE))
+    const { state } = ckpt
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: trainingPlan(state.config) })
+    return new CoseRun(state.config, world, policy, trainer, replay, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 
   get step(): number {
@@ -119,8 +119,7 @@ export class CoseRun {
   }
 
   dispose(): void {
-    this.model.dispose()
-    this.reference?.dispose()
+    this.policies.dispose()
   }
 
   private confidence(c: Completion): number {
@@ -134,10 +133,10 @@ export class CoseRun {
     })
   }
 
-  private async sample(prompts: string[], o: { n: number; temperature: number; maxTokens: number }, role: number): Promise<Trajectory[][]> {
+  private async sample(prompts: string[], o: { n: number; temperature: number; maxTokens: number }, call: number): Promise<Sample[][]> {
     if (!prompts.length) return []
     const topK = this.config.confidence === 'self-certainty-topk' ? 25 : 0
-    const out = await this.model.generate(prompts, { ...o, seed: seedFor(this.config.seed, this.stepIndex, role), stats: { topK } })
+    const out = await this.model.generate(prompts, { ...o, seed: samplingSeed(this.config.seed, this.stepIndex, call), stats: { topK } })
     return out.map((group, i) => group.map((completion) => ({ prompt: this.model.encodePrompt(prompts[i]), completion })))
   }
 
@@ -148,22 +147,22 @@ export class CoseRun {
     const w = this.world
     const weighting = { enabled: c.switches.weighting }
     let generatedTokens = 0
-    const count = (groups: Trajectory[][]) => groups.forEach((g) => g.forEach((t) => (generatedTokens += t.completion.tokens.length)))
+    const count = (groups: Sample[][]) => groups.forEach((g) => g.forEach((t) => (generatedTokens += t.completion.tokens.length)))
 
     // ---- Proposer / Validator phase (every K steps)
-    interface Proposal { traj: Trajectory; fP: boolean; question: string | null; key: string | null; v: number; cV: number; accepted: boolean }
+    interface Proposal { traj: Sample; fP: boolean; question: string | null; key: string | null; v: number; cV: number; accepted: boolean }
     const proposals: Proposal[] = []
     let validatorFormatOk = 0
     if (this.stepIndex % c.proposeEvery === 0) {
       const levels = Array.from({ length: c.proposer.count }, () => c.proposer.levels[this.rng.nextInt(c.proposer.levels.length)])
-      const proposed = await this.sample(levels.map((l) => w.proposerPrompt(l)), { n: 1, temperature: c.proposer.temperature, maxTokens: c.proposer.maxTokens }, 0)
+      const proposed = await this.sample(levels.map((l) => w.proposerPrompt(l)), { n: 1, temperature: c.proposer.temperature, maxTokens: c.proposer.maxTokens }, CALL.proposer)
       count(proposed)
       for (const [traj] of proposed) {
         const parsed = w.parseQuestion(traj.completion.text)
         proposals.push({ traj, fP: parsed.ok, question: parsed.question, key: parsed.key, v: 0, cV: 0, accepted: false })
       }
       const wellFormed = proposals.filter((p) => p.fP)
-      const verdicts = await this.sample(wellFormed.map((p) => w.validatorPrompt(p.question!)), { n: 1, temperature: c.validator.temperature, maxTokens: c.validator.maxTokens }, 1)
+      const verdicts = await this.sample(wellFormed.map((p) => w.validatorPrompt(p.question!)), { n: 1, temperature: c.validator.temperature, maxTokens: c.validator.maxTokens }, CALL.validator)
       count(verdicts)
       wellFormed.forEach((p, i) => {
         const verdict = verdicts[i][0].completion
@@ -184,10 +183,10 @@ export class CoseRun {
     const room = Math.min(c.solver.questions - chosen.size, this.replay.size - chosen.size)
     if (room > 0) for (const e of this.replay.sample(room + chosen.size).filter((e) => !chosen.has(e.id)).slice(0, room)) chosen.set(e.id, { question: e.item.question, v: e.v, cV: e.cV })
     const questions = [...chosen]
-    const answers = await this.sample(questions.map(([, q]) => w.solverPrompt(q.question)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens }, 2)
+    const answers = await this.sample(questions.map(([, q]) => w.solverPrompt(q.question)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens }, CALL.solver)
     count(answers)
     const flat = answers.flatMap((group, qi) => group.map((traj) => ({ qi, traj })))
-    const judged = await this.sample(flat.map(({ qi, traj }) => w.judgePrompt(questions[qi][1].question, traj.completion.text)), { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, 3)
+    const judged = await this.sample(flat.map(({ qi, traj }) => w.judgePrompt(questions[qi][1].question, traj.completion.text)), { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, CALL.judge)
     count(judged)
     let judgeFormatOk = 0
     const solverRows = flat.map(({ qi, traj }, i) => {
@@ -210,14 +209,14 @@ export class CoseRun {
     const aP = computeAdvantages(c.ppo.advantage, rP, proposals.map(() => 0))
 
     const sequences: TrainSequence[] = [
-      ...proposals.map((p, i) => toSequence(p.traj, aP[i], wP[i])),
-      ...solverRows.map((r, i) => toSequence(r.traj, aS[i], wS[i])),
+      ...proposals.map((p, i) => sampledSequence(p.traj.prompt, p.traj.completion, aP[i], wP[i])),
+      ...solverRows.map((r, i) => sampledSequence(r.traj.prompt, r.traj.completion, aS[i], wS[i])),
     ].filter((s) => s.completion.length > 0)
     const train = sequences.length ? await this.trainer.step({ sequences }) : null
 
     this.stepIndex++
     const priorities = this.replay.size ? [...chosen.keys()].map((k) => this.replay.priority(k) ?? NaN) : []
-    const record: CoseStepRecord = {
+    return {
       step: this.stepIndex,
       proposals: proposals.length,
       proposerFormatRate: proposals.length ? proposals.filter((p) => p.fP).length / proposals.length : NaN,
@@ -239,52 +238,24 @@ export class CoseRun {
       generatedTokens,
       seconds: Number(process.hrtime.bigint() - started) / 1e9,
     }
-    return record
   }
 
   /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
   async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    const correct = await this.evaluateItems(level, size)
-    return correct.filter(Boolean).length / correct.length
+    return accuracyOf(await this.evaluateItems(level, size))
   }
 
   /** Per held-out question: does the greedy Solver answer it correctly? */
-  async evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
-    const items = this.world.evalSet(level, size)
-    const out = await this.model.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
-    return out.map((g, i) => this.world.verify(items[i].question, g[0].text))
+  evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
+    return greedyVerdicts(this.model, this.world, { level, size, maxTokens: this.config.solver.maxTokens })
   }
 
-  /** Writes model, optimizer, replay and RNG under `dir` (a complete folder, renamed into place). */
+  /** Writes the policy, its optimizer, the replay buffer and the RNG under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const tmp = `${dir}.tmp-${process.pid}`
-    await rm(tmp, { recursive: true, force: true })
-    await mkdir(tmp, { recursive: true })
-    await this.model.save(join(tmp, 'model'))
-    await this.trainer.saveState(tmp)
-    await this.replay.save(join(tmp, 'replay.json'))
-    const state: CoseRunState = { format: 'autodidact.cose.run', version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
-    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
-    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
-    await rename(tmp, dir)
+    const state: CoseRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
+    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => this.replay.save(join(tmp, REPLAY_FILE)) })
   }
 }
 
 /** p(q) used in Eq. 8 for a proposal no Solver answered (rejected or malformed): learnability 4p(1−p) = 0. */
 const UNSOLVED_SOLVE_RATE = 0
-
-function toSequence(t: Trajectory, advantage: number, weight: number): TrainSequence {
-  return { prompt: t.prompt, completion: Array.from(t.completion.tokens), oldLogprobs: t.completion.logprobs, advantages: advantage, weight }
-}
-
-function trainerOptions(c: CoseConfig, reference: Model | null) {
-  return {
-    objective: { name: 'policy' as const, clip: c.ppo.clip, klCoef: c.ppo.klCoef, entropyCoef: c.ppo.entropyCoef },
-    lora: c.ppo.loraRank > 0 ? { rank: c.ppo.loraRank, alpha: c.ppo.loraAlpha || 2 * c.ppo.loraRank } : null,
-    optimizer: { lr: c.ppo.lr },
-    schedule: { kind: 'cosine' as const, warmupSteps: Math.min(c.ppo.warmupSteps, c.steps - 1), totalSteps: c.steps, minLrRatio: c.ppo.minLrRatio },
-    clipGradNorm: c.ppo.clipGradNorm,
-    microBatchSize: c.ppo.microBatchSize,
-    reference: reference ?? (c.ppo.loraRank > 0 ? ('lora-off' as const) : undefined),
-  }
-}

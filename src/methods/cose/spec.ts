@@ -1,22 +1,18 @@
 // `autodidact evolve --method cose`: COSE's presets, runs and report charts for the evolve command.
-import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
-import { PRESETS, resolveCoseConfig, type CoseConfig } from './config.js'
+import { defineMethod } from '../common/method.js'
+import { fmt } from '../common/format.js'
+import { coseSchema, PRESETS } from './config.js'
 import { CoseRun } from './loop.js'
 import { arithWorld } from './world.js'
 
-const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
-
-// CoseRun's step records are plain objects; the driver only needs step, seconds and generatedTokens.
-const asHandle = (run: CoseRun) => run as unknown as MethodRunHandle
-
-export const spec: MethodSpec<CoseConfig> = {
+export const spec = defineMethod({
   name: 'cose',
   summary: 'COSE: Proposer, Validator, Solver and Judge roles of one backbone, confidence-weighted (paper 000)',
+  schema: coseSchema,
   presets: PRESETS,
   defaultPreset: 'toy',
-  resolveConfig: resolveCoseConfig,
-  start: async (config, o) => asHandle(await CoseRun.start(o.model, config, arithWorld, o.threads)),
-  resume: async (dir, o) => asHandle(await CoseRun.resume(dir, arithWorld, o.threads)),
+  start: (config, o) => CoseRun.start(o.model, config, arithWorld, o),
+  resume: (dir, o) => CoseRun.resume(dir, arithWorld, o),
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
     { title: 'Solver reward r_S (Eq. 7)', path: 'rewardSolver.mean' },
@@ -29,5 +25,5 @@ export const spec: MethodSpec<CoseConfig> = {
     { title: 'KL to reference', path: 'train.objective.kl' },
     { title: 'policy entropy', path: 'train.objective.entropy' },
   ],
-  describe: (r) => `r_S ${fmt((r.rewardSolver as { mean: number }).mean)} r_P ${fmt((r.rewardProposer as { mean: number }).mean)} accept ${fmt(r.acceptRate)}`,
-}
+  describe: (r) => `r_S ${fmt(r.rewardSolver.mean)} r_P ${fmt(r.rewardProposer.mean)} accept ${fmt(r.acceptRate)}`,
+})

@@ -2,23 +2,24 @@
 // *ForSequenceClassification), σ mapping its raw score to [0, 1] (JZ §3.1), trained with the
 // Bradley–Terry loss (Eq. 13) on preference pairs, and measured by pairwise accuracy.
 import { InvalidArgumentError } from '../../engine/errors.js'
-import { loadModel, type Model } from '../../engine/model.js'
 import { sigmoid } from '../../train/objectives.js'
 import type { TrainSequence } from '../../train/trainer.js'
+import type { Policy, PolicyRef, PolicySet } from '../common/policy.js'
 import type { JzeroWorld, PreferencePair } from './world.js'
 
-/** Loads a Judge folder; it must carry a one-label score head. */
-export async function loadJudge(dir: string, threads?: number): Promise<Model> {
-  const judge = await loadModel(dir, { threads })
-  if (judge.scoreLabels !== 1) {
-    judge.dispose()
-    throw new InvalidArgumentError('judge', `${dir}: a J-Zero Judge must be a *ForSequenceClassification folder with num_labels 1 (a scalar reward model); this one has ${judge.scoreLabels || 'no'} score labels`)
-  }
+/** What the Judge functions need of a reward model. */
+type Judge = Pick<Policy, 'rewardScores' | 'encodePrompt' | 'tokenizer'>
+
+/** Opens a Judge folder into `set`; it must carry a one-label score head. */
+export async function openJudge(set: PolicySet, ref: PolicyRef): Promise<Policy> {
+  const judge = await set.open(ref)
+  if (judge.scoreLabels !== 1)
+    throw new InvalidArgumentError('judge', `${ref.model}: a J-Zero Judge must be a *ForSequenceClassification folder with num_labels 1 (a scalar reward model); this one has ${judge.scoreLabels || 'no'} score labels`)
   return judge
 }
 
 /** Raw Judge scores J_φ(x, y) of (question, response) pairs. */
-export async function rawJudgeScores(judge: Model, world: JzeroWorld, items: readonly { question: string; response: string }[]): Promise<Float64Array> {
+export async function rawJudgeScores(judge: Judge, world: JzeroWorld, items: readonly { question: string; response: string }[]): Promise<Float64Array> {
   if (!items.length) return new Float64Array(0)
   const raw = await judge.rewardScores(items.map((it) => world.judgeInput(it.question, it.response)))
   const out = Float64Array.from(raw)
@@ -34,12 +35,12 @@ export function judgeReward(raw: number): number {
 }
 
 /** σ-mapped Judge scores r^S of (question, response) pairs. */
-export async function judgeRewards(judge: Model, world: JzeroWorld, items: readonly { question: string; response: string }[]): Promise<number[]> {
+export async function judgeRewards(judge: Judge, world: JzeroWorld, items: readonly { question: string; response: string }[]): Promise<number[]> {
   return Array.from(await rawJudgeScores(judge, world, items), judgeReward)
 }
 
 /** Per pair, J(x, y⁺) − J(x, y⁻) (positive: the Judge orders the pair as labelled). */
-export async function pairMargins(judge: Model, world: JzeroWorld, pairs: readonly PreferencePair[]): Promise<number[]> {
+export async function pairMargins(judge: Judge, world: JzeroWorld, pairs: readonly PreferencePair[]): Promise<number[]> {
   const raw = await rawJudgeScores(judge, world, pairs.flatMap((p) => [{ question: p.question, response: p.chosen }, { question: p.question, response: p.rejected }]))
   return pairs.map((_, i) => raw[2 * i] - raw[2 * i + 1])
 }
@@ -54,7 +55,7 @@ export function pairwiseAccuracy(margins: readonly number[]): number {
  * A Bradley–Terry batch (Eq. 13) for the trainer: each pair's chosen and rejected sequence, tokens
  * from the Judge's own tokenizer, and the [chosen, rejected] index pairs.
  */
-export function bradleyTerryBatch(judge: Model, world: JzeroWorld, pairs: readonly PreferencePair[]): { sequences: TrainSequence[]; pairs: [number, number][] } {
+export function bradleyTerryBatch(judge: Judge, world: JzeroWorld, pairs: readonly PreferencePair[]): { sequences: TrainSequence[]; pairs: [number, number][] } {
   const sequences: TrainSequence[] = []
   const idx: [number, number][] = []
   for (const p of pairs) {

@@ -10,34 +10,24 @@
 // Measured each iteration, never fed back: the Judge's pairwise accuracy on a verifier-ordered
 // held-out preference set (JZ App. B counterpart) and the verifier win rate of each pair type's
 // chosen side (JZ Figure 2 counterpart); held-out Solver accuracy via evaluate().
-import { mkdir, readFile, rename, rm } from 'node:fs/promises'
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
-import { InvalidArgumentError } from '../../engine/errors.js'
-import { loadModel, type Completion, type Model, type Prompt } from '../../engine/model.js'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
+import { resolve } from 'node:path'
+import { CheckpointError } from '../../engine/errors.js'
+import type { Prompt } from '../../engine/model.js'
 import { computeAdvantages } from '../../rl/advantages.js'
-import type { StepMetrics, Trainer, TrainerOptions, TrainSequence } from '../../train/trainer.js'
+import { spread, type Spread } from '../../stats/summary.js'
+import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import type { JzeroConfig, PolicyStage } from './config.js'
-import { bradleyTerryBatch, judgeRewards, loadJudge, pairMargins, pairwiseAccuracy } from './judge.js'
+import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import type { BaseStepRecord } from '../common/run.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
+import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
+import { openReference, openTrainee, sampledSequence, samplingSeed, type Sample, trainerOptions, type TrainingPlan } from '../common/training.js'
+import { resolveJzeroConfig, TOY_PRESET, type JzeroConfig, type PolicyStage } from './config.js'
+import { bradleyTerryBatch, judgeRewards, openJudge, pairMargins, pairwiseAccuracy } from './judge.js'
 import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRate, type JudgePair, type WinRate } from './pairs.js'
 import { challengerBatchRewards } from './rewards.js'
 import { selectByDispersion } from './select.js'
 import type { HeldOutPreference, JzeroWorld } from './world.js'
-
-export interface Spread {
-  mean: number
-  min: number
-  max: number
-  n: number
-}
-
-function spread(xs: readonly number[]): Spread {
-  const v = xs.filter((x) => Number.isFinite(x))
-  if (!v.length) return { mean: NaN, min: NaN, max: NaN, n: 0 }
-  return { mean: v.reduce((a, b) => a + b, 0) / v.length, min: Math.min(...v), max: Math.max(...v), n: v.length }
-}
 
 const mean = (xs: readonly number[]) => spread(xs).mean
 
@@ -57,7 +47,7 @@ function summarize(steps: StepMetrics[]): StageTrain {
   return { updates: ok.length, skipped: steps.length - ok.length, loss: mean(ok.map((s) => s.loss)), gradNorm: mean(ok.map((s) => s.gradNorm)), kl: obj('kl'), clipFrac: obj('clipFrac') }
 }
 
-export interface JzeroStepRecord {
+export interface JzeroStepRecord extends BaseStepRecord {
   step: number
   challenger: {
     tasks: number
@@ -107,19 +97,12 @@ export interface JzeroStepRecord {
   }
   /** = judge.heldOut.after (for the report). */
   judgeAccuracy: number
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-interface Trajectory {
-  prompt: number[]
-  completion: Completion
-}
 
-/** Deterministic per-(step, call) sampling seed, so a resumed run samples what the original did. */
-function seedFor(runSeed: number, step: number, call: number): number {
-  return (runSeed * 1_000_003 + step * 100_003 + call) % Number.MAX_SAFE_INTEGER
+/** The sampling seed of a call: steps spaced 100,003 apart to hold the call codes below. */
+function seedOf(runSeed: number, step: number, call: number): number {
+  return samplingSeed(runSeed, step, call, { stride: 100_003 })
 }
 
 // Sampling-call codes, distinct within an iteration for up to 99 Challenger and 999 Solver steps.
@@ -137,10 +120,8 @@ const CALL = {
   compose: 4004,
 }
 
-export interface JzeroRunState {
+export interface JzeroRunState extends BaseRunState {
   format: 'autodidact.jzero.run'
-  version: 1
-  step: number
   rng: [number, number, number, number]
   baseModel: string
   judgeModel: string
@@ -148,19 +129,27 @@ export interface JzeroRunState {
   config: JzeroConfig
 }
 
+export interface RunOptions {
+  threads?: number
+  openPolicy?: OpenPolicy
+}
+
+const FORMAT = 'autodidact.jzero.run'
+type Role = 'challenger' | 'solver' | 'judge'
+
 export class JzeroRun {
   private readonly heldOutPreferences: HeldOutPreference[]
 
   private constructor(
     readonly config: JzeroConfig,
     readonly world: JzeroWorld,
-    readonly challenger: Model,
-    readonly solver: Model,
-    readonly judge: Model,
-    private readonly reference: Model | null,
-    private readonly challengerTrainer: Trainer,
-    private readonly solverTrainer: Trainer,
-    private readonly judgeTrainer: Trainer | null,
+    readonly challenger: Policy,
+    readonly solver: Policy,
+    readonly judge: Policy,
+    private readonly challengerTrainer: PolicyTrainer,
+    private readonly solverTrainer: PolicyTrainer,
+    private readonly judgeTrainer: PolicyTrainer | null,
+    private readonly policies: PolicySet,
     private rng: Rng,
     private stepIndex: number,
     readonly baseModel: string,
@@ -171,47 +160,54 @@ export class JzeroRun {
   }
 
   /** A fresh run: Challenger and Solver start from `baseModel`, the Judge from `judgeModel`. */
-  static async start(baseModel: string, judgeModel: string, config: JzeroConfig, world: JzeroWorld, threads?: number): Promise<JzeroRun> {
-    const models = await loadAll([() => loadJudge(judgeModel, threads), () => loadModel(baseModel, { threads }), () => loadModel(baseModel, { threads })])
-    const [judge, challenger, solver] = models
-    try {
-      const run = await JzeroRun.assemble(config, world, challenger, solver, judge, baseModel, judgeModel, new Rng(config.seed), 0, NaN, threads)
+  static async start(baseModel: string, judgeModel: string, config: JzeroConfig, world: JzeroWorld, o: RunOptions = {}): Promise<JzeroRun> {
+    const set = new PolicySet(o.openPolicy ?? openPolicy)
+    return set.build(async () => {
+      const run = await JzeroRun.open(set, config, world, { baseModel: resolve(baseModel), judgeModel: resolve(judgeModel), checkpoint: null, step: 0, rng: new Rng(config.seed), judgeAccuracy: NaN }, o)
       run.judgeAccuracy = (await run.judgeHeldOut()).accuracy
       return run
-    } catch (e) {
-      models.forEach((m) => m.dispose())
-      throw e
-    }
+    })
   }
 
-  /** Continues from a checkpoint folder written by `checkpoint()`. */
-  static async resume(dir: string, world: JzeroWorld | ((prompts: JzeroConfig['prompts']) => JzeroWorld), threads?: number): Promise<JzeroRun> {
-    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as JzeroRunState
-    if (state.format !== 'autodidact.jzero.run') throw new InvalidArgumentError('resume', `${dir}: not a J-Zero checkpoint (format ${String(state.format)})`)
-    if (typeof world === 'function') world = world(state.config.prompts)
-    const models = await loadAll([() => loadJudge(join(dir, 'judge'), threads), () => loadModel(join(dir, 'challenger'), { threads }), () => loadModel(join(dir, 'solver'), { threads })])
-    const [judge, challenger, solver] = models
-    try {
-      const run = await JzeroRun.assemble(state.config, world, challenger, solver, judge, state.baseModel, state.judgeModel, Rng.fromState(state.rng), state.step, state.judgeAccuracy, threads)
-      await run.challengerTrainer.loadState(join(dir, 'challenger-state'))
-      await run.solverTrainer.loadState(join(dir, 'solver-state'))
-      if (run.judgeTrainer) await run.judgeTrainer.loadState(join(dir, 'judge-state'))
-      return run
-    } catch (e) {
-      models.forEach((m) => m.dispose())
-      throw e
-    }
+  /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
+  static async resume(dir: string, world: JzeroWorld | ((prompts: JzeroConfig['prompts']) => JzeroWorld), o: RunOptions = {}): Promise<JzeroRun> {
+    const ckpt = await resumeRun<JzeroRunState>(dir, {
+      format: FORMAT,
+      parse: (s, file) => {
+        if (typeof s.judgeAccuracy !== 'number') throw new CheckpointError(file, 'judgeAccuracy', 'field', `${file}: judgeAccuracy must be a number`)
+        return { ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), judgeModel: checkedPath(s.judgeModel, file, 'judgeModel'), judgeAccuracy: s.judgeAccuracy, config: resolveJzeroConfig(s.config, TOY_PRESET, file) }
+      },
+      roles: (s) => [
+        { name: 'challenger', trained: true },
+        { name: 'solver', trained: true },
+        { name: 'judge', trained: s.config.switches.trainJudge },
+      ],
+    })
+    const { state } = ckpt
+    const w = typeof world === 'function' ? world(state.config.prompts) : world
+    const set = new PolicySet(o.openPolicy ?? openPolicy)
+    return set.build(() => JzeroRun.open(set, state.config, w, { baseModel: state.baseModel, judgeModel: state.judgeModel, checkpoint: ckpt.paths, step: state.step, rng: Rng.fromState(state.rng), judgeAccuracy: state.judgeAccuracy }, o))
   }
 
-  private static async assemble(c: JzeroConfig, world: JzeroWorld, challenger: Model, solver: Model, judge: Model, baseModel: string, judgeModel: string, rng: Rng, step: number, judgeAccuracy: number, threads?: number): Promise<JzeroRun> {
+  private static async open(
+    set: PolicySet,
+    c: JzeroConfig,
+    world: JzeroWorld,
+    s: { baseModel: string; judgeModel: string; checkpoint: ((role: Role) => { model: string; trainer: string }) | null; step: number; rng: Rng; judgeAccuracy: number },
+    o: RunOptions,
+  ): Promise<JzeroRun> {
+    // the Judge first: a folder that is not a reward model fails before the policies load
+    const judgePaths = s.checkpoint?.('judge')
+    const judge = await openJudge(set, { model: judgePaths?.model ?? s.judgeModel, threads: o.threads })
+    const judgeTrainer = c.switches.trainJudge ? await judge.trainer(trainerOptions(judgePlan(c), null)) : null
+    if (judgeTrainer && judgePaths) await judgeTrainer.loadState(judgePaths.trainer)
+    const challengerPlan = stagePlan(c.challenger, c)
+    const solverPlan = stagePlan(c.solver, c)
     // one frozen copy of the initial policy is the KL reference of both (they share the initialization)
-    const reference = c.challenger.klCoef > 0 || c.solver.klCoef > 0 ? await loadModel(baseModel, { threads: threads ?? 1 }) : null
-    const challengerTrainer = await challenger.trainer(policyTrainerOptions(c.challenger, c, reference))
-    const solverTrainer = await solver.trainer(policyTrainerOptions(c.solver, c, reference))
-    const judgeTrainer = c.switches.trainJudge
-      ? await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: c.judge.lr, weightDecay: 0 }, clipGradNorm: c.ppo.clipGradNorm })
-      : null
-    return new JzeroRun(c, world, challenger, solver, judge, reference, challengerTrainer, solverTrainer, judgeTrainer, rng, step, baseModel, judgeModel, judgeAccuracy)
+    const reference = await openReference(set, s.baseModel, challengerPlan, solverPlan)
+    const challenger = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('challenger'), threads: o.threads, plan: challengerPlan, reference })
+    const solver = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('solver'), threads: o.threads, plan: solverPlan, reference })
+    return new JzeroRun(c, world, challenger.policy, solver.policy, judge, challenger.trainer, solver.trainer, judgeTrainer, set, s.rng, s.step, s.baseModel, s.judgeModel, s.judgeAccuracy)
   }
 
   get step(): number {
@@ -219,15 +215,12 @@ export class JzeroRun {
   }
 
   dispose(): void {
-    this.challenger.dispose()
-    this.solver.dispose()
-    this.judge.dispose()
-    this.reference?.dispose()
+    this.policies.dispose()
   }
 
-  private async sample(model: Model, prompts: Prompt[], n: number, o: PolicyStage, call: number): Promise<Trajectory[][]> {
+  private async sample(model: Policy, prompts: Prompt[], n: number, o: PolicyStage, call: number): Promise<Sample[][]> {
     if (!prompts.length) return []
-    const out = await model.generate(prompts, { n, temperature: o.temperature, topP: o.topP, maxTokens: o.maxTokens, seed: seedFor(this.config.seed, this.stepIndex, call) })
+    const out = await model.generate(prompts, { n, temperature: o.temperature, topP: o.topP, maxTokens: o.maxTokens, seed: seedOf(this.config.seed, this.stepIndex, call) })
     return out.map((group, i) => {
       const prompt = model.encodePrompt(prompts[i])
       return group.map((completion) => ({ prompt, completion }))
@@ -283,7 +276,7 @@ export class JzeroRun {
       const r = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : w.repetitionText(t))), scores: perTask, tau: c.repetition.tau, lambda: c.repetition.lambda })
       // all N tasks answer one instruction: one GRPO group (JZ §3.1)
       const advantages = computeAdvantages(this.config.ppo.advantage, r.rewards, r.rewards.map(() => 0))
-      const sequences = trajs.map((t, i) => toSequence(t, advantages[i])).filter((q) => q.completion.length > 0)
+      const sequences = trajs.map((t, i) => sampledSequence(t.prompt, t.completion, advantages[i])).filter((q) => q.completion.length > 0)
       if (sequences.length) steps.push(await this.challengerTrainer.step({ sequences }))
       const wellFormed = tasks.filter((t): t is string => t !== null)
       last = {
@@ -345,7 +338,7 @@ export class JzeroRun {
           const sequences = trajs
             .map((t, j) => ({ t, j }))
             .filter(({ j }) => Math.floor(j / o.rollouts) >= m && Math.floor(j / o.rollouts) < m + o.miniBatch)
-            .map(({ t, j }) => toSequence(t, advantages[j]))
+            .map(({ t, j }) => sampledSequence(t.prompt, t.completion, advantages[j]))
             .filter((q) => q.completion.length > 0)
           if (sequences.length) steps.push(await this.solverTrainer.step({ sequences }))
         }
@@ -366,7 +359,7 @@ export class JzeroRun {
     const challengerAnswers = (await this.sample(this.challenger, prompts, 1, { ...answerStage, temperature: c.challenger.temperature, topP: c.challenger.topP }, CALL.judgeChallengerAnswer)).map((g) => g[0])
     counter.tokens += tokens(oneShot) + tokens(challengerAnswers)
     const role = tasks.map((q, i) => rolePair(q, oneShot[i].completion.text, challengerAnswers[i].completion.text))
-    const texts = async (model: Model, ps: Prompt[], call: number, o: PolicyStage) => {
+    const texts = async (model: Policy, ps: Prompt[], call: number, o: PolicyStage) => {
       const out = (await this.sample(model, ps, 1, o, call)).map((g) => g[0])
       counter.tokens += tokens(out)
       return out.map((t) => t.completion.text)
@@ -418,44 +411,24 @@ export class JzeroRun {
 
   /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
   async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    const items = this.world.evalSet(level, size)
-    const out = await this.solver.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
-    return out.filter((g, i) => this.world.verify(items[i].question, g[0].text) === true).length / items.length
+    return accuracyOf(await greedyVerdicts(this.solver, this.world, { level, size, maxTokens: this.config.solver.maxTokens }))
   }
 
-  /** Writes the three models, their optimizer states, the RNG and the config under `dir` (renamed into place). */
+  /** Writes the three models, their optimizer states, the RNG and the config under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const tmp = `${dir}.tmp-${process.pid}`
-    await rm(tmp, { recursive: true, force: true })
-    await mkdir(tmp, { recursive: true })
-    await this.challenger.save(join(tmp, 'challenger'))
-    await this.solver.save(join(tmp, 'solver'))
-    await this.judge.save(join(tmp, 'judge'))
-    for (const [name, t] of [['challenger-state', this.challengerTrainer], ['solver-state', this.solverTrainer], ['judge-state', this.judgeTrainer]] as const) {
-      if (!t) continue
-      await mkdir(join(tmp, name), { recursive: true })
-      await t.saveState(join(tmp, name))
-    }
-    const state: JzeroRunState = { format: 'autodidact.jzero.run', version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
-    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
-    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
-    await rename(tmp, dir)
+    const state: JzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
+    await checkpointRun(dir, {
+      state,
+      roles: [
+        { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
+        { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
+        { name: 'judge', policy: this.judge, trainer: this.judgeTrainer },
+      ],
+    })
   }
 }
 
-/** Loads models in order; if one fails, the ones already loaded are disposed. */
-async function loadAll(loaders: (() => Promise<Model>)[]): Promise<Model[]> {
-  const out: Model[] = []
-  try {
-    for (const load of loaders) out.push(await load())
-    return out
-  } catch (e) {
-    out.forEach((m) => m.dispose())
-    throw e
-  }
-}
-
-function tokens(trajs: readonly Trajectory[]): number {
+function tokens(trajs: readonly Sample[]): number {
   return trajs.reduce((a, t) => a + t.completion.tokens.length, 0)
 }
 
@@ -464,18 +437,19 @@ function verifierAccuracy(world: JzeroWorld, items: readonly { question: string;
   return v.length ? v.filter(Boolean).length / v.length : NaN
 }
 
-function toSequence(t: Trajectory, advantage: number): TrainSequence {
-  return { prompt: t.prompt, completion: Array.from(t.completion.tokens), oldLogprobs: t.completion.logprobs, advantages: advantage }
-}
-
-function policyTrainerOptions(s: PolicyStage, c: JzeroConfig, reference: Model | null): TrainerOptions {
+/** JZ Eq. 7 / 9: GRPO with the asymmetric clip (ε_low, ε_high) = (0.20, 0.28) and KL to the reference, constant lr, no weight decay. */
+function stagePlan(stage: PolicyStage, c: JzeroConfig): TrainingPlan {
   return {
-    // JZ Eq. 7 / 9: GRPO with the asymmetric clip (ε_low, ε_high) = (0.20, 0.28) and KL to the reference
-    objective: { name: 'policy', clipLow: s.clipLow, clipHigh: s.clipHigh, klCoef: s.klCoef, aggregation: c.ppo.aggregation },
-    optimizer: { lr: s.lr, weightDecay: 0 },
+    objective: { name: 'policy', clipLow: stage.clipLow, clipHigh: stage.clipHigh, klCoef: stage.klCoef, aggregation: c.ppo.aggregation },
+    optimizer: { lr: stage.lr, weightDecay: 0 },
     schedule: { kind: 'constant' },
     clipGradNorm: c.ppo.clipGradNorm,
     microBatchSize: c.ppo.microBatchSize,
-    reference: s.klCoef > 0 && reference ? reference : undefined,
+    lora: null,
   }
+}
+
+/** JZ Eq. 13: the Judge's Bradley–Terry steps, constant lr, no weight decay. */
+function judgePlan(c: JzeroConfig): TrainingPlan {
+  return { objective: { name: 'bradley-terry' }, optimizer: { lr: c.judge.lr, weightDecay: 0 }, schedule: { kind: 'constant' }, clipGradNorm: c.ppo.clipGradNorm, lora: null }
 }

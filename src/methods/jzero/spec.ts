@@ -1,18 +1,14 @@
 // `autodidact evolve --method jzero [--judge DIR] [--frozen-judge] [--no-role-pairs] [--no-amp-pairs]`:
 // J-Zero's presets, runs and report charts for the evolve command.
-import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
-import { DEFAULT_TOY_JUDGE_DIR } from '../../toymodel/judge.js'
-import { PRESETS, resolveJzeroConfig, type JzeroConfig } from './config.js'
+import { BUNDLED_JUDGE } from '../../toymodel/bundled.js'
+import { fmt } from '../common/format.js'
+import { defineMethod, type FlagValues } from '../common/method.js'
+import { jzeroSchema, PRESETS, type JzeroConfig } from './config.js'
 import { JzeroRun } from './loop.js'
 import { arithWorldFor } from './world.js'
 
-const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
-
-// JzeroRun's step records are plain objects; the driver only needs step, seconds and generatedTokens.
-const asHandle = (run: JzeroRun) => run as unknown as MethodRunHandle
-
 /** Command-line switches → a config override (JZ Table 3 ablations, the Judge folder). */
-export function jzeroFlagsToOverride(flags: Record<string, string | number | boolean | undefined>): unknown {
+export function jzeroFlagsToOverride(flags: FlagValues): unknown {
   const o: { judge?: { model: string }; switches?: Partial<JzeroConfig['switches']> } = {}
   if (typeof flags.judge === 'string') o.judge = { model: flags.judge }
   const switches: Partial<JzeroConfig['switches']> = {}
@@ -23,16 +19,15 @@ export function jzeroFlagsToOverride(flags: Record<string, string | number | boo
   return Object.keys(o).length ? o : undefined
 }
 
-export const spec: MethodSpec<JzeroConfig> = {
+export const spec = defineMethod({
   name: 'jzero',
   summary: 'J-Zero: Challenger, Solver and a co-evolving Bradley–Terry Judge (paper 003)',
   presets: PRESETS,
   defaultPreset: 'toy',
-  // a deep merge: partial switches ({ switches: { trainJudge: false } }) keep the other defaults
-  resolveConfig: resolveJzeroConfig,
-  start: async (config, o) => asHandle(await JzeroRun.start(o.model, config.judge.model ?? DEFAULT_TOY_JUDGE_DIR, config, arithWorldFor(config.prompts), o.threads)),
-  // the checkpoint's config names the prompt style; JzeroRun.resume checks it against the world
-  resume: async (dir, o) => asHandle(await JzeroRun.resume(dir, (style) => arithWorldFor(style), o.threads)),
+  schema: jzeroSchema,
+  start: (config, o) => JzeroRun.start(o.model, config.judge.model ?? BUNDLED_JUDGE, config, arithWorldFor(config.prompts), o),
+  // the checkpoint's config names the prompt style, and so the world
+  resume: (dir, o) => JzeroRun.resume(dir, (style) => arithWorldFor(style), o),
   flags: { judge: 'string', 'frozen-judge': 'boolean', 'no-role-pairs': 'boolean', 'no-amp-pairs': 'boolean' },
   flagsToOverride: jzeroFlagsToOverride,
   series: [
@@ -49,8 +44,5 @@ export const spec: MethodSpec<JzeroConfig> = {
     { title: 'Judge BT loss (Eq. 13)', path: 'judge.train.loss' },
     { title: 'Solver KL to reference', path: 'solver.train.kl' },
   ],
-  describe: (r) => {
-    const x = r as unknown as { challenger: { reward: { mean: number } }; solver: { reward: { mean: number } }; judgeAccuracy: number }
-    return `r_C ${fmt(x.challenger.reward.mean)} r_S ${fmt(x.solver.reward.mean)} judge ${fmt(x.judgeAccuracy)}`
-  },
-}
+  describe: (r) => `r_C ${fmt(r.challenger.reward.mean)} r_S ${fmt(r.solver.reward.mean)} judge ${fmt(r.judgeAccuracy)}`,
+})

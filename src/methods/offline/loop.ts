@@ -4,21 +4,23 @@
 // their weights only.
 import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, rename, rm } from 'node:fs/promises'
-import { join } from 'node:path'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
-import { loadModel, type Model } from '../../engine/model.js'
-import type { StepMetrics, Trainer, TrainerOptions, TrainSequence } from '../../train/trainer.js'
+import { rename, rm } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import { evaluateBenchmarks, macroAccuracy, writeEvalRecords, type EvalRecord } from '../select/evaluation.js'
-import { arithSolveWorld, type SolveWorld } from '../select/world.js'
-import { DPO_ARMS, type OfflineConfig } from './config.js'
-import { dpoPairs, ensurePool, warmStartExamples, wsftExamples, type ResponsePool } from './pool.js'
+import type { BaseStepRecord } from '../common/run.js'
+import { type BaseRunState, checkedPath, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
+import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
+import { learningRateSchedule, openTrainee, type TrainingPlan } from '../common/training.js'
+import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
+import { arithSolveWorld, type SolveWorld } from '../solving/world.js'
+import { DPO_ARMS, resolveOfflineConfig, type OfflineConfig } from './config.js'
+import { dpoPairs, ensurePool, POOL_FILE, readPool, warmStartExamples, wsftExamples, type ResponsePool } from './pool.js'
 
 /** One training unit: a weighted SFT example, or a DPO pair (chosen, rejected) of one prompt. */
 type Unit = { kind: 'sft'; prompt: number; response: number; weight: number } | { kind: 'dpo'; prompt: number; chosen: number; rejected: number }
 
-export interface OfflineStepRecord {
+export interface OfflineStepRecord extends BaseStepRecord {
   step: number
   objective: string
   arm: string
@@ -27,26 +29,40 @@ export interface OfflineStepRecord {
   batch: number
   loss: number
   train: StepMetrics
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-export interface OfflineRunState {
+export interface OfflineRunState extends BaseRunState {
   format: 'autodidact.offline.run'
-  version: 1
-  step: number
   /** The model the adapters sit on (the base model, or the DPO warm start). */
   modelDir: string
   poolDir: string
   config: OfflineConfig
 }
 
+export interface RunOptions {
+  threads?: number
+  openPolicy?: OpenPolicy
+}
+
+const FORMAT = 'autodidact.offline.run'
+const ROLE = 'model'
 const ADAMW = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0 } // UID C.3
 
-function schedule(updates: number, warmupRatio: number, minLrRatio: number): TrainerOptions['schedule'] {
-  if (updates <= 1) return { kind: 'constant' }
-  return { kind: 'cosine', warmupSteps: Math.min(Math.round(warmupRatio * updates), updates - 1), totalSteps: updates, minLrRatio }
+/** UID B.3 / C.3: LoRA, AdamW (0.9, 0.95), cosine to 0.1 over the run's updates. */
+function trainingPlan(c: OfflineConfig, objective: TrainingPlan['objective'], lr: number, updates: number): TrainingPlan {
+  return {
+    objective,
+    optimizer: { lr, ...ADAMW },
+    schedule: learningRateSchedule(updates, { warmupRatio: c.train.warmupRatio, minLrRatio: c.train.minLrRatio }),
+    clipGradNorm: c.train.clipGradNorm,
+    microBatchSize: c.train.microBatchSize,
+    lora: { rank: c.train.loraRank, alpha: c.train.loraAlpha },
+  }
+}
+
+/** The run's plan: DPO against the warm start (the frozen reference, LoRA off) or weighted SFT. */
+function runPlan(c: OfflineConfig): TrainingPlan {
+  return trainingPlan(c, c.objective === 'dpo' ? { name: 'dpo', beta: c.train.beta } : { name: 'sft' }, c.train.lr, c.steps)
 }
 
 /** Units of the arm, in a seeded order shared by every arm of the objective. */
@@ -68,7 +84,7 @@ export function batchAt(units: readonly Unit[], batchSize: number, step: number,
 }
 
 /** Sequences and DPO pair indices of a batch. */
-function toBatch(model: Model, world: SolveWorld, pool: ResponsePool, units: readonly Unit[]): { sequences: TrainSequence[]; pairs?: [number, number][] } {
+function toBatch(model: Policy, world: SolveWorld, pool: ResponsePool, units: readonly Unit[]): { sequences: TrainSequence[]; pairs?: [number, number][] } {
   const prompt = (pi: number) => model.encodePrompt(world.prompt(pool.prompts[pi].question))
   const sequences: TrainSequence[] = []
   const pairs: [number, number][] = []
@@ -88,44 +104,25 @@ function toBatch(model: Model, world: SolveWorld, pool: ResponsePool, units: rea
  * The shared DPO warm start (UID B.3): LoRA SFT on the union of every DPO arm's pair responses,
  * merged into the weights and saved as a full model folder in the pool folder (built once).
  */
-export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: OfflineConfig, baseModel: string, world: SolveWorld, threads?: number): Promise<string> {
+export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: OfflineConfig, baseModel: string, world: SolveWorld, o: RunOptions = {}): Promise<string> {
   const key = createHash('sha256').update(JSON.stringify({ w: c.warmStart, p: c.pairs, s: c.seed, l: [c.train.loraRank, c.train.loraAlpha] })).digest('hex').slice(0, 10)
   const dir = join(poolDir, `warmstart-${key}`)
   if (existsSync(join(dir, 'config.json'))) return dir
   const examples = warmStartExamples(pool, DPO_ARMS.filter((a) => a === 'random' || c.pairs.commonMethods.includes(a)), c.pairs, c.seed)
-  const model = await loadModel(baseModel, { threads })
+  const set = new PolicySet(o.openPolicy ?? openPolicy)
   try {
     const units: Unit[] = examples.map((e) => ({ kind: 'sft', prompt: e.prompt, response: e.response, weight: 1 }))
     const bs = c.warmStart.batchSize
     const updates = Math.max(1, Math.ceil(units.length / bs) * c.warmStart.epochs)
-    const trainer = await model.trainer({
-      objective: { name: 'sft' },
-      lora: { rank: c.train.loraRank, alpha: c.train.loraAlpha },
-      optimizer: { lr: c.warmStart.lr, ...ADAMW },
-      schedule: schedule(updates, c.train.warmupRatio, c.train.minLrRatio),
-      clipGradNorm: c.train.clipGradNorm,
-      microBatchSize: c.train.microBatchSize,
-    })
-    if (units.length) for (let s = 0; s < updates; s++) await trainer.step(toBatch(model, world, pool, batchAt(units, bs, s, c.seed)))
+    const { policy, trainer } = await openTrainee(set, { base: baseModel, threads: o.threads, plan: trainingPlan(c, { name: 'sft' }, c.warmStart.lr, updates), reference: null })
+    if (units.length) for (let s = 0; s < updates; s++) await trainer.step(toBatch(policy, world, pool, batchAt(units, bs, s, c.seed)))
     const tmp = `${dir}.tmp-${process.pid}`
     await rm(tmp, { recursive: true, force: true })
-    await model.save(tmp, { adapterOnly: false }) // LoRA merged into the weights
+    await policy.save(tmp, { adapterOnly: false }) // LoRA merged into the weights
     await rename(tmp, dir)
     return dir
   } finally {
-    model.dispose()
-  }
-}
-
-function trainerOptions(c: OfflineConfig, updates: number): TrainerOptions {
-  return {
-    objective: c.objective === 'dpo' ? { name: 'dpo', beta: c.train.beta } : { name: 'sft' },
-    lora: { rank: c.train.loraRank, alpha: c.train.loraAlpha },
-    optimizer: { lr: c.train.lr, ...ADAMW },
-    schedule: schedule(updates, c.train.warmupRatio, c.train.minLrRatio),
-    clipGradNorm: c.train.clipGradNorm,
-    microBatchSize: c.train.microBatchSize,
-    ...(c.objective === 'dpo' ? { reference: 'lora-off' as const } : {}), // the warm start is the frozen reference
+    set.dispose()
   }
 }
 
@@ -135,8 +132,9 @@ export class OfflineRun {
   private constructor(
     readonly config: OfflineConfig,
     readonly world: SolveWorld,
-    readonly model: Model,
-    private readonly trainer: Trainer,
+    readonly model: Policy,
+    private readonly trainer: PolicyTrainer,
+    private readonly policies: PolicySet,
     readonly pool: ResponsePool,
     readonly units: Unit[],
     private stepIndex: number,
@@ -150,33 +148,42 @@ export class OfflineRun {
     return c.steps > 0 ? c : { ...c, steps: Math.ceil(units / c.train.batchSize) * c.epochs }
   }
 
-  static async start(baseModel: string, config: OfflineConfig, threads?: number): Promise<OfflineRun> {
+  static async start(baseModel: string, config: OfflineConfig, o: RunOptions = {}): Promise<OfflineRun> {
+    const base = resolve(baseModel)
     const world = arithSolveWorld(config.format)
-    const scorer = await loadModel(baseModel, { threads })
+    const open = o.openPolicy ?? openPolicy
+    const scorer = await open({ model: base, threads: o.threads })
     let pooled
     try {
       pooled = await ensurePool(config, scorer, world)
     } finally {
       scorer.dispose()
     }
+    const poolDir = resolve(pooled.dir)
     const units = armUnits(pooled.pool, config)
     const c = OfflineRun.resolveSteps(config, units.length)
-    const modelDir = c.objective === 'dpo' ? await ensureWarmStart(pooled.dir, pooled.pool, c, baseModel, world, threads) : baseModel
-    const model = await loadModel(modelDir, { threads })
-    const trainer = await model.trainer(trainerOptions(c, c.steps))
-    return new OfflineRun(c, world, model, trainer, pooled.pool, units, 0, modelDir, pooled.dir)
+    const modelDir = c.objective === 'dpo' ? await ensureWarmStart(poolDir, pooled.pool, c, base, world, o) : base
+    const set = new PolicySet(open)
+    return set.build(async () => {
+      const { policy, trainer } = await openTrainee(set, { base: modelDir, threads: o.threads, plan: runPlan(c), reference: null })
+      return new OfflineRun(c, world, policy, trainer, set, pooled.pool, units, 0, modelDir, poolDir)
+    })
   }
 
-  static async resume(dir: string, threads?: number): Promise<OfflineRun> {
-    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as OfflineRunState
-    if (state.format !== 'autodidact.offline.run') throw new TypeError(`${dir} is not an offline-run checkpoint`)
-    const c = state.config
-    const pool = JSON.parse(await readFile(join(state.poolDir, 'pool.json'), 'utf8')) as ResponsePool
-    const model = await loadModel(state.modelDir, { threads })
-    await model.loadAdapter(join(dir, 'model'))
-    const trainer = await model.trainer(trainerOptions(c, c.steps))
-    await trainer.loadState(dir)
-    return new OfflineRun(c, arithSolveWorld(c.format), model, trainer, pool, armUnits(pool, c), state.step, state.modelDir, state.poolDir)
+  /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
+  static async resume(dir: string, o: RunOptions = {}): Promise<OfflineRun> {
+    const ckpt = await resumeRun<OfflineRunState>(dir, {
+      format: FORMAT,
+      parse: (s, file) => ({ ...s, format: FORMAT, modelDir: checkedPath(s.modelDir, file, 'modelDir'), poolDir: checkedPath(s.poolDir, file, 'poolDir'), config: resolveOfflineConfig(s.config, s.config as OfflineConfig, file) }),
+      roles: () => [{ name: ROLE, trained: true }],
+    })
+    const { state } = ckpt
+    const pool = await readPool(join(state.poolDir, POOL_FILE))
+    const set = new PolicySet(o.openPolicy ?? openPolicy)
+    return set.build(async () => {
+      const { policy, trainer } = await openTrainee(set, { base: state.modelDir, checkpoint: ckpt.paths(ROLE), threads: o.threads, plan: runPlan(state.config), reference: null })
+      return new OfflineRun(state.config, arithSolveWorld(state.config.format), policy, trainer, set, pool, armUnits(pool, state.config), state.step, state.modelDir, state.poolDir)
+    })
   }
 
   get step(): number {
@@ -184,7 +191,7 @@ export class OfflineRun {
   }
 
   dispose(): void {
-    this.model.dispose()
+    this.policies.dispose()
   }
 
   async runStep(): Promise<OfflineStepRecord> {
@@ -212,17 +219,11 @@ export class OfflineRun {
     return macroAccuracy(r)
   }
 
+  /** The adapter, its optimizer and the evaluations since the last checkpoint (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const tmp = `${dir}.tmp-${process.pid}`
-    await rm(tmp, { recursive: true, force: true })
-    await mkdir(tmp, { recursive: true })
-    await this.model.save(join(tmp, 'model'))
-    await this.trainer.saveState(tmp)
-    const state: OfflineRunState = { format: 'autodidact.offline.run', version: 1, step: this.stepIndex, modelDir: this.modelDir, poolDir: this.poolDir, config: this.config }
-    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
-    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
-    await rename(tmp, dir)
-    await writeEvalRecords(dir, this.stepIndex, this.pendingEvals)
+    const state: OfflineRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, modelDir: this.modelDir, poolDir: this.poolDir, config: this.config }
+    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => writeCheckpointEval(tmp, this.stepIndex, this.pendingEvals) })
+    await writeRunEvals(dir, this.pendingEvals)
     this.pendingEvals = []
   }
 }

@@ -8,14 +8,14 @@ import { existsSync } from 'node:fs'
 import { mkdir, readFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { ConfigError } from '../../engine/errors.js'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
-import type { Model } from '../../engine/model.js'
+import { writeJsonAtomic } from '../../util/atomic.js'
+import type { Policy } from '../common/policy.js'
 import { auxPreferencePair, auxSftWeights, randomPreferencePair } from '../../rl/offline.js'
 import type { UidCalibration } from '../../signals/calibration.js'
 import { Rng } from '../../util/prng.js'
-import { samplePools } from '../select/run.js'
-import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../select/selectors.js'
-import { trainingQuestions, type SolveWorld } from '../select/world.js'
+import { samplePools } from '../solving/selection.js'
+import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../solving/selectors.js'
+import { trainingQuestions, type SolveWorld } from '../solving/world.js'
 import type { OfflineConfig, PoolConfig, ScoreMethod } from './config.js'
 
 export interface PoolResponse {
@@ -53,7 +53,7 @@ export function defaultPoolDir(model: string, format: string, p: PoolConfig): st
 
 export const POOL_FILE = 'pool.json'
 
-export async function buildPool(model: Model, world: SolveWorld, p: PoolConfig): Promise<ResponsePool> {
+export async function buildPool(model: Policy, world: SolveWorld, p: PoolConfig): Promise<ResponsePool> {
   const train = trainingQuestions(p.seed, p.level, p.prompts)
   const taken = new Set(train.map((t) => t.question))
   const calibrationItems = trainingQuestions(`${p.seed}-calibration`, p.level, p.calibrationPrompts).filter((c) => !taken.has(c.question)) // disjoint splits (C.1)
@@ -85,13 +85,29 @@ export async function buildPool(model: Model, world: SolveWorld, p: PoolConfig):
   return { format: 'autodidact.uid-pool', version: 1, model: model.dir, promptFormat: world.format, config: p, calibration, prompts, stats }
 }
 
+function isPool(x: unknown): x is ResponsePool {
+  const p = x as Partial<ResponsePool> | null
+  return p !== null && typeof p === 'object' && p.format === 'autodidact.uid-pool' && p.version === 1 && Array.isArray(p.prompts) && typeof p.config === 'object'
+}
+
+/** A pool file, or a ConfigError naming it (unreadable, not JSON, not a response pool). */
+export async function readPool(file: string): Promise<ResponsePool> {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(await readFile(file, 'utf8'))
+  } catch (e) {
+    throw new ConfigError(file, null, `${file}: cannot read the response pool (${(e as Error).message})`, { cause: e })
+  }
+  if (!isPool(parsed)) throw new ConfigError(file, null, `${file}: not a response pool`)
+  return parsed
+}
+
 /** The pool of `c` (built and cached on first use). */
-export async function ensurePool(c: OfflineConfig, model: Model, world: SolveWorld): Promise<{ dir: string; pool: ResponsePool }> {
+export async function ensurePool(c: OfflineConfig, model: Policy, world: SolveWorld): Promise<{ dir: string; pool: ResponsePool }> {
   const dir = c.pool.dir || defaultPoolDir(model.dir, c.format, c.pool)
   const file = join(dir, POOL_FILE)
   if (existsSync(file)) {
-    const pool = JSON.parse(await readFile(file, 'utf8')) as ResponsePool
-    if (pool.format !== 'autodidact.uid-pool') throw new ConfigError(file, null, `${file}: not a response pool`)
+    const pool = await readPool(file)
     const want = JSON.stringify({ ...c.pool, dir: '' })
     if (JSON.stringify({ ...pool.config, dir: '' }) !== want || pool.promptFormat !== c.format)
       throw new ConfigError(file, 'pool', `${file}: the pool there was built with another pool config; choose another pool.dir`)
@@ -99,7 +115,7 @@ export async function ensurePool(c: OfflineConfig, model: Model, world: SolveWor
   }
   const pool = await buildPool(model, world, c.pool)
   await mkdir(dir, { recursive: true })
-  await writeFileAtomic(file, JSON.stringify(pool) + '\n')
+  await writeJsonAtomic(file, pool)
   return { dir, pool }
 }
 

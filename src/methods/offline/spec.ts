@@ -1,20 +1,19 @@
 // `autodidact evolve --method dpo` and `--method wsft`: the offline extensions of UID (paper 001, §4.3).
-import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
-import { DPO_PAPER_PRESET, DPO_TOY_PRESET, PAPER_PRESET, TOY_PRESET, resolveOfflineConfig, type OfflineConfig } from './config.js'
+import { fmt } from '../common/format.js'
+import { defineMethod } from '../common/method.js'
+import { checkOfflineConfig, DPO_PAPER_PRESET, DPO_TOY_PRESET, offlineSchema, PAPER_PRESET, TOY_PRESET, type OfflineConfig } from './config.js'
 import { OfflineRun } from './loop.js'
 
-const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(3) : '–')
-const asHandle = (run: OfflineRun) => run as unknown as MethodRunHandle
-
-function offlineSpec(name: 'dpo' | 'wsft', presets: Record<string, OfflineConfig>, summary: string): MethodSpec<OfflineConfig> {
-  return {
+function offlineSpec(name: 'dpo' | 'wsft', presets: Record<string, OfflineConfig>, summary: string) {
+  return defineMethod({
     name,
     summary,
+    schema: offlineSchema,
     presets,
     defaultPreset: 'toy',
-    resolveConfig: (override, base, file) => resolveOfflineConfig(override, base, file),
-    start: async (config, o) => asHandle(await OfflineRun.start(o.model, config, o.threads)),
-    resume: async (dir, o) => asHandle(await OfflineRun.resume(dir, o.threads)),
+    check: checkOfflineConfig,
+    start: (config, o) => OfflineRun.start(o.model, config, o),
+    resume: (dir, o) => OfflineRun.resume(dir, o),
     flags: { arm: 'string', pool: 'string' },
     flagsToOverride: (f) => {
       const over: Record<string, unknown> = {}
@@ -36,8 +35,8 @@ function offlineSpec(name: 'dpo' | 'wsft', presets: Record<string, OfflineConfig
           ]),
       { title: 'gradient norm', path: 'train.gradNorm' },
     ],
-    describe: (r) => `loss ${fmt(r.loss)} (${String(r.arm)}, ${String(r.dataSize)} ${name === 'dpo' ? 'pairs' : 'examples'})`,
-  }
+    describe: (r) => `loss ${fmt(r.loss, 3)} (${r.arm}, ${r.dataSize} ${name === 'dpo' ? 'pairs' : 'examples'})`,
+  })
 }
 
 export const dpoSpec = offlineSpec('dpo', { toy: DPO_TOY_PRESET, paper: DPO_PAPER_PRESET }, 'DPO on max-vs-min auxiliary-score pairs of correct responses, shared SFT warm start; arm random = control (paper 001)')

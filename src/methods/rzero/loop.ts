@@ -8,11 +8,10 @@
 //     pooled p̂ lies in the informative band keep their majority answer as pseudo-label; the Solver's
 //     own rollouts get reward 1 when they agree with it (R-Zero's Solver reward), GRPO per question.
 // β = 0 is plain R-Zero: ensemble.mode 'auto' then samples the Solver alone (m samples).
-import { mkdir, readFile, rename, rm } from 'node:fs/promises'
 import { existsSync } from 'node:fs'
-import { join } from 'node:path'
-import { loadModel, type Completion, type Model } from '../../engine/model.js'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
+import { join, resolve } from 'node:path'
+import { CheckpointError } from '../../engine/errors.js'
+import type { Completion } from '../../engine/model.js'
 import { queryEnsemble, variantStats, type EnsembleResult, type QuestionVerdict, type VariantStats } from '../../ensemble/ensemble.js'
 import { InProcessSampler } from '../../ensemble/inprocess.js'
 import { RemoteSampler } from '../../ensemble/remote.js'
@@ -20,30 +19,23 @@ import type { EnsembleVariant } from '../../ensemble/types.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { disChallengerReward, uncertaintyReward } from '../../rl/challenger.js'
 import { repetitionPenalty } from '../../tasks/cluster.js'
-import type { StepMetrics, Trainer, TrainSequence } from '../../train/trainer.js'
+import { spread, type Spread } from '../../stats/summary.js'
+import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import { usesEnsemble, type RzeroConfig } from './config.js'
+import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import type { BaseStepRecord } from '../common/run.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
+import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
+import { openReference, openTrainee, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
+import { resolveRzeroConfig, TOY_PRESET, usesEnsemble, type RzeroConfig } from './config.js'
 import { DEFAULT_LLAMA_RECIPE, ensureLlamaVariant } from './second-model.js'
 import type { RzeroWorld } from './world.js'
 
-/** Mean and population std (DIS Table 2 reports both per batch), with min, max and count. */
-export interface Spread {
-  mean: number
-  std: number
-  min: number
-  max: number
-  n: number
-}
 
-export function spread(xs: ArrayLike<number>): Spread {
-  const v = Array.from(xs).filter((x) => Number.isFinite(x))
-  if (!v.length) return { mean: NaN, std: NaN, min: NaN, max: NaN, n: 0 }
-  const mean = v.reduce((a, b) => a + b, 0) / v.length
-  const std = Math.sqrt(v.reduce((a, b) => a + (b - mean) ** 2, 0) / v.length)
-  return { mean, std, min: Math.min(...v), max: Math.max(...v), n: v.length }
-}
 
 export type Phase = 'challenger' | 'solver'
+type Role = Phase
+const ROLES: readonly Role[] = ['challenger', 'solver']
 
 export interface EnsembleRecord {
   /** Variants queried per call, and those that answered (mean over this step's calls). */
@@ -54,7 +46,7 @@ export interface EnsembleRecord {
   perVariant: VariantStats[]
 }
 
-export interface ChallengerRecord {
+export interface ChallengerRecord extends BaseStepRecord {
   step: number
   phase: 'challenger'
   level: number
@@ -74,12 +66,9 @@ export interface ChallengerRecord {
   ensemble: EnsembleRecord
   skipped: string | null
   train: StepMetrics | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-export interface SolverRecord {
+export interface SolverRecord extends BaseStepRecord {
   step: number
   phase: 'solver'
   candidates: number
@@ -95,17 +84,12 @@ export interface SolverRecord {
   reward: Spread
   ensemble: EnsembleRecord
   train: StepMetrics | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
 export type RzeroStepRecord = ChallengerRecord | SolverRecord
 
-export interface RzeroRunState {
+export interface RzeroRunState extends BaseRunState {
   format: 'autodidact.rzero.run'
-  version: 1
-  step: number
   rng: [number, number, number, number]
   baseModel: string
   secondModel: string | null
@@ -119,11 +103,17 @@ export interface RzeroRunOptions {
   /** Variants added to the configured ensemble (when the ensemble is used), e.g. a RemoteSampler with its own fetch. */
   extraVariants?: EnsembleVariant[]
   log?: (line: string) => void
+  /** How policies are opened (default: the engine's). */
+  openPolicy?: OpenPolicy
 }
 
-/** Deterministic per-(step, role) sampling seed, so a resumed run samples what the original did. */
-function seedFor(runSeed: number, step: number, role: number): number {
-  return (runSeed * 1_000_003 + step * 8 + role) % 2_147_483_647
+const FORMAT = 'autodidact.rzero.run'
+/** Sampling calls of a step (the seed's `call`). */
+const CALL = { challengerBatch: 0, challengerEnsemble: 1, solverCandidates: 2, solverEnsemble: 3, solverRollouts: 4 }
+
+/** The sampling seed of a call: 31-bit, as remote endpoints take. */
+function seedOf(c: RzeroConfig, step: number, call: number): number {
+  return samplingSeed(c.seed, step, call, { modulus: 2_147_483_647 })
 }
 
 /** Phase of 0-based step `s`: each iteration is challengerSteps Challenger steps, then solverSteps Solver steps. */
@@ -139,20 +129,8 @@ export function phaseSteps(c: RzeroConfig, phase: Phase): number {
   return n
 }
 
-function trainerOptions(c: RzeroConfig, reference: Model | null, totalSteps: number) {
-  return {
-    objective: { name: 'policy' as const, clip: c.grpo.clip, klCoef: c.grpo.klCoef, entropyCoef: 0 },
-    optimizer: { lr: c.grpo.lr },
-    schedule: { kind: 'cosine' as const, warmupSteps: Math.min(c.grpo.warmupSteps, Math.max(0, totalSteps - 1)), totalSteps: Math.max(1, totalSteps), minLrRatio: 0 },
-    clipGradNorm: c.grpo.clipGradNorm,
-    microBatchSize: c.grpo.microBatchSize,
-    reference: reference ?? undefined,
-  }
-}
-
-function toSequence(prompt: number[], c: Completion, advantage: number): TrainSequence {
-  return { prompt, completion: Array.from(c.tokens), oldLogprobs: c.logprobs, advantages: advantage }
-}
+/** GRPO on one role over the steps it trains (DIS §5.1 on R-Zero's settings): cosine schedule, KL to the base. */
+const rolePlan = (c: RzeroConfig, updates: number) => ppoPlan(c.grpo, updates)
 
 function ensembleRecord(results: EnsembleResult[]): EnsembleRecord {
   const calls = results.length
@@ -216,80 +194,70 @@ export class RzeroRun {
   private constructor(
     readonly config: RzeroConfig,
     readonly world: RzeroWorld,
-    readonly challenger: Model,
-    readonly solver: Model,
-    private readonly challengerTrainer: Trainer,
-    private readonly solverTrainer: Trainer,
-    private readonly reference: Model | null,
-    readonly second: Model | null,
+    readonly challenger: Policy,
+    readonly solver: Policy,
+    private readonly challengerTrainer: PolicyTrainer,
+    private readonly solverTrainer: PolicyTrainer,
+    private readonly policies: PolicySet,
+    readonly second: Policy | null,
     readonly variants: EnsembleVariant[],
     private rng: Rng,
     private stepIndex: number,
     readonly baseModel: string,
+    private readonly secondDir: string | null,
   ) {}
 
   /** A fresh run: Challenger and Solver both start from `baseModel`. */
   static async start(baseModel: string, config: RzeroConfig, world: RzeroWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
-    return RzeroRun.open(config, world, o, { baseModel, challengerDir: baseModel, solverDir: baseModel, secondModel: undefined, stateDir: null, step: 0, rng: new Rng(config.seed) })
+    return RzeroRun.open(config, world, o, { baseModel: resolve(baseModel), checkpoint: null, secondModel: undefined, step: 0, rng: new Rng(config.seed) })
   }
 
-  /** Continues from a checkpoint folder written by `checkpoint()`. */
+  /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
   static async resume(dir: string, world: RzeroWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
-    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as RzeroRunState
-    return RzeroRun.open(state.config, world, o, {
-      baseModel: state.baseModel,
-      challengerDir: join(dir, 'challenger'),
-      solverDir: join(dir, 'solver'),
-      secondModel: state.secondModel,
-      stateDir: dir,
-      step: state.step,
-      rng: Rng.fromState(state.rng),
+    const ckpt = await resumeRun<RzeroRunState>(dir, {
+      format: FORMAT,
+      parse: (s, file) => {
+        if (s.secondModel !== null && typeof s.secondModel !== 'string') throw new CheckpointError(file, 'secondModel', 'field', `${file}: secondModel must be a folder path or null`)
+        return { ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), secondModel: s.secondModel, config: resolveRzeroConfig(s.config, TOY_PRESET, file) }
+      },
+      roles: () => ROLES.map((name) => ({ name, trained: true })),
     })
+    const { state } = ckpt
+    return RzeroRun.open(state.config, world, o, { baseModel: state.baseModel, checkpoint: ckpt.paths, secondModel: state.secondModel, step: state.step, rng: Rng.fromState(state.rng) })
   }
 
   private static async open(
     config: RzeroConfig,
     world: RzeroWorld,
     o: RzeroRunOptions,
-    s: { baseModel: string; challengerDir: string; solverDir: string; secondModel: string | null | undefined; stateDir: string | null; step: number; rng: Rng },
+    s: { baseModel: string; checkpoint: ((role: string) => { model: string; trainer: string }) | null; secondModel: string | null | undefined; step: number; rng: Rng },
   ): Promise<RzeroRun> {
-    const opened: Model[] = []
-    const load = async (dir: string, threads = o.threads) => {
-      const m = await loadModel(dir, { threads })
-      opened.push(m)
-      return m
-    }
-    try {
-      const challenger = await load(s.challengerDir)
-      const solver = await load(s.solverDir)
-      const reference = config.grpo.klCoef > 0 ? await load(s.baseModel, 1) : null
-      const challengerTrainer = await challenger.trainer(trainerOptions(config, reference, phaseSteps(config, 'challenger')))
-      const solverTrainer = await solver.trainer(trainerOptions(config, reference, phaseSteps(config, 'solver')))
-      if (s.stateDir) {
-        await challengerTrainer.loadState(join(s.stateDir, 'challenger-trainer'))
-        await solverTrainer.loadState(join(s.stateDir, 'solver-trainer'))
-      }
+    const set = new PolicySet(o.openPolicy ?? openPolicy)
+    return set.build(async () => {
+      const challengerPlan = rolePlan(config, phaseSteps(config, 'challenger'))
+      const solverPlan = rolePlan(config, phaseSteps(config, 'solver'))
+      const reference = await openReference(set, s.baseModel, solverPlan) // one frozen base serves both roles' KL
+      const trainee = (role: Role, plan: TrainingPlan) => openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.(role), threads: o.threads, plan, reference })
+      const challenger = await trainee('challenger', challengerPlan)
+      const solver = await trainee('solver', solverPlan)
       // a resumed run reuses its S_c folder; a built variant whose cache was cleared is rebuilt
       const stale = typeof s.secondModel === 'string' && !existsSync(join(s.secondModel, 'config.json')) && config.ensemble.second.model === ''
       const secondModel = s.secondModel === undefined || stale ? await RzeroRun.secondModelDir(config, s.baseModel, o) : s.secondModel
-      const second = secondModel && usesEnsemble(config) ? await load(secondModel) : null
-      const variants = [...RzeroRun.buildVariants(config, solver, second), ...(usesEnsemble(config) ? (o.extraVariants ?? []) : [])]
-      return new RzeroRun(config, world, challenger, solver, challengerTrainer, solverTrainer, reference, second, variants, s.rng, s.step, s.baseModel).withSecondDir(secondModel ?? null)
-    } catch (e) {
-      for (const m of opened) m.dispose()
-      throw e
-    }
+      const second = secondModel && usesEnsemble(config) ? await set.open({ model: secondModel, threads: o.threads }) : null
+      const variants = [...RzeroRun.buildVariants(config, solver.policy, second), ...(usesEnsemble(config) ? (o.extraVariants ?? []) : [])]
+      return new RzeroRun(config, world, challenger.policy, solver.policy, challenger.trainer, solver.trainer, set, second, variants, s.rng, s.step, s.baseModel, secondModel ?? null)
+    })
   }
 
   /** The folder of DIS's S_c: the configured one, the cached Llama variant of the base, or none. */
   private static async secondModelDir(c: RzeroConfig, baseModel: string, o: RzeroRunOptions): Promise<string | null> {
     if (!usesEnsemble(c) || c.ensemble.second.model === 'none') return null
     if (c.ensemble.second.model !== '') return c.ensemble.second.model
-    return ensureLlamaVariant(baseModel, { ...DEFAULT_LLAMA_RECIPE, healSteps: c.ensemble.second.healSteps }, { cacheRoot: o.cacheRoot, threads: o.threads, log: o.log })
+    return ensureLlamaVariant(baseModel, { ...DEFAULT_LLAMA_RECIPE, healSteps: c.ensemble.second.healSteps }, { cacheRoot: o.cacheRoot, threads: o.threads, log: o.log, openPolicy: o.openPolicy })
   }
 
   /** DIS §4.2: the current Solver at two temperatures, the second model, and any remote endpoints; or the Solver alone. */
-  static buildVariants(c: RzeroConfig, solver: Model, second: Model | null): EnsembleVariant[] {
+  static buildVariants(c: RzeroConfig, solver: Policy, second: Policy | null): EnsembleVariant[] {
     const e = c.ensemble
     if (!usesEnsemble(c)) return [{ sampler: new InProcessSampler(solver, { name: `solver@${e.solverOnly.temperature}` }), temperature: e.solverOnly.temperature, k: e.solverOnly.k, timeoutMs: e.timeoutMs }]
     const out: EnsembleVariant[] = e.solverTemperatures.map((t) => ({ sampler: new InProcessSampler(solver, { name: `solver@${t}` }), temperature: t, k: e.k, timeoutMs: e.timeoutMs }))
@@ -302,12 +270,6 @@ export class RzeroRun {
     return out
   }
 
-  private secondDir: string | null = null
-  private withSecondDir(dir: string | null): this {
-    this.secondDir = dir
-    return this
-  }
-
   get step(): number {
     return this.stepIndex
   }
@@ -318,10 +280,7 @@ export class RzeroRun {
 
   dispose(): void {
     for (const v of this.variants) void v.sampler.dispose?.()
-    this.challenger.dispose()
-    this.solver.dispose()
-    this.reference?.dispose()
-    this.second?.dispose()
+    this.policies.dispose()
   }
 
   /** Asks the ensemble about parsed questions (never throws for a variant's failure). */
@@ -330,7 +289,7 @@ export class RzeroRun {
       extract: (t) => this.world.extractAnswer(t),
       equivalent: this.world.equivalent,
       maxTokens: this.config.ensemble.maxTokens,
-      seed: seedFor(this.config.seed, this.stepIndex, role),
+      seed: seedOf(this.config, this.stepIndex, role),
       timeoutMs: this.config.ensemble.timeoutMs,
       keepSamples: true,
     })
@@ -348,11 +307,11 @@ export class RzeroRun {
     const w = this.world
     const level = c.challenger.levels[this.rng.nextInt(c.challenger.levels.length)]
     const prompt = w.challengerPrompt(level)
-    const [group] = await this.challenger.generate([prompt], { n: c.challenger.batch, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedFor(c.seed, this.stepIndex, 0) })
+    const [group] = await this.challenger.generate([prompt], { n: c.challenger.batch, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedOf(c, this.stepIndex, CALL.challengerBatch) })
     let generatedTokens = group.reduce((a, t) => a + t.tokens.length, 0)
     const parsed = group.map((t) => w.parseQuestion(t.text))
     const valid = parsed.flatMap((p, i) => (p ? [i] : []))
-    const ens = valid.length ? await this.askEnsemble(valid.map((i) => parsed[i]!.question), 1) : null
+    const ens = valid.length ? await this.askEnsemble(valid.map((i) => parsed[i]!.question), CALL.challengerEnsemble) : null
     generatedTokens += tokensOf(ens)
     const verdicts = parsed.map(() => null as QuestionVerdict | null)
     valid.forEach((i, j) => (verdicts[i] = ens!.questions[j]))
@@ -364,7 +323,7 @@ export class RzeroRun {
     if (!silent) {
       const adv = computeAdvantages('grpo', rewards, rewards.map(() => 0))
       const encoded = this.challenger.encodePrompt(prompt)
-      const sequences = group.map((t, i) => toSequence(encoded, t, adv[i])).filter((s) => s.completion.length > 0)
+      const sequences = group.map((t, i) => sampledSequence(encoded, t, adv[i])).filter((s) => s.completion.length > 0)
       if (sequences.length) train = await this.challengerTrainer.step({ sequences })
       else skipped = 'no completion tokens'
     }
@@ -398,13 +357,13 @@ export class RzeroRun {
     const c = this.config
     const w = this.world
     const prompts = Array.from({ length: c.solver.candidates }, () => w.challengerPrompt(c.challenger.levels[this.rng.nextInt(c.challenger.levels.length)]))
-    const proposed = await this.challenger.generate(prompts, { n: 1, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedFor(c.seed, this.stepIndex, 2) })
+    const proposed = await this.challenger.generate(prompts, { n: 1, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedOf(c, this.stepIndex, CALL.solverCandidates) })
     let generatedTokens = proposed.reduce((a, g) => a + g[0].tokens.length, 0)
     const parsed = proposed.map((g) => w.parseQuestion(g[0].text))
     const unique = new Map<string, string>()
     for (const p of parsed) if (p && !unique.has(p.key)) unique.set(p.key, p.question)
     const questions = [...unique.values()]
-    const ens = questions.length ? await this.askEnsemble(questions, 3) : null
+    const ens = questions.length ? await this.askEnsemble(questions, CALL.solverEnsemble) : null
     generatedTokens += tokensOf(ens)
     const [lo, hi] = c.solver.band
     // R-Zero's filter on the pooled p̂, majority answer as pseudo-label
@@ -416,7 +375,7 @@ export class RzeroRun {
     const rewards: number[] = []
     let right = 0
     if (kept.length) {
-      const rollouts = await this.solver.generate(kept.map(({ q }) => w.solverPrompt(q)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens, seed: seedFor(c.seed, this.stepIndex, 4) })
+      const rollouts = await this.solver.generate(kept.map(({ q }) => w.solverPrompt(q)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens, seed: seedOf(c, this.stepIndex, CALL.solverRollouts) })
       const groups: number[] = []
       const flat: { prompt: number[]; t: Completion }[] = []
       rollouts.forEach((g, qi) => {
@@ -432,7 +391,7 @@ export class RzeroRun {
         }
       })
       const adv = computeAdvantages('grpo', rewards, groups)
-      const sequences = flat.map(({ prompt, t }, i) => toSequence(prompt, t, adv[i])).filter((s) => s.completion.length > 0)
+      const sequences = flat.map(({ prompt, t }, i) => sampledSequence(prompt, t, adv[i])).filter((s) => s.completion.length > 0)
       if (sequences.length) train = await this.solverTrainer.step({ sequences })
     }
     this.stepIndex++
@@ -457,30 +416,23 @@ export class RzeroRun {
 
   /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
   async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    const correct = await this.evaluateItems(level, size)
-    return correct.filter(Boolean).length / correct.length
+    return accuracyOf(await this.evaluateItems(level, size))
   }
 
   /** Per held-out question: is the greedy Solver right? */
-  async evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
-    const items = this.world.evalSet(level, size)
-    const out = await this.solver.generate(items.map((i) => this.world.solverPrompt(i.question)), { temperature: 0, maxTokens: this.config.solver.maxTokens })
-    return out.map((g, i) => this.world.verify(items[i].question, g[0].text))
+  evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
+    return greedyVerdicts(this.solver, this.world, { level, size, maxTokens: this.config.solver.maxTokens })
   }
 
-  /** Writes both models, both optimizers and the RNG under `dir` (a complete folder, renamed into place). */
+  /** Writes both models, both optimizers and the RNG under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const tmp = `${dir}.tmp-${process.pid}`
-    await rm(tmp, { recursive: true, force: true })
-    await mkdir(join(tmp, 'challenger-trainer'), { recursive: true })
-    await mkdir(join(tmp, 'solver-trainer'), { recursive: true })
-    await this.challenger.save(join(tmp, 'challenger'))
-    await this.solver.save(join(tmp, 'solver'))
-    await this.challengerTrainer.saveState(join(tmp, 'challenger-trainer'))
-    await this.solverTrainer.saveState(join(tmp, 'solver-trainer'))
-    const state: RzeroRunState = { format: 'autodidact.rzero.run', version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
-    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
-    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
-    await rename(tmp, dir)
+    const state: RzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
+    await checkpointRun(dir, {
+      state,
+      roles: [
+        { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
+        { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
+      ],
+    })
   }
 }

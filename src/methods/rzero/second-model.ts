@@ -11,12 +11,14 @@
 // a weaker one, as DIS's S_c is. The result is cached by (source weights, recipe).
 import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
-import { copyFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { copyFile, mkdir, readFile, rename, rm } from 'node:fs/promises'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { InvalidArgumentError } from '../../engine/errors.js'
-import { readSafetensorsRefs, readTensorFloat32, writeJsonAtomic, writeSafetensors, type TensorToWrite } from '../../engine/hf/safetensors.js'
-import { loadModel } from '../../engine/model.js'
+import { readSafetensorsRefs, readTensorFloat32, writeSafetensors, type TensorToWrite } from '../../engine/hf/safetensors.js'
+import { writeJsonAtomic } from '../../util/atomic.js'
+import { openPolicy, type OpenPolicy } from '../common/policy.js'
+import { learningRateSchedule } from '../common/training.js'
 import { buildCorpus } from '../../worlds/arith/index.js'
 
 export interface LlamaVariantRecipe {
@@ -61,21 +63,28 @@ export async function qwen3ToLlamaTensors(sourceDir: string): Promise<{ tensors:
   return { tensors, config: { ...rest, architectures: ['LlamaForCausalLM'], model_type: 'llama', mlp_bias: false, pretraining_tp: 1 } }
 }
 
+export interface VariantBuildOptions {
+  threads?: number
+  log?: (s: string) => void
+  /** How the converted folder is opened for healing (default: the engine's). */
+  openPolicy?: OpenPolicy
+}
+
 /** Writes the converted folder and heals it by SFT on Solver transcripts. */
-export async function buildLlamaVariant(sourceDir: string, outDir: string, recipe: LlamaVariantRecipe = DEFAULT_LLAMA_RECIPE, threads?: number, log: (s: string) => void = () => {}): Promise<void> {
+export async function buildLlamaVariant(sourceDir: string, outDir: string, recipe: LlamaVariantRecipe = DEFAULT_LLAMA_RECIPE, o: VariantBuildOptions = {}): Promise<void> {
   const { tensors, config } = await qwen3ToLlamaTensors(sourceDir)
   await mkdir(outDir, { recursive: true })
   await writeSafetensors(join(outDir, 'model.safetensors'), tensors)
-  await writeJsonAtomic(join(outDir, 'config.json'), config)
+  await writeJsonAtomic(join(outDir, 'config.json'), config, 2)
   for (const f of ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json'])
     if (existsSync(join(sourceDir, f))) await copyFile(join(sourceDir, f), join(outDir, f))
   if (recipe.healSteps > 0) {
-    const model = await loadModel(outDir, { threads })
+    const model = await (o.openPolicy ?? openPolicy)({ model: outDir, threads: o.threads })
     try {
       const trainer = await model.trainer({
         objective: { name: 'sft' },
         optimizer: { lr: recipe.lr, weightDecay: 0 },
-        schedule: { kind: 'cosine', warmupSteps: Math.min(5, recipe.healSteps - 1), totalSteps: recipe.healSteps, minLrRatio: 0.1 },
+        schedule: learningRateSchedule(recipe.healSteps, { warmupSteps: 5, minLrRatio: 0.1 }),
         clipGradNorm: 1,
         microBatchSize: recipe.batchSize,
       })
@@ -87,18 +96,18 @@ export async function buildLlamaVariant(sourceDir: string, outDir: string, recip
           completion: [...model.tokenizer.encode(it.completion, { addSpecialTokens: false }), eos],
         }))
         const m = await trainer.step({ sequences: batch })
-        if ((s + 1) % 20 === 0) log(`llama variant: heal step ${s + 1}/${recipe.healSteps} loss ${m.loss.toFixed(3)}`)
+        if ((s + 1) % 20 === 0) o.log?.(`llama variant: heal step ${s + 1}/${recipe.healSteps} loss ${m.loss.toFixed(3)}`)
       }
       await model.save(outDir)
     } finally {
       model.dispose()
     }
   }
-  await writeFile(join(outDir, 'variant.json'), JSON.stringify({ source: sourceDir, kind: 'llama-from-qwen3', recipe }, null, 2) + '\n')
+  await writeJsonAtomic(join(outDir, 'variant.json'), { source: sourceDir, kind: 'llama-from-qwen3', recipe }, 2)
 }
 
 /** The cached Llama variant of `sourceDir` under `cacheRoot`, built on first use. */
-export async function ensureLlamaVariant(sourceDir: string, recipe: LlamaVariantRecipe = DEFAULT_LLAMA_RECIPE, o: { cacheRoot?: string; threads?: number; log?: (s: string) => void } = {}): Promise<string> {
+export async function ensureLlamaVariant(sourceDir: string, recipe: LlamaVariantRecipe = DEFAULT_LLAMA_RECIPE, o: VariantBuildOptions & { cacheRoot?: string } = {}): Promise<string> {
   const hash = createHash('sha256')
   hash.update(await readFile(join(sourceDir, 'model.safetensors')))
   hash.update(JSON.stringify(recipe))
@@ -107,7 +116,7 @@ export async function ensureLlamaVariant(sourceDir: string, recipe: LlamaVariant
   const tmp = `${dir}.tmp-${process.pid}-${Date.now()}`
   o.log?.(`building the Llama-architecture ensemble variant of ${sourceDir} (${recipe.healSteps} SFT steps) into ${dir}`)
   try {
-    await buildLlamaVariant(sourceDir, tmp, recipe, o.threads, o.log)
+    await buildLlamaVariant(sourceDir, tmp, recipe, o)
     if (existsSync(join(dir, 'variant.json'))) return dir // another process finished first
     await rm(dir, { recursive: true, force: true })
     await rename(tmp, dir)

@@ -1,19 +1,14 @@
 // `autodidact evolve --method rzero`: R-Zero's Challenger–Solver loop with the DIS multi-solver
 // disagreement reward (β > 0 by default; `--beta 0` is plain R-Zero). `--remote URL[,URL]` adds
 // OpenAI-compatible endpoints (e.g. `autodidact serve`) to the solver ensemble.
-import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
-import { PRESETS, resolveRzeroConfig, type RzeroConfig } from './config.js'
+import { fmt } from '../common/format.js'
+import { defineMethod, type FlagValues } from '../common/method.js'
+import { PRESETS, rzeroSchema } from './config.js'
 import { RzeroRun } from './loop.js'
 import { arithRzeroWorld } from './world.js'
 
-const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
-const mean = (x: unknown) => fmt((x as { mean?: number } | undefined)?.mean)
-
-// RzeroRun's step records are plain objects; the driver only needs step, seconds and generatedTokens.
-const asHandle = (run: RzeroRun) => run as unknown as MethodRunHandle
-
 /** --beta, --alpha, --uncertainty, --remote → a config override. */
-export function rzeroFlagsToOverride(flags: Record<string, string | number | boolean | undefined>): unknown {
+export function rzeroFlagsToOverride(flags: FlagValues): unknown {
   const reward: Record<string, unknown> = {}
   if (flags.beta !== undefined) reward.beta = Number(flags.beta)
   if (flags.alpha !== undefined) reward.alpha = Number(flags.alpha)
@@ -27,14 +22,14 @@ export function rzeroFlagsToOverride(flags: Record<string, string | number | boo
   return override
 }
 
-export const spec: MethodSpec<RzeroConfig> = {
+export const spec = defineMethod({
   name: 'rzero',
   summary: 'R-Zero Challenger–Solver with the multi-solver disagreement reward (paper 002; --beta 0: plain R-Zero)',
   presets: PRESETS,
   defaultPreset: 'toy',
-  resolveConfig: resolveRzeroConfig,
-  start: async (config, o) => asHandle(await RzeroRun.start(o.model, config, arithRzeroWorld, { threads: o.threads, log: (s) => process.stderr.write(s + '\n') })),
-  resume: async (dir, o) => asHandle(await RzeroRun.resume(dir, arithRzeroWorld, { threads: o.threads, log: (s) => process.stderr.write(s + '\n') })),
+  schema: rzeroSchema,
+  start: (config, o) => RzeroRun.start(o.model, config, arithRzeroWorld, o),
+  resume: (dir, o) => RzeroRun.resume(dir, arithRzeroWorld, o),
   flags: { beta: 'number', alpha: 'number', uncertainty: 'string', remote: 'string' },
   flagsToOverride: rzeroFlagsToOverride,
   series: [
@@ -52,6 +47,6 @@ export const spec: MethodSpec<RzeroConfig> = {
   ],
   describe: (r) =>
     r.phase === 'challenger'
-      ? `C r ${mean(r.reward)} dis ${mean(r.rDis)} unc ${mean(r.rUnc)} rep ${mean(r.rRep)} parse ${fmt(r.parseRate)}`
-      : `S kept ${r.kept}/${r.distinct} r ${mean(r.reward)} label-acc ${fmt(r.pseudoLabelAccuracy)}`,
-}
+      ? `C r ${fmt(r.reward.mean)} dis ${fmt(r.rDis.mean)} unc ${fmt(r.rUnc.mean)} rep ${fmt(r.rRep.mean)} parse ${fmt(r.parseRate)}`
+      : `S kept ${r.kept}/${r.distinct} r ${fmt(r.reward.mean)} label-acc ${fmt(r.pseudoLabelAccuracy)}`,
+})

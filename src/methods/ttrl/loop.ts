@@ -2,34 +2,23 @@
 // test-time prompts, n rollouts each with the per-token top-K statistics of the sampling pass (no
 // rescoring), majority pseudo-labels, the arm's rewards (Eq. 5), GRPO advantages (Eq. 16), then one
 // epoch of clipped policy updates (dual clip, reference KL in the loss) in mini-batches of prompts.
-import { mkdir, readFile, rename, rm } from 'node:fs/promises'
-import { existsSync } from 'node:fs'
-import { join } from 'node:path'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
-import { loadModel, type Completion, type Model } from '../../engine/model.js'
+import { resolve } from 'node:path'
+import type { Completion } from '../../engine/model.js'
 import { grpoAdvantages } from '../../rl/advantages.js'
-import type { StepMetrics, Trainer, TrainerOptions, TrainSequence } from '../../train/trainer.js'
+import { spread, type Spread } from '../../stats/summary.js'
+import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import { evaluateBenchmarks, macroAccuracy, writeEvalRecords, type EvalRecord } from '../select/evaluation.js'
-import { trajectoryOf, unscoredTokenIds, type Trajectory } from '../select/trajectory.js'
-import { arithSolveWorld, heldOutSlice, type Item, type SolveWorld } from '../select/world.js'
-import type { TtrlConfig } from './config.js'
+import type { BaseStepRecord } from '../common/run.js'
+import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
+import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
+import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
+import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
+import { trajectoryOf, unscoredTokenIds, type Trajectory } from '../solving/trajectory.js'
+import { arithSolveWorld, heldOutSlice, type Item, type SolveWorld } from '../solving/world.js'
+import { resolveTtrlConfig, TOY_PRESET, type TtrlConfig } from './config.js'
 import { groupRewards } from './rewards.js'
 
-export interface Spread {
-  mean: number
-  min: number
-  max: number
-  n: number
-}
-
-export function spread(xs: ArrayLike<number>): Spread {
-  const v = Array.from(xs).filter((x) => Number.isFinite(x))
-  if (!v.length) return { mean: NaN, min: NaN, max: NaN, n: 0 }
-  return { mean: v.reduce((a, b) => a + b, 0) / v.length, min: Math.min(...v), max: Math.max(...v), n: v.length }
-}
-
-export interface TtrlStepRecord {
+export interface TtrlStepRecord extends BaseStepRecord {
   step: number
   arm: string
   prompts: number
@@ -53,24 +42,24 @@ export interface TtrlStepRecord {
   train: StepMetrics[]
   loss: number
   kl: number | null
-  heldOutAccuracy?: number
-  generatedTokens: number
-  seconds: number
 }
 
-export interface TtrlRunState {
+export interface TtrlRunState extends BaseRunState {
   format: 'autodidact.ttrl.run'
-  version: 1
-  step: number
   rng: [number, number, number, number]
   baseModel: string
   config: TtrlConfig
 }
 
-/** Deterministic per-step sampling seed, so a resumed run samples what the original did. */
-function seedFor(runSeed: number, step: number): number {
-  return (runSeed * 1_000_003 + step * 8 + 5) % Number.MAX_SAFE_INTEGER
+export interface RunOptions {
+  threads?: number
+  openPolicy?: OpenPolicy
 }
+
+const FORMAT = 'autodidact.ttrl.run'
+const ROLE = 'model'
+/** The seed's call code of the rollout (one sampling call a step). */
+const ROLLOUT_CALL = 5
 
 /** The prompts of step s: epoch-wise seeded shuffles of the prompt set, consumed in order. */
 export function stepPrompts(items: readonly Item[], perStep: number, step: number, seed: number): Item[] {
@@ -85,18 +74,10 @@ export function stepPrompts(items: readonly Item[], perStep: number, step: numbe
   return out
 }
 
-export function ttrlTrainerOptions(c: TtrlConfig, reference: Model | null): TrainerOptions {
+/** UID C.3: one epoch of clipped policy updates (dual clip, k3 reference KL) over each rollout batch. */
+export function ttrlTrainingPlan(c: TtrlConfig): TrainingPlan {
   const updates = c.steps * Math.ceil(c.promptsPerStep / c.ppo.miniBatchPrompts)
-  const warmup = Math.min(Math.round(c.ppo.warmupRatio * updates), updates - 1)
-  return {
-    objective: { name: 'policy', clip: c.ppo.clip, dualClip: c.ppo.dualClip, klCoef: c.ppo.klCoef, klEstimator: 'k3', entropyCoef: c.ppo.entropyCoef },
-    lora: c.ppo.loraRank > 0 ? { rank: c.ppo.loraRank, alpha: c.ppo.loraAlpha } : null,
-    optimizer: { lr: c.ppo.lr },
-    schedule: updates > 1 ? { kind: 'cosine', warmupSteps: warmup, totalSteps: updates, minLrRatio: c.ppo.minLrRatio } : { kind: 'constant' },
-    clipGradNorm: c.ppo.clipGradNorm,
-    microBatchSize: c.ppo.microBatchSize,
-    reference: reference ?? (c.ppo.loraRank > 0 ? 'lora-off' : undefined),
-  }
+  return ppoPlan(c.ppo, updates, { dualClip: c.ppo.dualClip, klEstimator: 'k3' })
 }
 
 export class TtrlRun {
@@ -107,9 +88,9 @@ export class TtrlRun {
   private constructor(
     readonly config: TtrlConfig,
     readonly world: SolveWorld,
-    readonly model: Model,
-    private readonly trainer: Trainer,
-    private readonly reference: Model | null,
+    readonly model: Policy,
+    private readonly trainer: PolicyTrainer,
+    private readonly policies: PolicySet,
     private rng: Rng,
     private stepIndex: number,
     readonly baseModel: string,
@@ -118,24 +99,22 @@ export class TtrlRun {
     this.items = heldOutSlice(config.prompts)
   }
 
-  static async start(baseModel: string, config: TtrlConfig, threads?: number): Promise<TtrlRun> {
-    const model = await loadModel(baseModel, { threads })
-    const reference = config.ppo.loraRank === 0 && config.ppo.klCoef > 0 ? await loadModel(baseModel, { threads: 1 }) : null
-    const trainer = await model.trainer(ttrlTrainerOptions(config, reference))
-    return new TtrlRun(config, arithSolveWorld(config.format), model, trainer, reference, new Rng(`ttrl-${config.seed}`), 0, baseModel)
+  static async start(baseModel: string, config: TtrlConfig, o: RunOptions = {}): Promise<TtrlRun> {
+    const base = resolve(baseModel)
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: ttrlTrainingPlan(config) })
+    return new TtrlRun(config, arithSolveWorld(config.format), policy, trainer, policies, new Rng(`ttrl-${config.seed}`), 0, base)
   }
 
-  static async resume(dir: string, threads?: number): Promise<TtrlRun> {
-    const state = JSON.parse(await readFile(join(dir, 'run_state.json'), 'utf8')) as TtrlRunState
-    if (state.format !== 'autodidact.ttrl.run') throw new TypeError(`${dir} is not a TTRL checkpoint`)
-    const c = state.config
-    const lora = c.ppo.loraRank > 0
-    const model = await loadModel(lora ? state.baseModel : join(dir, 'model'), { threads })
-    if (lora) await model.loadAdapter(join(dir, 'model'))
-    const reference = !lora && c.ppo.klCoef > 0 ? await loadModel(state.baseModel, { threads: 1 }) : null
-    const trainer = await model.trainer(ttrlTrainerOptions(c, reference))
-    await trainer.loadState(dir)
-    return new TtrlRun(c, arithSolveWorld(c.format), model, trainer, reference, Rng.fromState(state.rng), state.step, state.baseModel)
+  /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
+  static async resume(dir: string, o: RunOptions = {}): Promise<TtrlRun> {
+    const ckpt = await resumeRun<TtrlRunState>(dir, {
+      format: FORMAT,
+      parse: (s, file) => ({ ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), config: resolveTtrlConfig(s.config, TOY_PRESET, file) }),
+      roles: () => [{ name: ROLE, trained: true }],
+    })
+    const { state } = ckpt
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: ttrlTrainingPlan(state.config) })
+    return new TtrlRun(state.config, arithSolveWorld(state.config.format), policy, trainer, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 
   get step(): number {
@@ -143,8 +122,7 @@ export class TtrlRun {
   }
 
   dispose(): void {
-    this.model.dispose()
-    this.reference?.dispose()
+    this.policies.dispose()
   }
 
   /** One rollout batch and its policy updates; returns the metrics line. */
@@ -158,7 +136,7 @@ export class TtrlRun {
       temperature: c.rollout.temperature,
       topP: c.rollout.topP,
       maxTokens: c.rollout.maxTokens,
-      seed: seedFor(c.seed, this.stepIndex),
+      seed: samplingSeed(c.seed, this.stepIndex, ROLLOUT_CALL),
       stats: { topK: c.scoring.topK }, // UID B.1: top-25 raw logits from the sampling pass
     })
     const trajectories: Trajectory[][] = groups.map((g) => g.map((comp) => trajectoryOf(comp, this.world, this.unscored, c.scoring)))
@@ -169,7 +147,7 @@ export class TtrlRun {
     const encoded = prompts.map((p) => this.model.encodePrompt(p))
     const sequences: TrainSequence[][] = groups.map((g, qi) =>
       g
-        .map((comp, k) => ({ prompt: encoded[qi], completion: Array.from(comp.tokens), oldLogprobs: comp.logprobs, advantages: advantages[qi][k] }))
+        .map((comp, k) => sampledSequence(encoded[qi], comp, advantages[qi][k]))
         .filter((s) => s.completion.length > 0),
     )
     // UID C.3: one epoch over the rollout batch in mini-batches of `miniBatchPrompts` prompts
@@ -220,18 +198,11 @@ export class TtrlRun {
     return evaluateBenchmarks(this.model, this.world, this.config.eval.benchmarks, this.config.eval.protocol, this.stepIndex)
   }
 
-  /** Adapter (or model), optimizer, RNG and the evaluations since the last checkpoint. */
+  /** Adapter (or model), optimizer, RNG and the evaluations since the last checkpoint (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const tmp = `${dir}.tmp-${process.pid}`
-    await rm(tmp, { recursive: true, force: true })
-    await mkdir(tmp, { recursive: true })
-    await this.model.save(join(tmp, 'model'))
-    await this.trainer.saveState(tmp)
-    const state: TtrlRunState = { format: 'autodidact.ttrl.run', version: 1, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
-    await writeFileAtomic(join(tmp, 'run_state.json'), JSON.stringify(state, null, 2) + '\n')
-    if (existsSync(dir)) await rm(dir, { recursive: true, force: true })
-    await rename(tmp, dir)
-    await writeEvalRecords(dir, this.stepIndex, this.pendingEvals)
+    const state: TtrlRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
+    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => writeCheckpointEval(tmp, this.stepIndex, this.pendingEvals) })
+    await writeRunEvals(dir, this.pendingEvals)
     this.pendingEvals = []
   }
 }

@@ -5,7 +5,7 @@ import { permuteAuxTerms, randomAuxScores, combineGatedReward, gatedAuxTerms, tt
 import { selfCertaintyGroupScoresOnline, uidGroupScoresOnline } from '../../signals/uid.js'
 import { agreementMask, majorityVote } from '../../tasks/vote.js'
 import type { Rng } from '../../util/prng.js'
-import type { Trajectory } from '../select/trajectory.js'
+import type { Trajectory } from '../solving/trajectory.js'
 import type { RewardArm, TtrlConfig } from './config.js'
 
 export interface GroupReward {

@@ -1,19 +1,17 @@
 // `autodidact evolve --method ttrl`: TTRL with auxiliary trajectory rewards (paper 001, UID).
-import type { MethodRunHandle, MethodSpec } from '../common/spec.js'
-import { PRESETS, resolveTtrlConfig, type TtrlConfig } from './config.js'
+import { fmt } from '../common/format.js'
+import { defineMethod } from '../common/method.js'
+import { PRESETS, ttrlSchema } from './config.js'
 import { TtrlRun } from './loop.js'
 
-const fmt = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(2) : '–')
-const asHandle = (run: TtrlRun) => run as unknown as MethodRunHandle
-
-export const spec: MethodSpec<TtrlConfig> = {
+export const spec = defineMethod({
   name: 'ttrl',
   summary: 'TTRL: majority-vote pseudo-labels on unlabeled prompts, gated SC / UID-Conj / UID-Mix rewards (paper 001)',
   presets: PRESETS,
   defaultPreset: 'toy',
-  resolveConfig: resolveTtrlConfig,
-  start: async (config, o) => asHandle(await TtrlRun.start(o.model, config, o.threads)),
-  resume: async (dir, o) => asHandle(await TtrlRun.resume(dir, o.threads)),
+  schema: ttrlSchema,
+  start: (config, o) => TtrlRun.start(o.model, config, o),
+  resume: (dir, o) => TtrlRun.resume(dir, o),
   flags: { arm: 'string', lambda: 'number' },
   flagsToOverride: (f) => {
     const reward: Record<string, unknown> = {}
@@ -32,5 +30,5 @@ export const spec: MethodSpec<TtrlConfig> = {
     { title: 'KL to reference', path: 'kl' },
     { title: 'response length (tokens)', path: 'responseTokens.mean' },
   ],
-  describe: (r) => `agree ${fmt(r.agreeRate)} label ${fmt(r.labelAccuracy)} R ${fmt((r.reward as { mean: number }).mean)}`,
-}
+  describe: (r) => `agree ${fmt(r.agreeRate)} label ${fmt(r.labelAccuracy)} R ${fmt(r.reward.mean)}`,
+})

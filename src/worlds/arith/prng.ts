@@ -1,8 +1,9 @@
-// A small seeded PRNG for the arithmetic world: mulberry32 (Tommy Ettinger, public domain) over a
-// 32-bit state, with seeds and stream labels mixed through murmur3's fmix32. Every step is exact in
-// JS 32-bit integer arithmetic, so a seed gives the same stream on every platform. The world keeps
-// its own generator (rather than importing the toolkit's) so that its corpus and evaluation sets
-// stay fixed whatever happens elsewhere: changing this file changes every fixed set, so don't.
+// The arithmetic world's seeded streams: mulberry32 (src/util/prng.ts) over a 32-bit state, with
+// seeds and stream labels mixed through murmur3's fmix32. Every step is exact in JS 32-bit integer
+// arithmetic, so a seed gives the same stream on every platform. The world draws from mulberry32
+// (not the toolkit's xoshiro Rng) so that its corpus and evaluation sets stay fixed whatever
+// happens elsewhere: changing the stream changes every fixed set, so don't.
+import { mulberry32Step } from '../../util/prng.js'
 
 /** A seed: a finite number (mixed over its full integer range) or a string. */
 export type WorldSeed = number | string
@@ -58,11 +59,9 @@ export class Rng {
 
   /** Next 32-bit unsigned integer (mulberry32 step). */
   nextU32(): number {
-    this.state = (this.state + 0x6d2b79f5) | 0
-    let t = this.state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return (t ^ (t >>> 14)) >>> 0
+    const step = mulberry32Step(this.state)
+    this.state = step.state
+    return step.output
   }
 
   /** Uniform in [0, 1). */

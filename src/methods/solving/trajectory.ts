@@ -3,7 +3,8 @@
 // no rescoring pass), reduced to the scored-token count, the B entropy bins and the mean
 // Self-Certainty. Special tokens and chat control tokens, thinking delimiters included, are not
 // scored (UID A.1).
-import type { Completion, Model } from '../../engine/model.js'
+import type { Completion } from '../../engine/model.js'
+import type { Policy } from '../common/policy.js'
 import { maskExcludingTokens } from '../../signals/mask.js'
 import { UID_TOP_K } from '../../signals/topk.js'
 import { responseTrajectory } from '../../signals/uid.js'
@@ -38,7 +39,7 @@ export interface Trajectory {
 }
 
 /** Special-token ids plus the thinking delimiters, which no score reads (UID A.1). */
-export function unscoredTokenIds(model: Model): Set<number> {
+export function unscoredTokenIds(model: Policy): Set<number> {
   const ids = new Set<number>(model.tokenizer.specialTokenIds)
   for (const t of ['<think>', '</think>', '<thinking>', '</thinking>']) {
     const id = model.tokenizer.tokenToId(t)

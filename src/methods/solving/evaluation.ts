@@ -4,11 +4,11 @@
 // eval file per evaluated step: `<run>/evals/step-NNNNNN.json` (and `eval.json` inside the
 // checkpoint of that step).
 import { existsSync } from 'node:fs'
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { ConfigError } from '../../engine/errors.js'
-import { writeFileAtomic } from '../../engine/hf/atomic.js'
-import type { Model } from '../../engine/model.js'
+import { writeJsonAtomic } from '../../util/atomic.js'
+import type { Policy } from '../common/policy.js'
 import { heldOutSlice, type Item, type SliceSpec, type SolveWorld } from './world.js'
 
 export interface BenchmarkSpec extends SliceSpec {
@@ -39,7 +39,7 @@ export interface EvalRecord {
 }
 
 /** Per-item correctness of `model` on each benchmark under the protocol. */
-export async function evaluateBenchmarks(model: Model, world: SolveWorld, benchmarks: readonly BenchmarkSpec[], p: EvalProtocol, step: number): Promise<EvalRecord> {
+export async function evaluateBenchmarks(model: Policy, world: SolveWorld, benchmarks: readonly BenchmarkSpec[], p: EvalProtocol, step: number): Promise<EvalRecord> {
   const out: BenchmarkRecord[] = []
   for (const b of benchmarks) {
     const items: Item[] = heldOutSlice(b)
@@ -76,19 +76,19 @@ export function evalFileName(step: number): string {
   return `step-${String(step).padStart(6, '0')}.json`
 }
 
-/**
- * Writes the evaluations a run made since its last checkpoint: `eval.json` of the checkpoint's own
- * step inside `checkpointDir`, and every record under `<run>/evals/` when the checkpoint lies in
- * the driver's `<run>/checkpoints/step-N` layout.
- */
-export async function writeEvalRecords(checkpointDir: string, step: number, records: readonly EvalRecord[]): Promise<void> {
+/** Writes `eval.json`, the evaluation of the checkpoint's own step, into the (temporary) checkpoint folder. */
+export async function writeCheckpointEval(checkpointDir: string, step: number, records: readonly EvalRecord[]): Promise<void> {
   const own = records.find((r) => r.step === step)
-  if (own) await writeFileAtomic(join(checkpointDir, EVAL_FILE), JSON.stringify(own) + '\n')
-  const parent = dirname(checkpointDir.replace(/\.tmp-\d+$/, ''))
+  if (own) await writeJsonAtomic(join(checkpointDir, EVAL_FILE), own)
+}
+
+/** Writes every evaluation since the last checkpoint under `<run>/evals/`, when the checkpoint lies in the driver's `<run>/checkpoints/step-N` layout. */
+export async function writeRunEvals(checkpointDir: string, records: readonly EvalRecord[]): Promise<void> {
+  const parent = dirname(checkpointDir)
   if (basename(parent) !== 'checkpoints') return
   const evals = join(dirname(parent), EVALS_DIR)
   await mkdir(evals, { recursive: true })
-  for (const r of records) await writeFileAtomic(join(evals, evalFileName(r.step)), JSON.stringify(r) + '\n')
+  for (const r of records) await writeJsonAtomic(join(evals, evalFileName(r.step)), r)
 }
 
 function bad(file: string, msg: string): never {
@@ -142,5 +142,5 @@ export async function readEvalRecord(path: string): Promise<{ file: string; reco
 /** Writes a standalone eval file (e.g. of a base model). */
 export async function writeEvalRecord(file: string, r: EvalRecord): Promise<void> {
   await mkdir(dirname(file), { recursive: true })
-  await writeFile(file, JSON.stringify(r) + '\n')
+  await writeJsonAtomic(file, r)
 }

@@ -1,7 +1,7 @@
 // A selector run (UID §3): sample a pool of n responses per prompt with the per-token top-K
 // statistics of the sampling pass, fit the calibration on a disjoint unlabeled split, and measure
 // every selector on nested prefixes of the pools.
-import type { Model } from '../../engine/model.js'
+import type { Policy } from '../common/policy.js'
 import type { UidCalibration } from '../../signals/calibration.js'
 import { fitCalibrationOn, evaluateSelectors, type SelectionTable } from './selectors.js'
 import { trajectoryOf, unscoredTokenIds, type ScoringOptions, type Trajectory } from './trajectory.js'
@@ -34,7 +34,7 @@ export const DEFAULT_SELECTION: SelectionOptions = {
   scoring: { topK: 25, bins: 8, minTokens: 8 },
 }
 
-export async function samplePools(model: Model, world: SolveWorld, items: readonly Item[], o: Pick<SelectionOptions, 'n' | 'temperature' | 'topP' | 'maxTokens' | 'seed' | 'scoring'>, sequenceOffset = 0): Promise<Trajectory[][]> {
+export async function samplePools(model: Policy, world: SolveWorld, items: readonly Item[], o: Pick<SelectionOptions, 'n' | 'temperature' | 'topP' | 'maxTokens' | 'seed' | 'scoring'>, sequenceOffset = 0): Promise<Trajectory[][]> {
   const unscored = unscoredTokenIds(model)
   const groups = await model.generate(items.map((i) => world.prompt(i.question)), {
     n: o.n,
@@ -56,7 +56,7 @@ export interface SelectionReport {
   eligibleRate: number
 }
 
-export async function runSelection(model: Model, world: SolveWorld, o: SelectionOptions): Promise<SelectionReport> {
+export async function runSelection(model: Policy, world: SolveWorld, o: SelectionOptions): Promise<SelectionReport> {
   const items = heldOutSlice(o.eval)
   const calItems = trainingQuestions(o.calibration.seed, o.calibration.level, o.calibration.size)
   const evalSetTexts = new Set(items.map((i) => i.question))

@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// Trains the bundled toy Judge into models/arith-judge-tiny (src/toymodel/judge.ts: the bundled
+// policy's backbone with a score head, Bradley–Terry on noisy synthetic preferences). Needs
+// `dist/` (npx tsc -p tsconfig.json).
+//
+//   node scripts/build-toy-judge.mjs [--out DIR] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
+//   node scripts/build-toy-judge.mjs --measure [--out DIR]   (held-out and on-policy pairwise accuracy, no training)
+import { resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+
+const dist = new URL('../dist/', import.meta.url)
+const { BUNDLED_JUDGE } = await import(new URL('toymodel/bundled.js', dist))
+const { buildToyJudge, measureToyJudge, TOY_JUDGE_DEFAULTS } = await import(new URL('toymodel/judge.js', dist))
+
+const { values } = parseArgs({
+  options: {
+    out: { type: 'string' },
+    steps: { type: 'string' },
+    lr: { type: 'string' },
+    noise: { type: 'string' },
+    seed: { type: 'string' },
+    threads: { type: 'string' },
+    'eval-per-level': { type: 'string' },
+    measure: { type: 'boolean' },
+  },
+})
+const num = (v) => (v === undefined ? undefined : Number(v))
+const outDir = values.out ? resolve(values.out) : BUNDLED_JUDGE
+if (values.measure) {
+  console.log(JSON.stringify(await measureToyJudge(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads)), null, 2))
+} else {
+  const result = await buildToyJudge({
+    outDir,
+    steps: num(values.steps),
+    lr: num(values.lr),
+    noise: num(values.noise),
+    seed: num(values.seed),
+    threads: num(values.threads),
+    evalPerLevel: num(values['eval-per-level']),
+    log: (l) => console.log(l),
+  })
+  console.log(`held-out pairwise accuracy ${result.before.accuracy.toFixed(3)} → ${result.after.accuracy.toFixed(3)} (plain split ${result.before.plainAccuracy.toFixed(3)} → ${result.after.plainAccuracy.toFixed(3)}); wrote ${outDir} in ${result.seconds.toFixed(0)} s`)
+}

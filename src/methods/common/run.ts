@@ -1,0 +1,30 @@
+// The shape of a method's run, as the driver sees it.
+
+/** Every method config carries these (the driver's conventions). */
+export interface BaseMethodConfig {
+  seed: number
+  steps: number
+  eval: { every: number }
+  checkpointEvery: number
+}
+
+/** What the driver reads of every metrics line. */
+export interface BaseStepRecord {
+  step: number
+  seconds: number
+  generatedTokens: number
+  /** Set by the driver on evaluated steps. */
+  heldOutAccuracy?: number
+}
+
+/** A run of a method: one step at a time, evaluated and checkpointed by the driver. */
+export interface MethodRun<C extends BaseMethodConfig, R extends BaseStepRecord> {
+  readonly config: C
+  readonly step: number
+  runStep(): Promise<R>
+  /** Held-out accuracy of the current policy. */
+  evaluate(): Promise<number>
+  /** Writes a complete checkpoint folder (checkpointRun). */
+  checkpoint(dir: string): Promise<void>
+  dispose(): void
+}
