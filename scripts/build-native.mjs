@@ -39,10 +39,25 @@ function fail(line) {
   process.exit(1)
 }
 
-function env(name, fallback, allowed) {
-  const value = process.env[name] ?? fallback
-  if (allowed && !allowed.includes(value.toUpperCase())) fail(`${name}=${value}: expected one of ${allowed.join(', ')}`)
-  return allowed ? value.toUpperCase() : value
+function oneOf(name, fallback, allowed) {
+  const value = (process.env[name] || fallback).toUpperCase()
+  if (!allowed.includes(value)) fail(`${name}=${process.env[name]}: expected one of ${allowed.join(', ')}`)
+  return value
+}
+
+/** Every switch, checked before anything is decided or built. */
+function readSwitches() {
+  const jobs = process.env.AUTODIDACT_BUILD_JOBS ?? '2'
+  if (!/^[1-9]\d*$/.test(jobs)) fail(`AUTODIDACT_BUILD_JOBS=${jobs}: expected a positive integer`)
+  const architectures = process.env.AUTODIDACT_CUDA_ARCHITECTURES || null
+  if (architectures && !/^[0-9a-z-]+(;[0-9a-z-]+)*$/.test(architectures)) fail(`AUTODIDACT_CUDA_ARCHITECTURES=${architectures}: expected a CMake list like 80-real;90-real`)
+  return {
+    cuda: oneOf('AUTODIDACT_CUDA', 'AUTO', ['AUTO', 'ON', 'OFF']),
+    builder: oneOf('AUTODIDACT_BUILDER', 'cmake', ['CMAKE', 'GYP']),
+    nativeArch: oneOf('AUTODIDACT_NATIVE_ARCH', 'ON', ['ON', 'OFF']),
+    jobs,
+    architectures,
+  }
 }
 
 /** A package's folder and version as Node resolves it from this script (hoisted or nested), or null. */
@@ -87,7 +102,7 @@ function findNvcc() {
 }
 
 function decideBuilder() {
-  const forced = env('AUTODIDACT_BUILDER', 'cmake', ['CMAKE', 'GYP'])
+  const forced = switches.builder
   const cmakeJs = resolvePackage('cmake-js')
   const cmake = onPath('cmake')
   if (forced === 'CMAKE' && cmake && cmakeJs)
@@ -104,14 +119,14 @@ function findNodeGyp() {
 }
 
 function decideCuda(builder) {
-  const mode = env('AUTODIDACT_CUDA', 'AUTO', ['AUTO', 'ON', 'OFF'])
+  const mode = switches.cuda
   if (mode === 'OFF') return { on: false, line: 'CUDA: no (AUTODIDACT_CUDA=OFF)' }
   const nvcc = findNvcc()
   const notHere = nvcc ? null : 'nvcc not found on PATH, $CUDACXX, $CUDA_PATH, $CUDA_HOME or /usr/local/cuda/bin'
   if (mode === 'ON' && (notHere || builder.kind !== 'cmake-js')) fail(`AUTODIDACT_CUDA=ON but ${notHere ?? `the CUDA build needs cmake-js (${builder.why})`}`)
   if (notHere) return { on: false, line: `CUDA: no (${notHere})` }
   if (builder.kind !== 'cmake-js') return { on: false, line: `CUDA: no (nvcc is at ${nvcc}, but only the cmake-js build compiles CUDA: ${builder.why})` }
-  const architectures = process.env.AUTODIDACT_CUDA_ARCHITECTURES || null
+  const architectures = switches.architectures
   return {
     on: true,
     nvcc,
@@ -129,7 +144,7 @@ function buildWithCmakeJs(builder, cuda) {
   if (!napi) fail('node-addon-api does not resolve from this package (it is a dependency: reinstall autodidact)')
   const defines = [
     `--CDAUTODIDACT_CUDA=${cuda.on ? 'ON' : 'OFF'}`,
-    `--CDAUTODIDACT_NATIVE_ARCH=${env('AUTODIDACT_NATIVE_ARCH', 'ON', ['ON', 'OFF'])}`,
+    `--CDAUTODIDACT_NATIVE_ARCH=${switches.nativeArch}`,
     `--CDAUTODIDACT_NODE_ADDON_API_DIR=${napi.dir}`,
     ...(cuda.on ? [`--CDCMAKE_CUDA_COMPILER=${cuda.nvcc}`] : []),
     ...(cuda.architectures ? [`--CDCMAKE_CUDA_ARCHITECTURES=${cuda.architectures}`] : []),
@@ -138,8 +153,7 @@ function buildWithCmakeJs(builder, cuda) {
   const record = join(root, 'build', 'autodidact-switches.json')
   const previous = existsSync(record) ? readFileSync(record, 'utf8') : null
   const verb = previous === JSON.stringify(defines) ? 'compile' : 'rebuild'
-  const jobs = String(Math.max(1, Number(env('AUTODIDACT_BUILD_JOBS', '2')) || 1))
-  const ok = run(process.execPath, [join(builder.cmakeJs.dir, 'bin', 'cmake-js'), verb, '--parallel', jobs, ...defines])
+  const ok = run(process.execPath, [join(builder.cmakeJs.dir, 'bin', 'cmake-js'), verb, '--parallel', switches.jobs, ...defines])
   if (ok) {
     mkdirSync(dirname(record), { recursive: true })
     writeFileSync(record, JSON.stringify(defines))
@@ -151,15 +165,14 @@ function buildWithNodeGyp() {
   const nodeGyp = findNodeGyp()
   if (!nodeGyp) fail('node-gyp not found ($npm_config_node_gyp, module resolution, npm\'s own); install cmake, or node-gyp')
   say(`node-gyp: ${nodeGyp}`)
-  const jobs = String(Math.max(1, Number(env('AUTODIDACT_BUILD_JOBS', '2')) || 1))
-  return run(process.execPath, [nodeGyp, 'rebuild', `--jobs=${jobs}`, '--nodedir=' + dirname(dirname(process.execPath))])
+  return run(process.execPath, [nodeGyp, 'rebuild', `--jobs=${switches.jobs}`, '--nodedir=' + dirname(dirname(process.execPath))])
 }
 
 /** Builds with the chosen builder; an AUTO CUDA build that fails is retried CPU-only, saying so. */
 function build(builder, cuda) {
   if (builder.kind === 'node-gyp') return buildWithNodeGyp() ? cuda : null
   if (buildWithCmakeJs(builder, cuda)) return cuda
-  if (cuda.on && env('AUTODIDACT_CUDA', 'AUTO') === 'AUTO') {
+  if (cuda.on && switches.cuda === 'AUTO') {
     say('the CUDA build failed (compiler output above): building CPU only; CUDA stays off until a rebuild succeeds')
     const cpu = { on: false, line: 'CUDA: no (the CUDA build failed; see above)' }
     if (buildWithCmakeJs(builder, cpu)) return cpu
@@ -185,12 +198,13 @@ function writeStamp() {
   writeFileSync(stampPath, JSON.stringify(stamp) + '\n')
 }
 
+const switches = readSwitches()
 const builder = decideBuilder()
 say(builder.line)
 const planned = decideCuda(builder)
 say(planned.line)
 const cuda = build(builder, planned)
-if (!cuda) fail('the compiler output above says why (needs a C++17 compiler: g++ ≥ 9 or clang ≥ 10)')
+if (!cuda) fail('the compiler output above says why (the build needs a C++17 compiler)')
 if (cuda !== planned) say(cuda.line)
 const pluginPath = join(root, PLUGIN_RELATIVE_PATH)
 if (cuda.on && !existsSync(pluginPath)) fail(`CMake built without the CUDA plugin although nvcc was found (no ${pluginPath})`)
