@@ -7,13 +7,12 @@
 //   npm run report:screenshot                       # 24 steps → docs/report-cose.png
 //   node scripts/report-demo.mjs --steps 3 --fixture test/report/fixtures/cose-3-steps
 //
-// Options: --steps N (default 24), --eval-every N (default 4), --out DIR (the run folder; default a
-// temporary one), --screenshot PNG, --fixture DIR (writes the report's inputs: metrics.jsonl as the
+// Options: --steps N (default 24), --eval-every N (default 4), --out DIR (a new run folder; default
+// runs/cose-N-<time>), --screenshot PNG, --fixture DIR (writes the report's inputs: metrics.jsonl as the
 // run wrote it, and run.json with everything else), --render-only (re-render --out's run from the
 // run.json an earlier call left there).
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -26,7 +25,7 @@ const { values } = parseArgs({
 })
 const steps = Number(values.steps)
 const evalEvery = Number(values['eval-every'])
-const out = values.out ?? join(mkdtempSync(join(tmpdir(), 'ad-report-demo-')), `cose-${steps}`)
+const out = values.out ?? join('runs', `cose-${steps}-${new Date().toISOString().replace(/[:.]/g, '-')}`)
 
 function evolve() {
   if (existsSync(out)) throw new Error(`${out} exists: give a new --out (or --render-only to re-render it)`)
