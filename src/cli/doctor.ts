@@ -2,21 +2,24 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { nativeAddon, packageRoot, type NativeInfo } from '../native.js'
+import { onnxRuntimeStatus, type OnnxRuntimeStatus } from '../onnx/runtime.js'
 
 export interface DoctorReport {
   version: string
   node: string
   native: NativeInfo | null
   nativeError: string | null
+  /** The install: onnxruntime-node (an optional dependency), or why the ONNX features are off. */
+  onnx: OnnxRuntimeStatus
 }
 
 export async function doctorReport(): Promise<DoctorReport> {
   const version = (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version
   try {
     const addon = await nativeAddon()
-    return { version, node: process.version, native: addon.info(), nativeError: null }
+    return { version, node: process.version, native: addon.info(), nativeError: null, onnx: onnxRuntimeStatus() }
   } catch (e) {
-    return { version, node: process.version, native: null, nativeError: (e as Error).message }
+    return { version, node: process.version, native: null, nativeError: (e as Error).message, onnx: onnxRuntimeStatus() }
   }
 }
 
@@ -28,7 +31,7 @@ export function formatDoctor(r: DoctorReport): string {
   const lines = [`autodidact ${r.version} (node ${r.node})`]
   if (!r.native) {
     lines.push(`native addon: unavailable: ${r.nativeError}`)
-    return lines.join('\n')
+    return [...lines, ...installLines(r)].join('\n')
   }
   const n = r.native
   lines.push(`backends compiled: ${n.backends.join(', ')}`)
@@ -41,5 +44,17 @@ export function formatDoctor(r: DoctorReport): string {
   } else {
     lines.push(`cuda: unavailable (${n.cuda.kind}): ${n.cuda.reason}`)
   }
-  return lines.join('\n')
+  return [...lines, ...installLines(r)].join('\n')
+}
+
+// ---------------------------------------------------------------- the install: ONNX, and the command that rebuilds
+/** Rebuilds the native addon inside the installed package; works from the project that depends on it. */
+export const REBUILD_COMMAND = 'npx autodidact rebuild'
+
+function installLines(r: DoctorReport): string[] {
+  const onnx = r.onnx.available ? `onnx: onnxruntime-node ${r.onnx.version}` : `onnx: unavailable: ${r.onnx.reason}`
+  const cudaKind = r.native?.cuda.kind
+  if (!r.native) return [onnx, `to build the native addon: ${REBUILD_COMMAND} (in your project; needs cmake or node-gyp and a C++17 compiler)`]
+  if (cudaKind === 'not-built' || cudaKind === 'stale') return [onnx, `to build the CUDA backend: ${REBUILD_COMMAND} --cuda on (needs nvcc)`]
+  return [onnx]
 }

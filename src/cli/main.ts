@@ -7,6 +7,7 @@ import { evolveCommand } from './evolve.js'
 import { exportCommand } from './export.js'
 import { compareCommand } from './compare.js'
 import { profileCommand } from './profile.js'
+import { rebuildCommand } from './rebuild.js'
 import { selectCommand } from './select.js'
 import { serveCommand } from './serve.js'
 
@@ -21,6 +22,7 @@ commands:
   select [--model DIR]  best-of-n selectors of UID A.1 (majority, SC, UID-Conj, Borda) on nested pools n ∈ {2, 4, 8}
   compare RUN_A RUN_B   per-benchmark accuracy, macro average, paired prompt-cluster bootstrap of the difference (UID D.4)
   profile [--model DIR] per-kernel table (time, bytes, FLOPs, GB/s, GFLOP/s, % of measured floor) of prefill, decode, training
+  rebuild [--cuda auto|on|off]  rebuilds the native addon in the installed package (npx autodidact rebuild); --help
   help                this text`
 
 async function main(argv: string[]): Promise<number> {
@@ -45,6 +47,7 @@ async function main(argv: string[]): Promise<number> {
       return selectCommand(rest)
     case 'compare':
       return compareCommand(rest)
+    case 'rebuild': return rebuildCommand(rest)
     case undefined:
     case 'help':
     case '--help':

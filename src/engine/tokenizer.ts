@@ -99,7 +99,7 @@ async function readJsonIfPresent(path: string): Promise<unknown | undefined> {
 const REPLACEMENT_CHAR = '\uFFFD'
 
 export class Tokenizer {
-  /** The underlying @huggingface/tokenizers instance. */
+  /** @internal The underlying @huggingface/tokenizers instance (not in the published types: its .d.ts do not compile under NodeNext). */
   readonly hf: HfTokenizer
   /** Size of the id space: highest token id (vocabulary or added token) + 1. */
   readonly vocabSize: number

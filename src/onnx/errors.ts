@@ -9,6 +9,7 @@ export type OnnxErrorReason =
   | 'mismatch' // the graph disagrees with config.json or the tokenizer
   | 'run' // onnxruntime failed while running the graph
   | 'worker' // the worker thread died or was closed
+  | 'runtime' // onnxruntime-node (an optional dependency) is not installed or has no binding here
 
 export class OnnxModelError extends AutodidactError {
   /** The .onnx file (or folder) concerned. */

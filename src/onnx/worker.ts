@@ -8,11 +8,11 @@
 // That keeps one TypeScript source that runs unchanged under tsc's dist/ and under vitest's
 // on-the-fly transform (a separate worker file would exist only after a build); the function
 // therefore uses nothing from this module's scope, only its parameter and `require`.
-import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 import type * as Ort from 'onnxruntime-node'
 
 import { OnnxModelError } from './errors.js'
+import { onnxRuntimeEntry } from './runtime.js'
 
 export interface ValueMeta {
   name: string
@@ -225,7 +225,7 @@ export class OnnxWorker {
   private dead: Error | null = null
 
   constructor(private readonly label: string) {
-    const ortPath = createRequire(import.meta.url).resolve('onnxruntime-node')
+    const ortPath = onnxRuntimeEntry(label)
     this.worker = new Worker(`(${workerMain.toString()})(${JSON.stringify(ortPath)})`, { eval: true })
     this.worker.unref()
     this.worker.on('message', (r: Reply) => this.settle(r))
