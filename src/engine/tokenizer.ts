@@ -362,10 +362,12 @@ export class Tokenizer {
     }
   }
 
-  /** A kernel encode failure as a typed error naming tokenizer.json. */
-  encodeError(e: unknown): unknown {
+  /** A kernel encode failure as a typed error naming tokenizer.json (a limit hit, a missing token, or the library failing on this file). */
+  encodeError(e: unknown, what = 'encode'): unknown {
+    const limited = asResourceLimit(e, this.tokenizerFile)
+    if (limited !== e) return limited
     if ((e as { noToken?: boolean })?.noToken) return new TokenizerError(this.tokenizerFile, `${this.tokenizerFile}: ${(e as Error).message}`, { cause: e })
-    return asResourceLimit(e, this.tokenizerFile)
+    return new TokenizerError(this.tokenizerFile, `${this.tokenizerFile}: cannot ${what} with this tokenizer: ${(e as Error)?.message ?? String(e)}`, { cause: e })
   }
 
   private tokenBound: { longest: number; shrink: number } | null | undefined
@@ -401,11 +403,10 @@ export class Tokenizer {
     }
     if (list.length === 0) return ''
     const run = () => this.hf.decode(list, { skip_special_tokens: opts.skipSpecialTokens ?? false, clean_up_tokenization_spaces: this.cleanUpSpaces })
-    if (!this.timedDecode) return run()
     try {
-      return kernel.withinTime(kernel.tokenizerBudgetMs(list.length * 16), 'tokenizer-time', `decoding ${list.length} tokens`, run)
+      return this.timedDecode ? kernel.withinTime(kernel.tokenizerBudgetMs(list.length * 16), 'tokenizer-time', `decoding ${list.length} tokens`, run) : run()
     } catch (e) {
-      throw asResourceLimit(e, this.tokenizerFile)
+      throw this.encodeError(e, 'decode')
     }
   }
 

@@ -20,8 +20,10 @@ import { ResourceLimitError, type ResourceLimit } from '../errors.js'
 export interface TemplateLimits {
   /** Evaluation steps (expressions, statements, loop iterations) of one render. */
   maxSteps: number
-  /** Longest string, list or mapping a render may build (its output included), in characters / items. */
+  /** Longest string a render may build (its output included), in characters; also the largest integer argument. */
   maxOutputChars: number
+  /** Most items of a list or mapping a render may build. */
+  maxItems: number
   /** Longest range(); Jinja's sandbox allows 100,000 (jinja2.sandbox.MAX_RANGE). */
   maxRange: number
   /** Wall-clock budget of one render, in ms. */
@@ -30,9 +32,10 @@ export interface TemplateLimits {
 
 /**
  * Defaults: a million steps (the Qwen3 template takes about 54 a message: 18,000 messages), 8 Mi
- * characters, Jinja's range cap, and 1 s (the Qwen3 template renders 2,000 messages in ~0.1 s).
+ * characters, a million list items, Jinja's range cap, and 1 s (the Qwen3 template renders 2,000
+ * messages in ~0.1 s).
  */
-export const DEFAULT_TEMPLATE_LIMITS: TemplateLimits = { maxSteps: 1_000_000, maxOutputChars: 8 << 20, maxRange: 100_000, timeMs: 1_000 }
+export const DEFAULT_TEMPLATE_LIMITS: TemplateLimits = { maxSteps: 1_000_000, maxOutputChars: 8 << 20, maxItems: 1_000_000, maxRange: 100_000, timeMs: 1_000 }
 
 /** A limit the kernel hit; callers turn it into a ResourceLimitError (it crosses threads as plain data). */
 export interface LimitHit {
@@ -124,9 +127,13 @@ export function promptKernel(jinja: Jinja, vm: Vm): PromptKernel {
     }
 
     checkSize(v: Value): Value {
-      const size = typeof v.value === 'string' ? v.value.length : Array.isArray(v.value) ? v.value.length : v.value instanceof Map ? v.value.size : 0
-      if (size > this.limits.maxOutputChars)
-        throw limitError('template-output', `the chat template built a ${v.type} of ${size} characters/items; at most ${this.limits.maxOutputChars}: stopped`)
+      if (typeof v.value === 'string') {
+        if (v.value.length > this.limits.maxOutputChars)
+          throw limitError('template-output', `the chat template built a string of ${v.value.length} characters; at most ${this.limits.maxOutputChars}: stopped`)
+        return v
+      }
+      const items = Array.isArray(v.value) ? v.value.length : v.value instanceof Map ? v.value.size : 0
+      if (items > this.limits.maxItems) throw limitError('template-output', `the chat template built a ${v.type} of ${items} items; at most ${this.limits.maxItems}: stopped`)
       return v
     }
 
