@@ -464,7 +464,8 @@ export class OpenAIServer {
     this.checkModel(spec.model)
     this.checkReplySize(spec)
     if (spec.kind === 'completion') this.precheckContext(spec)
-    const release = await this.admission.acquire(spec.kind === 'chat' ? spec.n : spec.prompts.length * spec.n, signal)
+    const sequences = spec.kind === 'chat' ? spec.n : spec.prompts.length * spec.n
+    const release = await this.admission.acquire(sequences, signal, sequences * this.requestedMaxTokens(spec))
     try {
       const r = spec.kind === 'chat' ? await this.resolveChat(spec) : await this.resolveCompletion(spec)
       await (spec.stream ? this.serveStream(r, res, signal) : this.serveWhole(r, res, signal))
