@@ -28,6 +28,7 @@ import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { basename } from 'node:path'
+import type { TemplateLimits } from '../engine/hf/template.js'
 import type { Completion, Model, StreamChunk } from '../engine/model.js'
 import { Admission, type AdmissionOptions, type AdmissionStats } from './admission.js'
 import { Batcher, type BatcherOptions, type BatcherStats } from './batcher.js'
@@ -69,6 +70,8 @@ export interface ServeOptions {
   requestTimeoutMs?: number
   /** Largest request header block (431 above). Default 16 KiB. */
   maxHeaderBytes?: number
+  /** Bounds of a chat template render (steps, sizes, time); default DEFAULT_TEMPLATE_LIMITS. */
+  templateLimits?: Partial<TemplateLimits>
 }
 
 export interface ServeStats extends BatcherStats {
@@ -451,7 +454,7 @@ export class OpenAIServer {
   }
 
   private async resolveChat(spec: ChatSpec): Promise<Resolved> {
-    const ids = await this.prompts.encodeChat(this.model.tokenizer.chatRender(spec.messages, { addGenerationPrompt: true }))
+    const ids = await this.prompts.encodeChat(this.model.tokenizer.chatRender(spec.messages, { addGenerationPrompt: true, limits: this.options.templateLimits }))
     if (ids.length === 0) throw badRequest('invalid_value', 'messages', 'the conversation renders to no tokens')
     const left = this.model.config.maxPositionEmbeddings - ids.length
     const maxTokens = spec.maxTokens ?? Math.min(this.options.defaultChatMaxTokens ?? 256, Math.max(left, 1))

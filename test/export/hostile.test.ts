@@ -138,7 +138,7 @@ describe('finding 9: a write that fails partway leaves the output as it was', ()
 describe('finding 9: a killed export leaves no hidden temporary', () => {
   let big: string
   beforeAll(async () => {
-    big = (await writeTinyModel(join(root, 'big'), { family: 'llama', dtype: 'F32', seed: 3, hiddenSize: 256, intermediate: 1024, heads: 4, kvHeads: 4, layers: 16 })).dir
+    big = (await writeTinyModel(join(root, 'big'), { family: 'llama', dtype: 'F32', seed: 3, hiddenSize: 256, intermediate: 1024, heads: 4, kvHeads: 4, layers: 12 })).dir
   })
 
   it('SIGTERM mid-write removes the temporary and exits 143', async () => {

@@ -8,7 +8,8 @@ import { join } from 'node:path'
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
-import { InvalidArgumentError, ResourceLimitError, SafetensorsError, TokenizerError, ConfigError } from '../../src/engine/errors.js'
+import { ConfigError, InvalidArgumentError, ResourceLimitError, SafetensorsError, TokenizerError, UnsupportedArchitectureError } from '../../src/engine/errors.js'
+import { parseModelConfig } from '../../src/engine/hf/config.js'
 import { readModelFolder } from '../../src/engine/hf/folder.js'
 import { findDuplicateKey, readSafetensorsHeader, writeSafetensors } from '../../src/engine/hf/safetensors.js'
 import { Tokenizer } from '../../src/engine/tokenizer.js'
@@ -60,7 +61,7 @@ describe('finding 3: config.json sizes are checked against the checkpoint before
     writeFileSync(join(tiny.dir, 'config.json'), JSON.stringify({ ...tiny.configJson, num_hidden_layers: 1e9 }))
     const t0 = performance.now()
     const e = await rejection(readModelFolder(tiny.dir))
-    expect(performance.now() - t0).toBeLessThan(2_000)
+    expect(performance.now() - t0).toBeLessThan(5_000) // it used to abort the process on a V8 heap OOM after 13 s
     expect(e).toBeInstanceOf(ResourceLimitError)
     expect((e as ResourceLimitError).limit).toBe('model-size')
     expect(e.message).toContain('num_hidden_layers 1000000000')
@@ -71,6 +72,15 @@ describe('finding 3: config.json sizes are checked against the checkpoint before
     const tiny = await writeTinyModel(fresh(), { family: 'qwen2', dtype: 'F32', seed: 2 })
     writeFileSync(join(tiny.dir, 'config.json'), JSON.stringify({ ...tiny.configJson, num_hidden_layers: 1e9, use_sliding_window: true, max_window_layers: 1e9 }))
     expect(await rejection(readModelFolder(tiny.dir))).toBeInstanceOf(ResourceLimitError)
+  })
+
+  it('the sliding-window check decides without listing layers, as transformers lists them', async () => {
+    const tiny = await writeTinyModel(fresh(), { family: 'qwen2', dtype: 'F32', seed: 2, layers: 3 })
+    const cfg = (patch: object) => parseModelConfig({ ...tiny.configJson, use_sliding_window: true, sliding_window: 64, ...patch }, 'config.json')
+    expect(cfg({ max_window_layers: 3 }).numLayers).toBe(3) // layers 0..2 < 3: all full attention
+    expect(cfg({ max_window_layers: 2.5 }).numLayers).toBe(3) // no integer layer i in 0..2 has i ≥ 2.5
+    expect(() => cfg({ max_window_layers: 2 })).toThrow(UnsupportedArchitectureError) // layer 2 slides
+    expect(cfg({ max_window_layers: 0, sliding_window: null }).numLayers).toBe(3)
   })
 
   it('dims and vocabulary far beyond the bytes on disk are refused the same way', async () => {
@@ -108,7 +118,7 @@ describe('finding 4: chat templates render with bounded loops, sizes and time', 
   it('nested range(10000) loops stop at the step limit in well under a second or two', () => {
     const t0 = performance.now()
     const e = thrown(render('{% for a in range(10000) %}{% for b in range(10000) %}{% endfor %}{% endfor %}'))
-    expect(performance.now() - t0).toBeLessThan(3_000)
+    expect(performance.now() - t0).toBeLessThan(5_000) // it used to block for minutes
     expect(e).toBeInstanceOf(ResourceLimitError)
     // the step limit (1e6) stops it, or on a very loaded machine the 2 s budget first
     expect(['template-steps', 'template-time']).toContain((e as ResourceLimitError).limit)

@@ -99,7 +99,7 @@ describe('Admission', () => {
     await tick()
     expect(q1.value).toBe(-1)
     expect(gate.stats.waiting).toBe(1)
-    await new Promise((r) => setTimeout(r, 80))
+    while (q2.value === 'pending') await new Promise((r) => setTimeout(r, 10))
     expect(q2.value).toBe(503)
     expect(gate.stats).toMatchObject({ refusedQueueFull: 1, refusedTimeout: 1, waiting: 0, activeSequences: 1 })
     a.release!()

@@ -104,8 +104,8 @@ describe('finding 6: one client cannot take the server', () => {
     const t0 = performance.now()
     const r = await post(base, C, { prompt: huge, max_tokens: 4 })
     expectJsonError(r, 400, 'context_length_exceeded')
-    expect(r.json.error.message).toContain('at least')
-    expect(performance.now() - t0).toBeLessThan(2_000)
+    expect(r.json.error.message).toContain('at least') // the bound's answer, not the exact count's: nothing was tokenized
+    expect(performance.now() - t0).toBeLessThan(10_000)
     const sample = huge.slice(0, 20_000)
     expect(model.tokenizer.minTokens(sample)).toBeGreaterThan(0)
     expect(model.tokenizer.minTokens(sample)).toBeLessThanOrEqual(model.tokenizer.encode(sample).length) // the bound is a bound
@@ -141,7 +141,7 @@ describe('finding 6: the chat template runs off the main thread', () => {
     cfg.chat_template = '{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}{{ messages[0].content }}'
     writeFileSync(cfgPath, JSON.stringify(cfg))
     slowModel = await loadModel(tiny.dir, { threads: 1 })
-    server = createOpenAIServer({ model: slowModel, name: 'slow' })
+    server = createOpenAIServer({ model: slowModel, name: 'slow', templateLimits: { timeMs: 3_000, maxSteps: 1e12 } })
     base = (await server.listen(0)).url
   })
   afterAll(async () => {
@@ -151,20 +151,24 @@ describe('finding 6: the chat template runs off the main thread', () => {
   })
 
   it('a pathological template is stopped with a 400 while the server keeps answering others at once', async () => {
+    const t0 = performance.now()
     const chat = post(base, CHAT, { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 })
     const latencies: number[] = []
     let done = false
     void chat.finally(() => (done = true))
     while (!done) {
-      const t0 = performance.now()
+      const asked = performance.now()
       expect((await get(base, '/health')).status).toBe(200)
-      latencies.push(performance.now() - t0)
+      latencies.push(performance.now() - asked)
       await new Promise((r) => setTimeout(r, 20))
     }
     const r = await chat
     expectJsonError(r, 400, 'prompt_too_expensive')
-    expect(latencies.length).toBeGreaterThan(5) // the render took a while, and /health was answered throughout
-    expect(Math.max(...latencies)).toBeLessThan(500)
+    expect(r.json.error.message).toContain('3000 ms')
+    // the render ran its 3 s budget; on the main thread it would have held every /health that long
+    expect(performance.now() - t0).toBeGreaterThan(2_900)
+    expect(latencies.length).toBeGreaterThan(10)
+    expect(Math.max(...latencies)).toBeLessThan(1_500)
     expect((await post(base, C, { prompt: 'hello', max_tokens: 2 })).status).toBe(200) // completions need no template
   })
 })

@@ -261,7 +261,7 @@ export function parseModelConfig(json: unknown, filePath: string): ModelConfig {
     const window = cfg.sliding_window === undefined ? 4096 : cfg.sliding_window
     const someSliding =
       layerTypes === undefined || layerTypes === null
-        ? useSliding && window !== null && !(maxWindowLayers >= numLayers)
+        ? useSliding && window !== null && Math.ceil(maxWindowLayers) < numLayers // some integer layer i ≥ max_window_layers
         : Array.isArray(layerTypes) && layerTypes.some((t) => t !== 'full_attention')
     if (someSliding) {
       unsupported(file, 'sliding_window', 'sliding-window attention layers (use_sliding_window / layer_types) are not supported')

@@ -95,7 +95,7 @@ export function findDuplicateKey(text: string): string | null {
     const c = text.charCodeAt(i)
     if (c === 0x22 /* " */) {
       let j = i + 1
-      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c /* \ */ ? 2 : 1
+      while (j < text.length && text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c /* \ */ ? 2 : 1
       const top = keys[keys.length - 1]
       if (expectKey && top) {
         const key = JSON.parse(text.slice(i, j + 1)) as string
