@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ConfigError, InvalidArgumentError, ResourceLimitError, SafetensorsError, TokenizerError, UnsupportedArchitectureError } from '../../src/engine/errors.js'
 import { parseModelConfig } from '../../src/engine/hf/config.js'
 import { readModelFolder } from '../../src/engine/hf/folder.js'
-import { findDuplicateKey, readSafetensorsHeader, writeSafetensors } from '../../src/engine/hf/safetensors.js'
+import { decodeToFloat32, f32ToBf16Bits, f32ToF16Bits, findDuplicateKey, firstNonFinite, readSafetensorsHeader, writeSafetensors } from '../../src/engine/hf/safetensors.js'
 import { Tokenizer } from '../../src/engine/tokenizer.js'
-import { tinyTokenizerFiles, writeTinyModel } from '../helpers/tiny-model.js'
+import { seededUniform, tinyTokenizerFiles, writeTinyModel } from '../helpers/tiny-model.js'
 
 let root: string
 let n = 0
@@ -257,6 +257,31 @@ describe('finding 5: NaN/Inf weights are a typed error; unused checkpoint tensor
       expect((e as SafetensorsError).tensor).toBe('model.layers.0.mlp.down_proj.weight')
       expect(e.message).toContain('at element 3')
       expect(e.message).toContain(String(value))
+    }
+  })
+
+  it('firstNonFinite finds the first NaN/Inf at any position (block edges, odd tails) as a decode-and-test does', () => {
+    const r = seededUniform(99)
+    for (const dtype of ['F32', 'BF16', 'F16'] as const) {
+      const width = dtype === 'F32' ? 4 : 2
+      for (let trial = 0; trial < 60; trial++) {
+        const count = 1 + Math.floor(r() * (trial < 30 ? 40 : 20_000))
+        const bytes = new Uint8Array(count * width)
+        for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(r() * 256)
+        // mostly finite values: clear exponents' top bit, then plant a few non-finite ones
+        for (let i = 0; i < count; i++) bytes[i * width + width - 1] &= 0xbf
+        const plants = Math.floor(r() * 3)
+        for (let k = 0; k < plants; k++) {
+          const at = Math.floor(r() * count)
+          const v = [NaN, Infinity, -Infinity][k % 3]
+          if (dtype === 'F32') new DataView(bytes.buffer).setFloat32(at * 4, v, true)
+          else new DataView(bytes.buffer).setUint16(at * 2, dtype === 'BF16' ? f32ToBf16Bits(v) : f32ToF16Bits(v), true)
+        }
+        const values = decodeToFloat32(dtype, bytes)
+        const want = values.findIndex((x) => !Number.isFinite(x))
+        expect(firstNonFinite(dtype, bytes)).toBe(want)
+        expect(firstNonFinite(dtype, new Uint8Array([0, ...bytes]).subarray(1))).toBe(want) // unaligned view
+      }
     }
   })
 
