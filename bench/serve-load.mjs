@@ -198,6 +198,9 @@ async function smallClients(until, offset) {
 
 const server = await startServer()
 const PORT = server.port
+// the server goes when this process goes, however it goes
+process.on('exit', () => server.proc.kill('SIGKILL'))
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130))
 let peakRss = 0
 const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(server.proc.pid))), 100)
 const phaseSeconds = SECONDS / 4
