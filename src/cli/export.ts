@@ -1,7 +1,10 @@
 // `autodidact export --format gguf|onnx --model DIR --out PATH [--dtype f32|f16]`: write a model
 // folder for other runtimes. gguf: one file for llama.cpp / Ollama / node-llama-cpp
 // (src/export/gguf.ts). onnx: a folder for onnxruntime / transformers.js (src/export/onnx.ts).
+import { constants } from 'node:os'
+
 import { InvalidArgumentError } from '../engine/errors.js'
+import { removeLiveTempsSync } from '../engine/hf/atomic.js'
 import { exportGguf } from '../export/gguf.js'
 import { exportOnnx } from '../export/onnx.js'
 import { parseArgs } from './args.js'
@@ -27,7 +30,27 @@ export async function exportCommand(argv: string[]): Promise<number> {
   if (typeof model !== 'string') throw new InvalidArgumentError('model', `--model DIR is required\n${EXPORT_USAGE}`)
   if (typeof out !== 'string') throw new InvalidArgumentError('out', `--out PATH is required\n${EXPORT_USAGE}`)
   if (dtype !== 'f32' && dtype !== 'f16') throw new InvalidArgumentError('dtype', `--dtype must be f32 or f16, got '${dtype}'`)
+  return withTempCleanupOnSignals(() => runExport(format, model, out, dtype))
+}
 
+const STOP_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP']
+
+/** Runs `work`; a signal meanwhile removes the temporaries being written (no hidden file is left) and exits 128 + signal. */
+async function withTempCleanupOnSignals<T>(work: () => Promise<T>): Promise<T> {
+  const stop = (signal: NodeJS.Signals) => {
+    removeLiveTempsSync()
+    process.stderr.write(`autodidact export: ${signal}: stopped; the partial output was removed\n`)
+    process.exit(128 + (constants.signals[signal] ?? 0))
+  }
+  for (const s of STOP_SIGNALS) process.on(s, stop)
+  try {
+    return await work()
+  } finally {
+    for (const s of STOP_SIGNALS) process.off(s, stop)
+  }
+}
+
+async function runExport(format: 'gguf' | 'onnx', model: string, out: string, dtype: 'f32' | 'f16'): Promise<number> {
   if (format === 'gguf') {
     const r = await exportGguf(model, out, { dtype })
     console.log(`wrote ${out}: ${r.tensors} tensors, ${(r.bytes / 2 ** 20).toFixed(1)} MiB, ${dtype}, ${r.seconds.toFixed(1)} s`)

@@ -22,6 +22,13 @@ export const SERVE_USAGE = `usage: autodidact serve [options]
   --max-batch N        most sequences decoded together / merged into one engine call (default 256)
   --batch-window-ms N  how long a request waits for others to batch with (default 2)
   --max-inflight N     engine calls running at once (default 4)
+  --max-sequences N    sequences generating at once, streamed and unstreamed together; more wait (default 1024)
+  --max-queue N        requests waiting for room; more are refused 429 (default 256)
+  --max-response-mb N  largest reply a request may ask for (n × max_tokens × logprobs), in MiB (default 32)
+  --api-key KEY        require "Authorization: Bearer KEY" (or set AUTODIDACT_API_KEY, which keeps it off the command line)
+  --allowed-hosts H,H  Host header names accepted (default on a loopback bind: localhost, 127.0.0.1, ::1;
+                       elsewhere any, with a warning); 'any' accepts all
+  --request-timeout-ms N  time a client has to send a whole request (default 30000; headers: 10000)
 
 Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health.
 On start it prints one line on stdout: "autodidact serve: listening on http://HOST:PORT".`
@@ -44,6 +51,12 @@ export async function serveCommand(argv: string[]): Promise<number> {
     'max-batch': 'number',
     'batch-window-ms': 'number',
     'max-inflight': 'number',
+    'max-sequences': 'number',
+    'max-queue': 'number',
+    'max-response-mb': 'number',
+    'api-key': 'string',
+    'allowed-hosts': 'string',
+    'request-timeout-ms': 'number',
     help: 'boolean',
   })
   if (options.help) {
@@ -56,20 +69,40 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const maxBatch = intOption(options, 'max-batch', 1, 1 << 20)
   const windowMs = intOption(options, 'batch-window-ms', 0, 60_000)
   const maxInflight = intOption(options, 'max-inflight', 1, 1024)
+  const maxSequences = intOption(options, 'max-sequences', 1, 1 << 20)
+  const maxQueue = intOption(options, 'max-queue', 0, 1 << 20)
+  const maxResponseMb = intOption(options, 'max-response-mb', 1, 1 << 16)
+  const requestTimeoutMs = intOption(options, 'request-timeout-ms', 100, 3_600_000)
+  const apiKey = options['api-key'] === undefined ? process.env.AUTODIDACT_API_KEY || undefined : String(options['api-key'])
+  if (apiKey !== undefined && apiKey.length === 0) throw new InvalidArgumentError('api-key', '--api-key must not be empty')
+  const hostsOption = options['allowed-hosts'] === undefined ? undefined : String(options['allowed-hosts'])
+  const allowedHosts = hostsOption === undefined ? undefined : hostsOption.trim() === 'any' ? ('any' as const) : hostsOption.split(',').map((h) => h.trim()).filter((h) => h)
+  if (Array.isArray(allowedHosts) && allowedHosts.length === 0) throw new InvalidArgumentError('allowed-hosts', "--allowed-hosts needs host names separated by commas, or 'any'")
   const host = String(options.host ?? '127.0.0.1')
   const dir = String(options.model ?? join(packageRoot, 'models', 'arith-qwen3-tiny'))
   if (options.name !== undefined && String(options.name).length === 0) throw new InvalidArgumentError('name', '--name must not be empty')
 
   const model = await loadModel(dir, { threads, device: deviceOption(options) ?? 'cpu' })
-  const server = createOpenAIServer({ model, name: options.name === undefined ? undefined : String(options.name), batch: { maxBatch, windowMs, maxInflight } })
+  const server = createOpenAIServer({
+    model,
+    name: options.name === undefined ? undefined : String(options.name),
+    batch: { maxBatch, windowMs, maxInflight },
+    admission: { maxSequences, maxQueue },
+    maxResponseBytes: maxResponseMb === undefined ? undefined : maxResponseMb << 20,
+    requestTimeoutMs,
+    apiKey,
+    allowedHosts,
+  })
   let info
   try {
     info = await server.listen(port, host)
   } catch (e) {
+    await server.close().catch(() => undefined)
     model.dispose()
     throw new InvalidArgumentError('port', `cannot listen on ${host}:${port}: ${(e as Error).message}`, { cause: e })
   }
   process.stdout.write(`${LISTENING_PREFIX}${info.url}\n`)
+  for (const w of info.warnings) process.stderr.write(`autodidact serve: warning: ${w}\n`)
   process.stderr.write(`autodidact serve: model '${server.name}' from ${dir}; POST /v1/completions, /v1/chat/completions; GET /v1/models, /health\n`)
 
   return new Promise<number>((resolve) => {

@@ -52,6 +52,11 @@ export type SafetensorsErrorReason =
   | 'shape' // invalid shape, or shape × dtype size ≠ byte range
   | 'offsets' // data_offsets invalid or outside the file
   | 'overlap' // two tensors share bytes
+  | 'gap' // data bytes that belong to no tensor (before the first, or between two)
+  | 'trailing' // bytes after the last tensor (a wrong header length, or an appended file)
+  | 'duplicate' // the header names a key twice
+  | 'non-finite' // a tensor the model uses holds NaN or ±Inf
+  | 'not-regular' // a FIFO, device, socket or directory where a file belongs
   | 'index' // model.safetensors.index.json invalid
 
 /** A .safetensors file (or its sharded index) is missing, truncated or corrupt. */
@@ -205,5 +210,52 @@ export class CheckpointError extends AutodidactError {
     this.file = file
     this.field = field
     this.reason = reason
+  }
+}
+/** What a resource limit bounded (see ResourceLimitError). */
+export type ResourceLimit =
+  | 'template-steps' // chat template: evaluation steps
+  | 'template-output' // chat template: size of a string or list it builds
+  | 'template-range' // chat template: range() longer than the sandbox allows
+  | 'template-time' // chat template: wall-clock budget
+  | 'tokenizer-time' // tokenizer (pre-tokenizer / normalizer regexes): wall-clock budget
+  | 'file-size' // a file larger than its kind may be
+  | 'model-size' // config.json asks for more than the checkpoint holds
+
+/**
+ * Input that is well-formed but asks for more work or memory than allowed: a chat template that
+ * loops too long, a regex that backtracks, a config that asks for a billion layers.
+ */
+export class ResourceLimitError extends AutodidactError {
+  readonly limit: ResourceLimit
+  /** The file at fault, when one is. */
+  readonly file: string | null
+
+  constructor(limit: ResourceLimit, file: string | null, message: string, options?: { cause?: unknown }) {
+    super('RESOURCE_LIMIT', message, options)
+    this.limit = limit
+    this.file = file
+  }
+}
+
+/** Why a file could not be written (see OutputFileError). */
+export type OutputFileReason =
+  | 'not-regular' // the target is a FIFO, device, socket, symlink or directory: refused, never replaced
+  | 'no-space' // ENOSPC / EDQUOT
+  | 'permission' // EACCES / EPERM / EROFS
+  | 'io' // any other failure
+
+/** Writing an output file (an export, a saved model) failed; names the file, never a bare errno. */
+export class OutputFileError extends AutodidactError {
+  readonly file: string
+  readonly reason: OutputFileReason
+  /** The system error code (ENOSPC, …) when there was one. */
+  readonly errno: string | null
+
+  constructor(file: string, reason: OutputFileReason, message: string, errno: string | null = null, options?: { cause?: unknown }) {
+    super('OUTPUT_FILE_ERROR', message, options)
+    this.file = file
+    this.reason = reason
+    this.errno = errno
   }
 }

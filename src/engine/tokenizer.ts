@@ -3,13 +3,14 @@
 // @huggingface/jinja, end-of-sequence ids merged from every file that declares them, and an
 // incremental detokenizer for streaming that never emits half a UTF-8 character.
 
-import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 
 import { Template } from '@huggingface/jinja'
 import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers'
 
 import { ConfigError, InvalidArgumentError, TokenizerError } from './errors.js'
+import { MAX_JSON_FILE_BYTES, MAX_TOKENIZER_FILE_BYTES, readRegularFile } from './hf/files.js'
+import { asResourceLimit, DEFAULT_TEMPLATE_LIMITS, kernel, sectionHasRegex, type TemplateLimits } from './hf/template.js'
 
 /** One chat message. `content` is usually a string; templates may accept richer shapes. */
 export interface ChatMessage {
@@ -31,6 +32,28 @@ export interface ChatTemplateOptions {
   chatTemplate?: string
   /** More variables for the template (e.g. `documents`, `date_string`). */
   extra?: Record<string, unknown>
+  /** Bounds of the render (steps, sizes, range(), time); default DEFAULT_TEMPLATE_LIMITS. */
+  limits?: Partial<TemplateLimits>
+}
+
+/** A chat template and the variables to render it with (what applyChatTemplate renders). */
+export interface ChatRender {
+  source: string
+  /** The file the template came from, named in errors. */
+  file: string
+  context: Record<string, unknown>
+  limits: TemplateLimits
+}
+
+/**
+ * What another thread needs to rebuild this tokenizer's encoder: the tokenizer.json and the
+ * library config it was built from, and whether its regexes run under the time budget.
+ */
+export interface PortableTokenizer {
+  tokenizerJson: Record<string, unknown>
+  libConfig: Record<string, unknown>
+  file: string
+  timedEncode: boolean
 }
 
 export interface EncodeOptions {
@@ -81,14 +104,25 @@ function idList(v: unknown): number[] {
   return []
 }
 
-async function readJsonIfPresent(path: string): Promise<unknown | undefined> {
-  let text: string
+/** A side file's text, or undefined when it does not exist (other failures: a ConfigError naming it). */
+async function readTextIfPresent(path: string, maxBytes = MAX_JSON_FILE_BYTES): Promise<string | undefined> {
+  let missing = false
   try {
-    text = await readFile(path, 'utf8')
+    return (
+      await readRegularFile(path, maxBytes, (problem, message, cause) => {
+        missing = problem === 'not-found'
+        return new ConfigError(path, null, message, { cause })
+      })
+    ).toString('utf8')
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw new ConfigError(path, null, `${path}: cannot read: ${(e as Error).message}`, { cause: e })
+    if (missing) return undefined
+    throw e
   }
+}
+
+async function readJsonIfPresent(path: string): Promise<unknown | undefined> {
+  const text = await readTextIfPresent(path)
+  if (text === undefined) return undefined
   try {
     return JSON.parse(text)
   } catch (e) {
@@ -97,6 +131,69 @@ async function readJsonIfPresent(path: string): Promise<unknown | undefined> {
 }
 
 const REPLACEMENT_CHAR = '\uFFFD'
+
+/** How much a normalizer may shrink text (×), or null when it may delete text outright. */
+function normalizerShrink(n: unknown): number | null {
+  if (n === null || n === undefined) return 1
+  if (!isObject(n)) return null
+  // NFC/NFKC compose at most a few code points into one (Hangul L+V+T, a letter and two marks); 4 bounds them
+  if (n.type === 'NFC' || n.type === 'NFKC' || n.type === 'NFD' || n.type === 'NFKD') return 4
+  if (n.type === 'Lowercase' || n.type === 'Prepend') return 1
+  if (n.type === 'Sequence' && Array.isArray(n.normalizers)) {
+    let f = 1
+    for (const c of n.normalizers) {
+      const g = normalizerShrink(c)
+      if (g === null) return null
+      f *= g
+    }
+    return f
+  }
+  return null
+}
+
+/** Whether a pre-tokenizer keeps every character (no Whitespace split, no 'Removed' behavior). */
+function keepsAllText(p: unknown): boolean {
+  if (p === null || p === undefined) return true
+  if (!isObject(p)) return false
+  if (p.type === 'ByteLevel' || p.type === 'Metaspace' || p.type === 'Digits') return true
+  if (p.type === 'Split' || p.type === 'Punctuation') return p.behavior !== 'Removed'
+  if (p.type === 'Sequence' && Array.isArray(p.pretokenizers)) return p.pretokenizers.every(keepsAllText)
+  return false
+}
+
+function hasByteLevel(p: unknown): boolean {
+  if (!isObject(p)) return false
+  if (p.type === 'ByteLevel') return true
+  return p.type === 'Sequence' && Array.isArray(p.pretokenizers) && p.pretokenizers.some(hasByteLevel)
+}
+
+/**
+ * What makes `ceil(chars / (longest · shrink))` a sound lower bound on a text's token count, or null
+ * when this tokenizer gives none: every token covers at most `longest` characters of normalized text
+ * (a byte-level token of k symbols covers k bytes, at most k characters), the normalizer shrinks
+ * text at most `shrink`-fold, and no step drops characters (the pre-tokenizer keeps them all, and
+ * bytes, byte fallback or an unknown token cover any character the vocabulary lacks).
+ */
+function tokenCountBound(tj: Json): { longest: number; shrink: number } | null {
+  const shrink = normalizerShrink(tj.normalizer)
+  const model = tj.model
+  if (shrink === null || !keepsAllText(tj.pre_tokenizer) || !isObject(model)) return null
+  const covered = hasByteLevel(tj.pre_tokenizer) || model.byte_fallback === true || (typeof model.unk_token === 'string' && model.unk_token !== '') || typeof model.unk_id === 'number'
+  if (!covered) return null
+  let longest = 0
+  const vocab = model.vocab
+  if (isObject(vocab)) for (const k of Object.keys(vocab)) longest = Math.max(longest, k.length)
+  else if (Array.isArray(vocab)) for (const e of vocab) longest = Math.max(longest, typeof e === 'string' ? e.length : Array.isArray(e) && typeof e[0] === 'string' ? e[0].length : 0)
+  if (Array.isArray(tj.added_tokens)) for (const t of tj.added_tokens) if (isObject(t) && typeof t.content === 'string') longest = Math.max(longest, t.content.length)
+  return longest > 0 ? { longest, shrink } : null
+}
+
+/** A failed render as a typed error: a bound hit is a ResourceLimitError, anything else the conversation's fault. */
+export function renderError(e: unknown, file: string): unknown {
+  const limited = asResourceLimit(e, file)
+  if (limited !== e) return limited
+  return new InvalidArgumentError('messages', `${file}: the chat template rejected the conversation: ${(e as Error)?.message ?? String(e)}`, { cause: e })
+}
 
 export class Tokenizer {
   /** @internal The underlying @huggingface/tokenizers instance (not in the published types: its .d.ts do not compile under NodeNext). */
@@ -119,6 +216,12 @@ export class Tokenizer {
   private readonly templates: Map<string, string>
   private readonly compiled = new Map<string, Template>()
   private readonly cleanUpSpaces: boolean
+  private readonly tokenizerJson: Record<string, unknown>
+  private readonly libConfig: Record<string, unknown>
+  /** The normalizer or pre-tokenizer runs regexes of the file's own: encode under the time budget. */
+  private readonly timedEncode: boolean
+  /** The decoder does: decode under the time budget. */
+  private readonly timedDecode: boolean
 
   constructor(src: TokenizerSources) {
     this.tokenizerFile = src.files?.tokenizerJson ?? 'tokenizer.json'
@@ -146,10 +249,16 @@ export class Tokenizer {
 
     const tjs: Json = { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, added_tokens: [], ...tj }
     try {
-      this.hf = new HfTokenizer(tjs, libConfig)
+      this.hf = kernel.withinTime(10_000, 'tokenizer-time', 'building the tokenizer', () => new HfTokenizer(tjs, libConfig))
     } catch (e) {
+      const limited = asResourceLimit(e, this.tokenizerFile)
+      if (limited !== e) throw limited
       throw new TokenizerError(this.tokenizerFile, `${this.tokenizerFile}: cannot load tokenizer: ${(e as Error).message}`, { cause: e })
     }
+    this.tokenizerJson = tjs
+    this.libConfig = libConfig
+    this.timedEncode = sectionHasRegex(tjs.normalizer) || sectionHasRegex(tjs.pre_tokenizer)
+    this.timedDecode = sectionHasRegex(tjs.decoder)
 
     let maxId = -1
     const model = tjs.model
@@ -200,20 +309,18 @@ export class Tokenizer {
    */
   static async fromFolder(dir: string): Promise<Tokenizer> {
     const tokPath = join(dir, 'tokenizer.json')
-    let text: string
-    try {
-      text = await readFile(tokPath, 'utf8')
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code
-      throw new TokenizerError(
-        tokPath,
-        code === 'ENOENT'
-          ? `${tokPath}: not found; autodidact needs the model's tokenizer.json (a "fast" tokenizer). ` +
-              'Save one with AutoTokenizer.from_pretrained(...).save_pretrained(dir).'
-          : `${tokPath}: cannot read: ${(e as Error).message}`,
-        { cause: e },
+    const text = (
+      await readRegularFile(tokPath, MAX_TOKENIZER_FILE_BYTES, (problem, message, cause) =>
+        new TokenizerError(
+          tokPath,
+          problem === 'not-found'
+            ? `${tokPath}: not found; autodidact needs the model's tokenizer.json (a "fast" tokenizer). ` +
+                'Save one with AutoTokenizer.from_pretrained(...).save_pretrained(dir).'
+            : message,
+          { cause },
+        ),
       )
-    }
+    ).toString('utf8')
     let tokenizerJson: unknown
     try {
       tokenizerJson = JSON.parse(text)
@@ -227,12 +334,9 @@ export class Tokenizer {
       readJsonIfPresent(join(dir, 'config.json')),
       readJsonIfPresent(join(dir, 'chat_template.json')),
     ])
-    let chatTemplate: string | null = null
-    let chatTemplateFile: string | undefined
-    try {
-      chatTemplate = await readFile(join(dir, 'chat_template.jinja'), 'utf8')
-      chatTemplateFile = join(dir, 'chat_template.jinja')
-    } catch {
+    let chatTemplate: string | null = (await readTextIfPresent(join(dir, 'chat_template.jinja'))) ?? null
+    let chatTemplateFile: string | undefined = chatTemplate === null ? undefined : join(dir, 'chat_template.jinja')
+    if (chatTemplate === null) {
       if (isObject(ctJson) && typeof ctJson.chat_template === 'string') {
         chatTemplate = ctJson.chat_template
         chatTemplateFile = join(dir, 'chat_template.json')
@@ -251,13 +355,42 @@ export class Tokenizer {
   /** Text → ids. */
   encode(text: string, opts: EncodeOptions = {}): number[] {
     if (typeof text !== 'string') throw new InvalidArgumentError('text', 'encode() takes a string')
-    const { ids } = this.hf.encode(text, { add_special_tokens: opts.addSpecialTokens ?? true })
-    for (const id of ids) {
-      if (typeof id !== 'number') {
-        throw new TokenizerError(this.tokenizerFile, `${this.tokenizerFile}: a piece of the text has no token and the tokenizer has no unk_token`)
-      }
+    try {
+      return kernel.encode(this.hf, text, opts.addSpecialTokens ?? true, this.timedEncode)
+    } catch (e) {
+      throw this.encodeError(e)
     }
-    return ids
+  }
+
+  /** A kernel encode failure as a typed error naming tokenizer.json (a limit hit, a missing token, or the library failing on this file). */
+  encodeError(e: unknown, what = 'encode'): unknown {
+    const limited = asResourceLimit(e, this.tokenizerFile)
+    if (limited !== e) return limited
+    if ((e as { noToken?: boolean })?.noToken) return new TokenizerError(this.tokenizerFile, `${this.tokenizerFile}: ${(e as Error).message}`, { cause: e })
+    return new TokenizerError(this.tokenizerFile, `${this.tokenizerFile}: cannot ${what} with this tokenizer: ${(e as Error)?.message ?? String(e)}`, { cause: e })
+  }
+
+  private tokenBound: { longest: number; shrink: number } | null | undefined
+
+  /**
+   * A lower bound on `encode(text).length` that tokenizes nothing (0 when this tokenizer admits no
+   * sound bound; see tokenCountBound): a server checks a huge prompt against the context with it
+   * before paying for its tokenization.
+   */
+  minTokens(text: string): number {
+    if (this.tokenBound === undefined) this.tokenBound = tokenCountBound(this.tokenizerJson)
+    const b = this.tokenBound
+    return b === null ? 0 : Math.ceil(text.length / (b.longest * b.shrink))
+  }
+
+  /** The wall-clock budget of encoding `chars` characters (see PromptKernel.tokenizerBudgetMs). */
+  budgetMs(chars: number): number {
+    return kernel.tokenizerBudgetMs(chars)
+  }
+
+  /** What a worker thread needs to encode exactly as this tokenizer does. */
+  portable(): PortableTokenizer {
+    return { tokenizerJson: this.tokenizerJson, libConfig: this.libConfig, file: this.tokenizerFile, timedEncode: this.timedEncode }
   }
 
   /** Ids → text. Ids without a token (padding rows of the embedding) decode to nothing. */
@@ -269,10 +402,12 @@ export class Tokenizer {
       if (this.hf.id_to_token(id) !== undefined) list.push(id)
     }
     if (list.length === 0) return ''
-    return this.hf.decode(list, {
-      skip_special_tokens: opts.skipSpecialTokens ?? false,
-      clean_up_tokenization_spaces: this.cleanUpSpaces,
-    })
+    const run = () => this.hf.decode(list, { skip_special_tokens: opts.skipSpecialTokens ?? false, clean_up_tokenization_spaces: this.cleanUpSpaces })
+    try {
+      return this.timedDecode ? kernel.withinTime(kernel.tokenizerBudgetMs(list.length * 16), 'tokenizer-time', `decoding ${list.length} tokens`, run) : run()
+    } catch (e) {
+      throw this.encodeError(e, 'decode')
+    }
   }
 
   tokenToId(token: string): number | null {
@@ -314,39 +449,54 @@ export class Tokenizer {
     return t
   }
 
-  /** Render a conversation with the model's chat template (as transformers' apply_chat_template(tokenize=False)). */
-  applyChatTemplate(messages: readonly ChatMessage[], opts: ChatTemplateOptions = {}): string {
+  /** The template, variables and limits applyChatTemplate renders (nothing rendered yet). */
+  chatRender(messages: readonly ChatMessage[], opts: ChatTemplateOptions = {}): ChatRender {
     if (!Array.isArray(messages) || !messages.every((m) => isObject(m) && typeof m.role === 'string')) {
       throw new InvalidArgumentError('messages', 'messages must be an array of {role: string, content} objects')
     }
     const source = opts.chatTemplate ?? this.chatTemplate(opts)
     const file = opts.chatTemplate !== undefined ? '<chatTemplate option>' : this.templateFile
-    let tpl = this.compiled.get(source)
-    if (!tpl) {
-      try {
-        tpl = new Template(source)
-      } catch (e) {
-        throw new TokenizerError(file, `${file}: cannot parse the chat template: ${(e as Error).message}`, { cause: e })
-      }
-      this.compiled.set(source, tpl)
-    }
-    const ctx: Record<string, unknown> = {
+    const context: Record<string, unknown> = {
       messages,
       add_generation_prompt: opts.addGenerationPrompt ?? false,
       tools: opts.tools ?? null,
     }
-    if (opts.enableThinking !== undefined) ctx.enable_thinking = opts.enableThinking
-    if (this.bosToken !== null) ctx.bos_token = this.bosToken
-    if (this.eosToken !== null) ctx.eos_token = this.eosToken
-    if (this.padToken !== null) ctx.pad_token = this.padToken
-    if (this.unkToken !== null) ctx.unk_token = this.unkToken
-    if (opts.extra) for (const [k, v] of Object.entries(opts.extra)) if (v !== undefined) ctx[k] = v
+    if (opts.enableThinking !== undefined) context.enable_thinking = opts.enableThinking
+    if (this.bosToken !== null) context.bos_token = this.bosToken
+    if (this.eosToken !== null) context.eos_token = this.eosToken
+    if (this.padToken !== null) context.pad_token = this.padToken
+    if (this.unkToken !== null) context.unk_token = this.unkToken
+    if (opts.extra) for (const [k, v] of Object.entries(opts.extra)) if (v !== undefined) context[k] = v
+    return { source, file, context, limits: { ...DEFAULT_TEMPLATE_LIMITS, ...opts.limits } }
+  }
+
+  /** The parsed template (parsed once per source). */
+  compiledTemplate(source: string, file: string): Template {
+    let tpl = this.compiled.get(source)
+    if (!tpl) {
+      try {
+        tpl = kernel.withinTime(DEFAULT_TEMPLATE_LIMITS.timeMs, 'template-time', 'parsing the chat template', () => new Template(source))
+      } catch (e) {
+        const limited = asResourceLimit(e, file)
+        if (limited !== e) throw limited
+        throw new TokenizerError(file, `${file}: cannot parse the chat template: ${(e as Error).message}`, { cause: e })
+      }
+      this.compiled.set(source, tpl)
+    }
+    return tpl
+  }
+
+  /**
+   * Render a conversation with the model's chat template (as transformers' apply_chat_template(tokenize=False)),
+   * with bounded steps, sizes, range() and time (src/engine/hf/template.ts).
+   */
+  applyChatTemplate(messages: readonly ChatMessage[], opts: ChatTemplateOptions = {}): string {
+    const job = this.chatRender(messages, opts)
+    const tpl = this.compiledTemplate(job.source, job.file)
     try {
-      return tpl.render(ctx)
+      return kernel.render(tpl, job.context, job.limits)
     } catch (e) {
-      throw new InvalidArgumentError('messages', `${file}: the chat template rejected the conversation: ${(e as Error).message}`, {
-        cause: e,
-      })
+      throw renderError(e, job.file)
     }
   }
 

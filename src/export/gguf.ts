@@ -26,11 +26,12 @@
 // lookup. The one text it encodes differently is a literal "▁" (U+2581) in the input.
 
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs'
-import { open, readFile, type FileHandle } from 'node:fs/promises'
+import { open, type FileHandle } from 'node:fs/promises'
 import { basename, join, resolve } from 'node:path'
 
 import { AutodidactError, ConfigError, InvalidArgumentError, TokenizerError, UnsupportedArchitectureError } from '../engine/errors.js'
-import { commitTemps, writeTemp } from '../engine/hf/atomic.js'
+import { asOutputFileError, checkOutputTarget, commitTemps, removeStaleTemps, writeTemp } from '../engine/hf/atomic.js'
+import { MAX_TOKENIZER_FILE_BYTES, readRegularFile } from '../engine/hf/files.js'
 import { expectedTensors } from '../engine/hf/config.js'
 import { readModelFolder, type ModelFolder } from '../engine/hf/folder.js'
 import { f16ArrayToF32, f32ToF16Bits, readTensorFloat32 } from '../engine/hf/safetensors.js'
@@ -522,14 +523,25 @@ function addsBos(tj: Json, tc: Json, bos: number | null, tok: ModelFolder['token
 }
 
 async function readJsonObject(path: string, required: boolean): Promise<Json> {
+  let missing = false
   let text: string
   try {
-    text = await readFile(path, 'utf8')
+    text = (
+      await readRegularFile(path, MAX_TOKENIZER_FILE_BYTES, (problem, message, cause) => {
+        missing = problem === 'not-found'
+        return new TokenizerError(path, message, { cause })
+      })
+    ).toString('utf8')
   } catch (e) {
-    if (!required && (e as NodeJS.ErrnoException).code === 'ENOENT') return {}
-    throw new TokenizerError(path, `${path}: cannot read: ${(e as Error).message}`, { cause: e })
+    if (!required && missing) return {}
+    throw e
   }
-  const v: unknown = JSON.parse(text)
+  let v: unknown
+  try {
+    v = JSON.parse(text)
+  } catch (e) {
+    throw new TokenizerError(path, `${path}: not valid JSON (${(e as Error).message})`, { cause: e })
+  }
   if (!isObj(v)) throw new TokenizerError(path, `${path}: expected a JSON object`)
   return v
 }
@@ -616,6 +628,9 @@ export async function exportGguf(modelDir: string, outFile: string, options: Exp
   const dtype = options?.dtype
   if (dtype !== 'f32' && dtype !== 'f16') throw new InvalidArgumentError('dtype', `dtype must be "f32" or "f16", got ${JSON.stringify(dtype)}`)
   if (typeof outFile !== 'string' || outFile.length === 0) throw new InvalidArgumentError('outFile', 'outFile must be a path')
+  // never written over a FIFO, device, socket or symbolic link; what a killed export left goes first
+  await checkOutputTarget(outFile)
+  await removeStaleTemps(outFile)
   const folder = await readModelFolder(modelDir)
   if (folder.head.kind !== 'causal-lm') {
     throw new UnsupportedArchitectureError(
@@ -660,8 +675,12 @@ export async function exportGguf(modelDir: string, outFile: string, options: Exp
       if (pad > 0) await writeAll(fh, padding.subarray(0, pad))
       written += pad
     }
+  }).catch((e: unknown) => {
+    throw asOutputFileError(e, outFile)
   })
-  await commitTemps([[tmp, outFile]])
+  await commitTemps([[tmp, outFile]]).catch((e: unknown) => {
+    throw asOutputFileError(e, outFile, 'rename the finished file into place')
+  })
   return { bytes: header.length + offset, tensors: plans.length, seconds: (performance.now() - t0) / 1000 }
 }
 

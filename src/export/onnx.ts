@@ -20,14 +20,16 @@
 // and transformers.js's default kv_cache_dtype is float32). The file is half the size; the
 // arithmetic is the f32 graph's.
 import { existsSync } from 'node:fs'
-import { mkdir, readFile, rm, stat, mkdtemp } from 'node:fs/promises'
+import { mkdir, rm, rmdir, stat, mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { basename, join } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import type { FileHandle } from 'node:fs/promises'
 import { performance } from 'node:perf_hooks'
 
-import { ConfigError, InvalidArgumentError, UnsupportedArchitectureError } from '../engine/errors.js'
-import { commitTemps, discardTemps, writeAll, writeFileAtomic, writeTemp } from '../engine/hf/atomic.js'
+import { ConfigError, InvalidArgumentError, ResourceLimitError, UnsupportedArchitectureError } from '../engine/errors.js'
+import { readAdapterConfig } from '../engine/hf/adapter.js'
+import { asOutputFileError, checkOutputTarget, commitTemps, discardTemps, registerTemp, removeStaleTemps, unregisterTemp, writeAll, writeTemp } from '../engine/hf/atomic.js'
+import { MAX_JSON_FILE_BYTES, MAX_TOKENIZER_FILE_BYTES, readRegularFile } from '../engine/hf/files.js'
 import { readModelFolder } from '../engine/hf/folder.js'
 import { f32ArrayToF16, readTensorFloat32 } from '../engine/hf/safetensors.js'
 import type { ModelConfig, TensorRef } from '../engine/types.js'
@@ -89,11 +91,22 @@ export function ropeInvFreq(config: Pick<ModelConfig, 'headDim' | 'ropeTheta' | 
   return inv
 }
 
+/** Largest RoPE cos+sin tables an export embeds (max_position_embeddings × head_dim × 4 bytes): 1 GiB. */
+export const MAX_ROPE_TABLE_BYTES = 1 << 30
+
 /** cos and sin of position·inv_freq for every position below max_position_embeddings: [positions, head_dim/2] each. */
 export function ropeTables(config: ModelConfig): { cos: Float32Array; sin: Float32Array; positions: number } {
   const inv = ropeInvFreq(config)
   const half = inv.length
   const positions = config.maxPositionEmbeddings
+  const bytes = positions * half * 4 * 2
+  if (bytes > MAX_ROPE_TABLE_BYTES)
+    throw new ResourceLimitError(
+      'model-size',
+      null,
+      `max_position_embeddings ${positions} × head_dim ${config.headDim} needs ${bytes} bytes of RoPE tables in the graph; at most ${MAX_ROPE_TABLE_BYTES}: ` +
+        'lower max_position_embeddings in config.json to the context you need',
+    )
   const cos = new Float32Array(positions * half)
   const sin = new Float32Array(positions * half)
   for (let p = 0; p < positions; p++)
@@ -294,32 +307,58 @@ function graphInputsOutputs(c: ModelConfig) {
 async function resolveSource(modelDir: string): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const adapterConfig = join(modelDir, 'adapter_config.json')
   if (existsSync(join(modelDir, 'config.json')) || !existsSync(adapterConfig)) return { dir: modelDir, cleanup: async () => {} }
-  const cfg = JSON.parse(await readFile(adapterConfig, 'utf8')) as { base_model_name_or_path?: unknown }
-  const base = cfg.base_model_name_or_path
-  if (typeof base !== 'string' || !existsSync(join(base, 'config.json')))
+  const base = (await readAdapterConfig(modelDir)).baseModel
+  if (base === null || !existsSync(join(base, 'config.json')))
     throw new ConfigError(adapterConfig, 'base_model_name_or_path', `${adapterConfig}: a LoRA adapter folder is exported merged into its base model, but base_model_name_or_path (${JSON.stringify(base)}) is not a local model folder; merge it first (model.loadAdapter(dir); model.save(out, { adapterOnly: false }))`)
   const { loadModel } = await import('../engine/model.js')
   const model = await loadModel(base, { threads: 1 })
   const tmp = await mkdtemp(join(tmpdir(), 'autodidact-merged-'))
+  registerTemp(tmp) // removed should a signal stop the export
+  const cleanup = async () => {
+    await rm(tmp, { recursive: true, force: true })
+    unregisterTemp(tmp)
+  }
   try {
     await model.loadAdapter(modelDir)
     await model.save(tmp, { adapterOnly: false }) // W + α/r·B·A, the same merge as Model.mergeLora
   } catch (e) {
-    await rm(tmp, { recursive: true, force: true })
+    await cleanup()
     throw e
   } finally {
     model.dispose()
   }
-  return { dir: tmp, cleanup: () => rm(tmp, { recursive: true, force: true }) }
+  return { dir: tmp, cleanup }
+}
+
+/** A folder file to copy (a regular file of bounded size, read without blocking on a FIFO). */
+async function readFolderFile(file: string): Promise<Buffer> {
+  return readRegularFile(file, file.endsWith('tokenizer.json') ? MAX_TOKENIZER_FILE_BYTES : MAX_JSON_FILE_BYTES, (_problem, message, cause) => new ConfigError(file, null, message, { cause }))
 }
 
 async function readJsonOrNull(file: string): Promise<Record<string, unknown> | null> {
   try {
-    const v = JSON.parse(await readFile(file, 'utf8')) as unknown
+    const v = JSON.parse((await readFolderFile(file)).toString('utf8')) as unknown
     return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null
   } catch {
     return null
   }
+}
+
+/** mkdir -p that returns the folders it created (deepest last), so a failed export can remove them. */
+async function makeFolders(dir: string): Promise<string[]> {
+  const missing: string[] = []
+  for (let d = resolve(dir); !existsSync(d); d = dirname(d)) missing.unshift(d)
+  try {
+    await mkdir(dir, { recursive: true })
+  } catch (e) {
+    throw asOutputFileError(e, dir, 'create the folder')
+  }
+  return missing
+}
+
+/** Removes folders a failed export created, deepest first, if they are empty. */
+async function removeFolders(created: string[]): Promise<void> {
+  for (const d of created.slice().reverse()) await rmdir(d).catch(() => undefined)
 }
 
 /**
@@ -351,22 +390,37 @@ export async function exportOnnx(modelDir: string, outDir: string, options: Onnx
     const weights: Weights = { get: (name) => readTensorFloat32(refs.get(name)!) }
 
     const onnxDir = join(outDir, 'onnx')
-    await mkdir(onnxDir, { recursive: true })
     const fileName = onnxFileName(dtype)
     const modelPath = join(onnxDir, fileName)
     const dataPath = `${modelPath}_data`
     const paramBytes = folder.tensors.filter((t) => !folder.extraTensors.includes(t.name)).reduce((s, t) => s + (t.nbytes / (t.dtype === 'F32' ? 4 : 2)) * (dtype === 'f16' ? 2 : 4), 0)
     const external = options.externalData === true || ((options.externalData ?? 'auto') === 'auto' && paramBytes > EXTERNAL_AUTO_BYTES)
+    const copies = FOLDER_FILES.filter((f) => existsSync(join(source.dir, f)))
+    const targets = [modelPath, ...(external ? [dataPath] : []), ...copies.map((f) => join(outDir, f))]
 
+    // Nothing is written over a FIFO, device, socket or symbolic link; temporaries a killed export left go first.
+    await checkOutputTarget(outDir, 'directory')
+    await checkOutputTarget(onnxDir, 'directory')
+    for (const t of [...targets, dataPath]) await checkOutputTarget(t)
+    for (const t of targets) await removeStaleTemps(t)
+
+    // Every file is written to a temporary beside its target and all are renamed together at the
+    // end: a full disk or an error leaves the folder as it was (and removes folders it created).
+    const created = [...(await makeFolders(outDir)), ...(await makeFolders(onnxDir))]
     const g = new GraphBuilder()
     const temps: [string, string][] = []
+    const stage = async (target: string, fill: (fh: FileHandle) => Promise<void>) => {
+      try {
+        temps.push([await writeTemp(target, fill), target])
+      } catch (e) {
+        throw asOutputFileError(e, target)
+      }
+    }
     try {
-      if (external) {
-        const tmp = await writeTemp(dataPath, async (fh) => buildCausalLM(g, new WeightWriter(g, dtype, { fh, location: basename(dataPath) }), weights, c))
-        temps.push([tmp, dataPath])
-      } else await buildCausalLM(g, new WeightWriter(g, dtype, null), weights, c)
+      if (external) await stage(dataPath, async (fh) => buildCausalLM(g, new WeightWriter(g, dtype, { fh, location: basename(dataPath) }), weights, c))
+      else await buildCausalLM(g, new WeightWriter(g, dtype, null), weights, c)
       const { inputs, outputs } = graphInputsOutputs(c)
-      const bytes = g.encode({
+      const graph = g.encode({
         name: `${c.hfArchitecture} (autodidact export, ${dtype})`,
         inputs,
         outputs,
@@ -374,26 +428,29 @@ export async function exportOnnx(modelDir: string, outDir: string, options: Onnx
         producer: 'autodidact',
         metadata: { architecture: c.hfArchitecture, weights_dtype: dtype, compute_dtype: 'float32' },
       })
-      temps.push([await writeTemp(modelPath, (fh) => writeAll(fh, bytes)), modelPath])
-      await commitTemps(temps)
+      await stage(modelPath, (fh) => writeAll(fh, graph))
+      for (const f of copies) {
+        const src = join(source.dir, f)
+        const dst = join(outDir, f)
+        let bytes = await readFolderFile(src)
+        if (f === 'config.json') {
+          const cfg = JSON.parse(bytes.toString('utf8')) as Record<string, unknown>
+          bytes = Buffer.from(JSON.stringify(transformersJsConfig(cfg, await readJsonOrNull(dst), fileName, external), null, 2) + '\n', 'utf8')
+        }
+        await stage(dst, (fh) => writeAll(fh, bytes))
+      }
+      try {
+        await commitTemps(temps)
+      } catch (e) {
+        throw asOutputFileError(e, outDir, 'rename the finished files into place')
+      }
     } catch (e) {
       await discardTemps(temps.map(([t]) => t))
+      await removeFolders(created)
       throw e
     }
     if (!external && existsSync(dataPath)) await rm(dataPath) // a stale external file of an earlier export
-
-    const files = external ? [modelPath, dataPath] : [modelPath]
-    for (const f of FOLDER_FILES) {
-      const src = join(source.dir, f)
-      if (!existsSync(src)) continue
-      const dst = join(outDir, f)
-      if (f === 'config.json') {
-        const cfg = JSON.parse(await readFile(src, 'utf8')) as Record<string, unknown>
-        const earlier = await readJsonOrNull(dst)
-        await writeFileAtomic(dst, JSON.stringify(transformersJsConfig(cfg, earlier, fileName, external), null, 2) + '\n')
-      } else await writeFileAtomic(dst, await readFile(src))
-      files.push(dst)
-    }
+    const files = targets
     let bytes = 0
     for (const f of files) bytes += (await stat(f)).size
     return { bytes, seconds: (performance.now() - t0) / 1000, files }

@@ -5,11 +5,16 @@
 // ids and abort signal through generate()'s `perPrompt`: a seeded request's samples equal
 // Model.generate(prompts, { seed, n, … }) exactly, whatever it was merged with, and a client that
 // leaves stops its own rows. The call itself is aborted when every member has gone (or on shutdown).
-// Requests wait in a queue for `windowMs` after the first arrives, then leave in FIFO groups of at
-// most `maxBatch` sequences while fewer than `maxInflight` engine calls run; requests that arrive
-// while the engine is busy gather in the queue and leave together when a call finishes.
+// Requests wait in a queue for `windowMs` after the first arrives, then leave in groups of at most
+// `maxBatch` sequences while fewer than `maxInflight` engine calls run; requests that arrive while
+// the engine is busy gather in the queue and leave together when a call finishes. When a call slot
+// frees, the cheapest waiting request (sequences × max_tokens) leads the next group, so a short
+// request is not held behind long ones; a request that has waited `agingMs` leads regardless, so a
+// long one is not starved. Long calls (above SHORT_REQUEST_COST) take at most maxInflight − 1 slots:
+// one is always left for short ones.
 import { randomInt } from 'node:crypto'
 import type { Completion, Model } from '../engine/model.js'
+import { SHORT_REQUEST_COST } from './admission.js'
 import { ServeRequestError } from './errors.js'
 import type { SamplingSpec } from './validate.js'
 
@@ -42,6 +47,8 @@ export interface BatcherOptions {
   maxInflight?: number
   /** Token ids that end a sequence (passed to the engine as stopTokenIds). */
   stopTokenIds: number[]
+  /** A request waiting this long leads the next engine call, however costly. Default 2 s. */
+  agingMs?: number
 }
 
 export interface BatcherStats {
@@ -65,6 +72,9 @@ interface Job {
   seed: number
   key: string
   sequences: number
+  /** sequences × max_tokens: what the engine call costs at most. */
+  cost: number
+  queuedAt: number
   settled: boolean
   resolve(v: Completion[][]): void
   reject(e: unknown): void
@@ -87,6 +97,9 @@ export class Batcher {
   private readonly windowMs: number
   private readonly maxBatch: number
   private readonly maxInflight: number
+  private readonly agingMs: number
+  /** Engine calls running whose cost is above SHORT_REQUEST_COST. */
+  private longInflight = 0
 
   constructor(
     private readonly model: Model,
@@ -95,6 +108,7 @@ export class Batcher {
     this.windowMs = options.windowMs ?? 2
     this.maxBatch = options.maxBatch ?? 256
     this.maxInflight = options.maxInflight ?? 4
+    this.agingMs = options.agingMs ?? 2_000
   }
 
   /** Completions per prompt of the request (result[promptIndex][sampleIndex]). */
@@ -107,6 +121,8 @@ export class Batcher {
         seed: req.seed ?? randomInt(0, 2 ** 47),
         key: batchKey(req),
         sequences: req.prompts.length * req.n,
+        cost: req.prompts.length * req.n * req.maxTokens,
+        queuedAt: performance.now(),
         settled: false,
         resolve: (v) => {
           if (job.settled) return
@@ -147,22 +163,43 @@ export class Batcher {
   private pump(): void {
     if (this.timer) clearTimeout(this.timer)
     this.timer = null
-    while (!this.closed && this.queue.length && this.stats.inflight < this.maxInflight) this.dispatch(this.takeGroup())
+    while (!this.closed && this.queue.length && this.stats.inflight < this.maxInflight) {
+      const group = this.takeGroup()
+      if (!group) break
+      this.dispatch(group)
+    }
   }
 
-  /** The oldest queued request and every later one sharing its key, up to maxBatch sequences. */
-  private takeGroup(): Job[] {
-    const first = this.queue[0]
-    const group: Job[] = []
-    let sequences = 0
-    for (let i = 0; i < this.queue.length; ) {
-      const job = this.queue[i]
-      if (job.key === first.key && (group.length === 0 || sequences + job.sequences <= this.maxBatch)) {
-        group.push(job)
-        sequences += job.sequences
-        this.queue.splice(i, 1)
-      } else ++i
+  /** Whether a long call may start: one slot stays for short calls (when there is more than one). */
+  private longSlotFree(): boolean {
+    return this.maxInflight === 1 || this.longInflight < this.maxInflight - 1
+  }
+
+  /** The request that leads the next call (null: only long ones wait and their slots are taken): the oldest eligible if it has waited agingMs, else the cheapest. */
+  private leader(): Job | null {
+    const eligible = this.longSlotFree() ? this.queue : this.queue.filter((j) => j.cost <= SHORT_REQUEST_COST)
+    if (eligible.length === 0) return null
+    const oldest = eligible[0]
+    if (performance.now() - oldest.queuedAt >= this.agingMs) return oldest
+    return eligible.reduce((best, j) => (j.cost < best.cost ? j : best), oldest)
+  }
+
+  /** The leading request and the queued ones sharing its key (oldest first), up to maxBatch sequences (and, in the short slot, SHORT_REQUEST_COST). */
+  private takeGroup(): Job[] | null {
+    const first = this.leader()
+    if (!first) return null
+    const costCap = this.longSlotFree() ? Infinity : SHORT_REQUEST_COST
+    const group: Job[] = [first]
+    let sequences = first.sequences
+    let cost = first.cost
+    for (const job of this.queue) {
+      if (job === first || job.key !== first.key || sequences + job.sequences > this.maxBatch || cost + job.cost > costCap) continue
+      group.push(job)
+      sequences += job.sequences
+      cost += job.cost
     }
+    const taken = new Set(group)
+    this.queue.splice(0, this.queue.length, ...this.queue.filter((j) => !taken.has(j)))
     this.stats.queued = this.queue.length
     return group
   }
@@ -175,6 +212,8 @@ export class Batcher {
     }
     for (const j of group) j.req.signal.addEventListener('abort', memberGone, { once: true })
     this.running.add(controller)
+    const long = group.reduce((a, j) => a + j.cost, 0) > SHORT_REQUEST_COST
+    if (long) this.longInflight++
     this.stats.inflight++
     this.stats.batches++
     this.stats.largestBatch = Math.max(this.stats.largestBatch, group.length)
@@ -196,6 +235,7 @@ export class Batcher {
         for (const j of group) j.req.signal.removeEventListener('abort', memberGone)
         this.running.delete(controller)
         this.settledCalls.delete(call)
+        if (long) this.longInflight--
         this.stats.inflight--
         this.pump()
       })

@@ -102,7 +102,7 @@ export interface ModelList {
 export interface ErrorBody {
   error: {
     message: string
-    type: 'invalid_request_error' | 'not_found_error' | 'server_error' | 'service_unavailable'
+    type: 'invalid_request_error' | 'not_found_error' | 'authentication_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable'
     param: string | null
     code: string | null
   }

@@ -12,13 +12,28 @@
 // it carries (a token whose text is held back — a partial character, a possible stop string —
 // goes with the chunk that releases it; the rest with the final chunk).
 // A client that disconnects aborts its generation; every failure is a JSON error, never a crash.
-import { randomBytes, randomInt } from 'node:crypto'
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
+//
+// Holding its ground against hostile clients (issue 23):
+//   - admission control (admission.ts) for streamed and unstreamed requests alike: a cap on the
+//     sequences generating at once, a bounded FIFO queue, 429 when it is full, 503 after a long wait;
+//   - a cap on the reply a request may ask for (n × max_tokens × logprobs), checked before it runs;
+//   - chat templates rendered and prompts tokenized in a worker thread (prompt-worker.ts) under the
+//     bounded kernel, after a cheap lower bound on the prompt's tokens has been checked against the
+//     context, so a 1 MiB prompt or a pathological template never blocks the event loop;
+//   - header and body timeouts (408), 431 for oversized headers, a JSON error for every refusal;
+//   - `apiKey` (Authorization: Bearer), POST bodies only as application/json (415 otherwise: no
+//     CORS-simple request from a web page can reach the model), and a Host allow-list against DNS
+//     rebinding (loopback names on a loopback bind; a warning when bound elsewhere).
+import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto'
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { basename } from 'node:path'
+import type { TemplateLimits } from '../engine/hf/template.js'
 import type { Completion, Model, StreamChunk } from '../engine/model.js'
+import { Admission, type AdmissionOptions, type AdmissionStats } from './admission.js'
 import { Batcher, type BatcherOptions, type BatcherStats } from './batcher.js'
 import { badRequest, errorBody, ServeRequestError, toServeError } from './errors.js'
+import { PromptWorker } from './prompt-worker.js'
 import { chatLogprobs, chatLogprobsOf, chunkTokens, completionLogprobs, completionLogprobsOf, shownTokens, TokenTexts } from './logprobs.js'
 import type { ChatCompletionResponse, CompletionResponse, ModelList, ModelObject, Usage } from './openai.js'
 import { DEFAULT_LIMITS, parseChatRequest, parseCompletionRequest, type ChatSpec, type CompletionSpec, type ServeLimits } from './validate.js'
@@ -37,6 +52,26 @@ export interface ServeOptions {
   defaultCompletionMaxTokens?: number
   /** max_tokens when a chat request gives none (capped by the context left). Default 256. */
   defaultChatMaxTokens?: number
+  /** Clients must send `Authorization: Bearer <apiKey>` on every route but GET /health (401 otherwise). */
+  apiKey?: string
+  /**
+   * Host header names accepted (403 otherwise; a guard against DNS rebinding), or 'any'. Default:
+   * localhost, 127.0.0.1, ::1 and the bound address on a loopback bind; 'any' on other binds
+   * (listen() then returns a warning).
+   */
+  allowedHosts?: readonly string[] | 'any'
+  /** Admission control of streamed and unstreamed requests (admission.ts). */
+  admission?: AdmissionOptions
+  /** Largest reply a request may ask for, estimated from n, max_tokens and logprobs (400 above). Default 32 MiB. */
+  maxResponseBytes?: number
+  /** Time a client has to send the request headers (408 after). Default 10 s. */
+  headersTimeoutMs?: number
+  /** Time a client has to send the whole request, body included (408 after). Default 30 s. */
+  requestTimeoutMs?: number
+  /** Largest request header block (431 above). Default 16 KiB. */
+  maxHeaderBytes?: number
+  /** Bounds of a chat template render (steps, sizes, time); default DEFAULT_TEMPLATE_LIMITS. */
+  templateLimits?: Partial<TemplateLimits>
 }
 
 export interface ServeStats extends BatcherStats {
@@ -44,6 +79,8 @@ export interface ServeStats extends BatcherStats {
   streams: number
   /** Streams that ended because their client left. */
   streamAborts: number
+  /** Admission control: sequences running, requests waiting, refusals. */
+  admission: AdmissionStats
 }
 
 /** Where a started server listens. */
@@ -51,7 +88,45 @@ export interface ListenInfo {
   host: string
   port: number
   url: string
+  /** Things the operator should know (a non-loopback bind without an API key, …); the CLI prints them. */
+  warnings: string[]
 }
+
+/** Host names that reach a loopback bind. */
+const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '::1']
+
+/** Whether `host` (a bind address) is a loopback address. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase()
+  return h === 'localhost' || h === '::1' || (isIP(h) === 4 && h.startsWith('127.'))
+}
+
+/** The Host names a server bound to `host` accepts by default: loopback names on a loopback bind, any elsewhere. */
+export function defaultAllowedHosts(host: string): readonly string[] | 'any' {
+  return isLoopback(host) ? [...new Set([...LOOPBACK_NAMES, host.replace(/^\[|\]$/g, '').toLowerCase()])] : 'any'
+}
+
+/** What the operator of a server bound to `host` should be warned about. */
+export function bindWarnings(host: string, hasApiKey: boolean, allowedHosts: readonly string[] | 'any'): string[] {
+  if (isLoopback(host)) return []
+  return [
+    `listening on ${host}, not a loopback address: anyone who can reach this machine can use the model` +
+      (hasApiKey ? '' : '; set an API key (--api-key or AUTODIDACT_API_KEY) to require one') +
+      (allowedHosts === 'any' ? '; any Host header is accepted (--allowed-hosts limits them)' : ''),
+  ]
+}
+
+/** The host name of a Host header, without port or IPv6 brackets, lower-cased. */
+export function hostName(header: string): string {
+  const h = header.trim().toLowerCase()
+  if (h.startsWith('[')) return h.slice(1, h.indexOf(']') < 0 ? undefined : h.indexOf(']'))
+  const colon = h.indexOf(':')
+  return colon < 0 ? h : h.slice(0, colon)
+}
+
+// Bytes a reply spends per generated token, for the reply-size estimate (measured on the serve tests'
+// replies, rounded up): the text, each token's logprob entry, each top-N alternative, a stream chunk.
+const REPLY_BYTES = { text: 16, choice: 256, completionLogprob: 64, completionAlternative: 40, chatLogprob: 112, chatAlternative: 72, streamChunk: 224 }
 
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' }
 
@@ -81,7 +156,12 @@ export class OpenAIServer {
   readonly name: string
   private readonly model: Model
   private readonly batcher: Batcher
+  private readonly admission: Admission
+  private readonly prompts: PromptWorker
   private readonly limits: ServeLimits
+  private readonly maxResponseBytes: number
+  private readonly apiKeyDigest: Buffer | null
+  private allowedHosts: ReadonlySet<string> | 'any' = 'any'
   private readonly maxBodyBytes: number
   private readonly stopTokenIds: number[]
   private readonly stopSet: ReadonlySet<number>
@@ -106,16 +186,32 @@ export class OpenAIServer {
     this.texts = new TokenTexts(this.model.tokenizer)
     this.fingerprint = `autodidact-${this.model.config.architecture}-${this.model.config.numLayers}x${this.model.config.hiddenSize}`
     this.batcher = new Batcher(this.model, { ...options.batch, stopTokenIds: this.stopTokenIds })
-    // handle() answers every failure itself; should even that fail, drop the connection, never the process
-    this.server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => void this.handle(req, res).catch(() => res.destroy()))
-    this.server.on('clientError', (_err, socket) => {
-      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n')
-      else socket.destroy()
-    })
+    this.admission = new Admission(options.admission)
+    this.prompts = new PromptWorker(this.model.tokenizer)
+    this.maxResponseBytes = options.maxResponseBytes ?? 32 << 20
+    if (options.apiKey !== undefined && (typeof options.apiKey !== 'string' || options.apiKey.length === 0))
+      throw new TypeError('apiKey must be a non-empty string')
+    this.apiKeyDigest = options.apiKey === undefined ? null : digest(options.apiKey)
+    const headersTimeout = options.headersTimeoutMs ?? 10_000
+    const requestTimeout = Math.max(options.requestTimeoutMs ?? 30_000, headersTimeout)
+    this.server = createServer(
+      {
+        keepAliveTimeout: 5_000,
+        headersTimeout,
+        requestTimeout,
+        // how often Node checks those timeouts (its default, 30 s, would let a slow client linger)
+        connectionsCheckingInterval: Math.max(50, Math.min(1_000, headersTimeout / 4)),
+        maxHeaderSize: options.maxHeaderBytes ?? 16 << 10,
+      },
+      // handle() answers every failure itself; should even that fail, drop the connection, never the process
+      (req, res) => void this.handle(req, res).catch(() => res.destroy()),
+    )
+    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => answerClientError(err, socket))
+    this.prompts.start()
   }
 
   get stats(): ServeStats {
-    return { ...this.batcher.stats, streams: this.streams.size, streamAborts: this.streamAborts }
+    return { ...this.batcher.stats, streams: this.streams.size, streamAborts: this.streamAborts, admission: { ...this.admission.stats } }
   }
 
   /** Starts listening (port 0: an ephemeral port). */
@@ -126,7 +222,9 @@ export class OpenAIServer {
       this.server.listen(port, host, () => {
         this.server.off('error', onError)
         const addr = this.server.address() as AddressInfo
-        resolve({ host, port: addr.port, url: urlOf(host, addr.port) })
+        const allowed = this.options.allowedHosts ?? defaultAllowedHosts(host)
+        this.allowedHosts = allowed === 'any' ? 'any' : new Set(allowed.map((h) => h.trim().replace(/^\[|\]$/g, '').toLowerCase()))
+        resolve({ host, port: addr.port, url: urlOf(host, addr.port), warnings: bindWarnings(host, this.apiKeyDigest !== null, allowed) })
       })
     })
   }
@@ -141,8 +239,10 @@ export class OpenAIServer {
       const stopped = new Promise<void>((resolve) => this.server.close(() => resolve()))
       const reason = new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down')
       this.shutdown.abort(reason)
+      this.admission.close()
       for (const request of this.active) request.abort(reason)
       await this.batcher.close()
+      await this.prompts.close()
       await Promise.allSettled([...this.streams])
       this.server.closeAllConnections()
       await stopped
@@ -173,6 +273,7 @@ export class OpenAIServer {
   }
 
   private async route(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    this.checkHost(req)
     const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '') || '/'
     const method = req.method ?? 'GET'
     const allow = (m: string) => {
@@ -185,27 +286,43 @@ export class OpenAIServer {
       allow('GET')
       return this.sendJson(res, 200, { status: 'ok', model: this.name, ...this.stats })
     }
+    this.checkApiKey(req, res)
     if (path === '/v1/models') {
       allow('GET')
       return this.sendJson(res, 200, { object: 'list', data: [this.modelObject()] } satisfies ModelList)
     }
     if (path.startsWith('/v1/models/')) {
       allow('GET')
-      const id = decodeURIComponent(path.slice('/v1/models/'.length))
+      const id = decodePathSegment(path.slice('/v1/models/'.length))
       if (id !== this.name) throw this.unknownModel(id)
       return this.sendJson(res, 200, this.modelObject())
     }
     if (path === '/v1/completions') {
       allow('POST')
-      const spec = parseCompletionRequest(await this.readJson(req), this.limits)
-      return this.serve(this.resolveCompletion(spec), res, signal)
+      return this.serve(parseCompletionRequest(await this.readJson(req, res), this.limits), res, signal)
     }
     if (path === '/v1/chat/completions') {
       allow('POST')
-      const spec = parseChatRequest(await this.readJson(req), this.limits)
-      return this.serve(this.resolveChat(spec), res, signal)
+      return this.serve(parseChatRequest(await this.readJson(req, res), this.limits), res, signal)
     }
     throw new ServeRequestError(404, 'not_found', `no route ${method} ${path}`)
+  }
+
+  /** 403 unless the Host header names this server (a page on another origin that rebinds its DNS to us cannot). */
+  private checkHost(req: IncomingMessage): void {
+    if (this.allowedHosts === 'any') return
+    const host = hostName(req.headers.host ?? '')
+    if (!this.allowedHosts.has(host))
+      throw new ServeRequestError(403, 'host_not_allowed', `Host '${host}' is not allowed; this server answers to ${[...this.allowedHosts].join(', ')} (see allowedHosts / --allowed-hosts)`)
+  }
+
+  /** 401 unless the request carries `Authorization: Bearer <apiKey>` (compared in constant time). */
+  private checkApiKey(req: IncomingMessage, res: ServerResponse): void {
+    if (this.apiKeyDigest === null) return
+    const m = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? '')
+    if (m && timingSafeEqual(digest(m[1].trim()), this.apiKeyDigest)) return
+    res.setHeader('www-authenticate', 'Bearer realm="autodidact"')
+    throw new ServeRequestError(401, 'invalid_api_key', m ? 'the API key is not valid' : 'an API key is required: send Authorization: Bearer <key>')
   }
 
   private modelObject(): ModelObject {
@@ -216,10 +333,18 @@ export class OpenAIServer {
     return new ServeRequestError(404, 'model_not_found', `the model '${id}' does not exist; this server serves '${this.name}'`, 'model')
   }
 
-  /** The body as JSON, at most maxBodyBytes (413 above). */
-  private readJson(req: IncomingMessage): Promise<unknown> {
+  /** The body as JSON, at most maxBodyBytes (413 above); it must be declared application/json (415 otherwise). */
+  private readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
     const limit = this.maxBodyBytes
     const tooLarge = () => new ServeRequestError(413, 'body_too_large', `the request body exceeds ${limit} bytes`)
+    const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase()
+    if (type !== 'application/json') {
+      req.resume()
+      res.setHeader('connection', 'close')
+      return Promise.reject(
+        new ServeRequestError(415, 'unsupported_media_type', `the request body must be sent as Content-Type: application/json, got ${type ? `'${type}'` : 'none'}`),
+      )
+    }
     const declared = Number(req.headers['content-length'])
     if (Number.isFinite(declared) && declared > limit) {
       req.resume() // drain, so the 413 can be read
@@ -258,39 +383,78 @@ export class OpenAIServer {
     if (model !== null && model !== this.name) throw this.unknownModel(model)
   }
 
-  private checkContext(prompts: number[][], maxTokens: number, param: string): void {
+  private contextError(prompt: number, maxTokens: number, param: string, atLeast = false): ServeRequestError {
     const ctx = this.model.config.maxPositionEmbeddings
+    return new ServeRequestError(
+      400,
+      'context_length_exceeded',
+      `this model's maximum context length is ${ctx} tokens; the request asks for ${atLeast ? 'at least ' : ''}${prompt} prompt tokens + ${maxTokens} completion tokens`,
+      param,
+    )
+  }
+
+  private checkContext(prompts: number[][], maxTokens: number, param: string): void {
     const longest = Math.max(...prompts.map((p) => p.length))
-    if (longest + maxTokens > ctx)
+    if (longest + maxTokens > this.model.config.maxPositionEmbeddings) throw this.contextError(longest, maxTokens, param)
+  }
+
+  /** max_tokens a request resolves to before its prompt is known (a chat's default is capped by the context left later). */
+  private requestedMaxTokens(spec: CompletionSpec | ChatSpec): number {
+    return spec.maxTokens ?? (spec.kind === 'chat' ? (this.options.defaultChatMaxTokens ?? 256) : (this.options.defaultCompletionMaxTokens ?? 16))
+  }
+
+  /**
+   * Refuses (400) a request whose reply would pass maxResponseBytes: sequences × max_tokens × the
+   * bytes each token costs with the logprobs asked (a 128-sample, 500-token, top-20 request is a
+   * 128 MiB reply otherwise).
+   */
+  private checkReplySize(spec: CompletionSpec | ChatSpec): void {
+    const sequences = spec.kind === 'chat' ? spec.n : spec.prompts.length * spec.n
+    const top = spec.logprobs
+    const b = REPLY_BYTES
+    const perLogprob = top === null ? 0 : spec.kind === 'chat' ? b.chatLogprob + top * b.chatAlternative : b.completionLogprob + top * b.completionAlternative
+    const perToken = b.text + perLogprob + (spec.stream ? b.streamChunk : 0)
+    const estimate = sequences * (b.choice + this.requestedMaxTokens(spec) * perToken)
+    if (estimate > this.maxResponseBytes)
       throw new ServeRequestError(
         400,
-        'context_length_exceeded',
-        `this model's maximum context length is ${ctx} tokens; the request asks for ${longest} prompt tokens + ${maxTokens} completion tokens`,
-        param,
+        'response_too_large',
+        `this request could produce a reply of about ${(estimate / 2 ** 20).toFixed(1)} MiB (${sequences} sequences × ${this.requestedMaxTokens(spec)} tokens` +
+          `${top === null ? '' : ` with ${top} top logprobs`}); the server sends at most ${(this.maxResponseBytes / 2 ** 20).toFixed(1)} MiB: lower n, max_tokens or logprobs`,
+        top === null ? 'max_tokens' : 'logprobs',
       )
   }
 
-  private resolveCompletion(spec: CompletionSpec): Resolved {
-    this.checkModel(spec.model)
+  /** Before any tokenization: a text prompt whose token count is surely past the context is refused from its length alone. */
+  private precheckContext(spec: CompletionSpec): void {
+    const maxTokens = this.requestedMaxTokens(spec)
+    for (const p of spec.prompts) {
+      const atLeast = typeof p === 'string' ? this.model.tokenizer.minTokens(p) : p.length
+      if (atLeast + maxTokens > this.model.config.maxPositionEmbeddings) throw this.contextError(atLeast, maxTokens, 'max_tokens', typeof p === 'string')
+    }
+  }
+
+  private async resolveCompletion(spec: CompletionSpec): Promise<Resolved> {
     const vocab = this.model.config.vocabSize
-    const prompts = spec.prompts.map((p, i) => {
-      if (typeof p !== 'string') {
-        const bad = p.find((id) => id >= vocab)
-        if (bad !== undefined) throw badRequest('invalid_value', 'prompt', `prompt ${i} holds token id ${bad}, outside the vocabulary [0, ${vocab})`)
-        return p
-      }
-      const ids = this.model.encodePrompt(p)
-      if (ids.length === 0) throw badRequest('invalid_value', 'prompt', `prompt ${i} encodes to no tokens`)
-      return ids
-    })
-    const maxTokens = spec.maxTokens ?? this.options.defaultCompletionMaxTokens ?? 16
+    const prompts = await Promise.all(
+      spec.prompts.map(async (p, i) => {
+        if (typeof p !== 'string') {
+          const bad = p.find((id) => id >= vocab)
+          if (bad !== undefined) throw badRequest('invalid_value', 'prompt', `prompt ${i} holds token id ${bad}, outside the vocabulary [0, ${vocab})`)
+          return p
+        }
+        const ids = await this.prompts.encode(p)
+        if (ids.length === 0) throw badRequest('invalid_value', 'prompt', `prompt ${i} encodes to no tokens`)
+        return ids
+      }),
+    )
+    const maxTokens = this.requestedMaxTokens(spec)
     this.checkContext(prompts, maxTokens, 'max_tokens')
     return { spec, prompts, maxTokens }
   }
 
-  private resolveChat(spec: ChatSpec): Resolved {
-    this.checkModel(spec.model)
-    const ids = this.model.encodePrompt({ messages: spec.messages })
+  private async resolveChat(spec: ChatSpec): Promise<Resolved> {
+    const ids = await this.prompts.encodeChat(this.model.tokenizer.chatRender(spec.messages, { addGenerationPrompt: true, limits: this.options.templateLimits }))
     if (ids.length === 0) throw badRequest('invalid_value', 'messages', 'the conversation renders to no tokens')
     const left = this.model.config.maxPositionEmbeddings - ids.length
     const maxTokens = spec.maxTokens ?? Math.min(this.options.defaultChatMaxTokens ?? 256, Math.max(left, 1))
@@ -298,8 +462,19 @@ export class OpenAIServer {
     return { spec, prompts: [ids], maxTokens }
   }
 
-  private serve(r: Resolved, res: ServerResponse, signal: AbortSignal): Promise<void> {
-    return r.spec.stream ? this.serveStream(r, res, signal) : this.serveWhole(r, res, signal)
+  /** Checks what costs nothing, waits for admission, prepares the prompts off the main thread, then generates. */
+  private async serve(spec: CompletionSpec | ChatSpec, res: ServerResponse, signal: AbortSignal): Promise<void> {
+    this.checkModel(spec.model)
+    this.checkReplySize(spec)
+    if (spec.kind === 'completion') this.precheckContext(spec)
+    const sequences = spec.kind === 'chat' ? spec.n : spec.prompts.length * spec.n
+    const release = await this.admission.acquire(sequences, signal, sequences * this.requestedMaxTokens(spec))
+    try {
+      const r = spec.kind === 'chat' ? await this.resolveChat(spec) : await this.resolveCompletion(spec)
+      await (spec.stream ? this.serveStream(r, res, signal) : this.serveWhole(r, res, signal))
+    } finally {
+      release()
+    }
   }
 
   private usage(r: Resolved, completions: Completion[]): Usage {
@@ -465,8 +640,46 @@ export class OpenAIServer {
       return
     }
     if (e.status === 413) res.setHeader('connection', 'close')
+    if (e.status === 429 || e.status === 503) res.setHeader('retry-after', '1')
     this.sendJson(res, e.status, errorBody(e))
   }
+}
+
+function digest(key: string): Buffer {
+  return createHash('sha256').update(key, 'utf8').digest()
+}
+
+/** A path segment percent-decoded; a malformed escape is the client's error (400), not a crash (500). */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    throw new ServeRequestError(400, 'invalid_path', `the path segment '${segment}' has a malformed percent-encoding`)
+  }
+}
+
+/**
+ * Answers what Node's HTTP parser refuses before a request exists, as JSON like every other
+ * refusal: headers past maxHeaderBytes (431), headers or body too slow (408), anything else
+ * unparsable (400). The connection is closed after.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  const started = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true
+  if (!socket.writable || started || err.code === 'ECONNRESET') {
+    socket.destroy()
+    return
+  }
+  const [status, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', 'the request headers are too large'] as const
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'ERR_HTTP_HEADERS_TIMEOUT'
+        ? [408, 'request_timeout', 'the request (headers or body) took too long to arrive'] as const
+        : [400, 'invalid_value', `the request could not be parsed (${err.code ?? 'malformed HTTP'})`] as const
+  const body = JSON.stringify(errorBody(new ServeRequestError(status, code, message)))
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  )
 }
 
 /** A server over `options.model` (not yet listening). */

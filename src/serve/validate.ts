@@ -218,6 +218,9 @@ function messageContent(content: unknown, i: number): string {
   throw badRequest('invalid_type', `messages[${i}].content`, `messages[${i}].content must be a string or an array of text parts, got ${typeName(content)}`)
 }
 
+/** The roles a chat message may have (a template given another role may render it as anything). */
+export const CHAT_ROLES: readonly string[] = ['system', 'user', 'assistant', 'tool']
+
 function messagesField(body: Body): ChatMessage[] {
   const v = body.messages
   if (v === undefined || v === null) throw badRequest('missing_field', 'messages', `'messages' is required`)
@@ -226,6 +229,8 @@ function messagesField(body: Body): ChatMessage[] {
   return v.map((m, i) => {
     if (!isObject(m)) throw badRequest('invalid_type', `messages[${i}]`, `messages[${i}] must be an object, got ${typeName(m)}`)
     if (typeof m.role !== 'string' || m.role.length === 0) throw badRequest('invalid_type', `messages[${i}].role`, `messages[${i}].role must be a non-empty string`)
+    if (!CHAT_ROLES.includes(m.role))
+      throw badRequest('invalid_value', `messages[${i}].role`, `messages[${i}].role must be one of ${CHAT_ROLES.join(', ')}, got '${m.role}'`)
     const out: ChatMessage = { role: m.role, content: messageContent(m.content, i) }
     if (typeof m.name === 'string') out.name = m.name
     return out

@@ -1,10 +1,100 @@
 // Atomic file writes: write a temporary file in the destination's directory, fsync it, rename it
 // over the destination, fsync the directory. A crash or an error leaves either the old file or the
-// new one, never a half-written one, and no temporary file behind.
+// new one, never a half-written one, and no temporary file behind: an error removes it, a signal
+// handler can (removeLiveTempsSync), and a later write removes what a kill -9 left
+// (removeStaleTemps). Targets that are not regular files are refused (checkOutputTarget).
 
 import { randomBytes } from 'node:crypto'
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { rmSync } from 'node:fs'
+import { lstat, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
+
+import { AutodidactError, OutputFileError, type OutputFileReason } from '../errors.js'
+import { describeFsError, fileKind } from './files.js'
+
+/** Temporary files and folders this process is writing, removed on commit or discard; what a signal handler cleans. */
+const liveTemps = new Set<string>()
+
+/** Marks a temporary path as this process's to clean up should it be stopped by a signal. */
+export function registerTemp(path: string): void {
+  liveTemps.add(path)
+}
+
+export function unregisterTemp(path: string): void {
+  liveTemps.delete(path)
+}
+
+/**
+ * Removes, synchronously, every temporary file and folder this process is still writing: for a
+ * SIGINT/SIGTERM handler, so that an interrupted export leaves no hidden temporary behind.
+ */
+export function removeLiveTempsSync(): void {
+  for (const p of liveTemps) {
+    try {
+      rmSync(p, { recursive: true, force: true })
+    } catch {
+      // best effort: the process is going away
+    }
+  }
+  liveTemps.clear()
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/**
+ * Removes temporary siblings of `target` (tempPathFor's `.<name>.<pid>.<tag>.tmp`) whose process no
+ * longer exists: what a kill -9 in the middle of a write leaves. Returns the paths removed.
+ */
+export async function removeStaleTemps(target: string): Promise<string[]> {
+  const dir = dirname(target)
+  const name = basename(target).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  const pattern = new RegExp(`^\\.${name}\\.(\\d+)\\.[0-9a-f]{12}\\.tmp$`)
+  const removed: string[] = []
+  for (const entry of await readdir(dir).catch(() => [] as string[])) {
+    const m = pattern.exec(entry)
+    if (!m || Number(m[1]) === process.pid || isAlive(Number(m[1]))) continue
+    await unlink(join(dir, entry)).then(
+      () => removed.push(join(dir, entry)),
+      () => undefined,
+    )
+  }
+  return removed
+}
+
+/**
+ * Refuses (OutputFileError 'not-regular') to write over anything but a regular file (`kind`
+ * 'file') or a real folder ('directory'): a FIFO, device node, socket or symbolic link at the
+ * target is never replaced (renaming over /dev/null as root would replace the device).
+ */
+export async function checkOutputTarget(target: string, kind: 'file' | 'directory' = 'file'): Promise<void> {
+  let st
+  try {
+    st = await lstat(target)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw asOutputFileError(e, target, 'inspect it')
+  }
+  const ok = kind === 'file' ? st.isFile() : st.isDirectory()
+  if (!ok) {
+    throw new OutputFileError(target, 'not-regular', `${target}: is ${st.isFile() ? 'a regular file' : fileKind(st)}, not ${kind === 'file' ? 'a regular file' : 'a folder'}: refused, nothing was written`)
+  }
+}
+
+const REASONS: Record<string, OutputFileReason> = { ENOSPC: 'no-space', EDQUOT: 'no-space', EACCES: 'permission', EPERM: 'permission', EROFS: 'permission' }
+
+/** A system error while writing `file` as an OutputFileError naming it in words; any other error unchanged. */
+export function asOutputFileError(e: unknown, file: string, verb = 'write it'): unknown {
+  const code = (e as NodeJS.ErrnoException)?.code
+  if (e instanceof AutodidactError || typeof code !== 'string' || !code.startsWith('E')) return e
+  return new OutputFileError(file, REASONS[code] ?? 'io', describeFsError(file, e, verb), code, { cause: e })
+}
 
 /** A temporary sibling path of `target`, hidden, unique to this process and call. */
 export function tempPathFor(target: string): string {
@@ -43,6 +133,7 @@ export async function writeTemp(target: string, fill: (fh: FileHandle) => Promis
   let fh: FileHandle | undefined
   try {
     fh = await open(tmp, 'wx', 0o644)
+    registerTemp(tmp)
     await fill(fh)
     await fh.sync()
     await fh.close()
@@ -51,6 +142,7 @@ export async function writeTemp(target: string, fill: (fh: FileHandle) => Promis
   } catch (err) {
     await fh?.close().catch(() => undefined)
     await removeQuietly(tmp)
+    unregisterTemp(tmp)
     throw err
   }
 }
@@ -62,9 +154,13 @@ export async function commitTemps(pairs: ReadonlyArray<readonly [tmp: string, ta
     for (; i < pairs.length; i++) {
       const [tmp, target] = pairs[i]
       await rename(tmp, target)
+      unregisterTemp(tmp)
     }
   } catch (err) {
-    for (let j = i; j < pairs.length; j++) await removeQuietly(pairs[j][0])
+    for (let j = i; j < pairs.length; j++) {
+      await removeQuietly(pairs[j][0])
+      unregisterTemp(pairs[j][0])
+    }
     throw err
   }
   const dirs = new Set(pairs.map(([, t]) => dirname(t)))
@@ -73,7 +169,10 @@ export async function commitTemps(pairs: ReadonlyArray<readonly [tmp: string, ta
 
 /** Remove temporary files (after a failure before commit). */
 export async function discardTemps(paths: Iterable<string>): Promise<void> {
-  for (const p of paths) await removeQuietly(p)
+  for (const p of paths) {
+    await removeQuietly(p)
+    unregisterTemp(p)
+  }
 }
 
 /** Atomically replace `target` with what `fill` writes. */

@@ -2,7 +2,7 @@
 // family (LlamaConfig, Qwen2Config, Qwen3Config), and the list of tensors such a model has
 // (names and [out, in] shapes as transformers saves them).
 
-import { ConfigError, MissingTensorError, TensorShapeError, UnsupportedArchitectureError } from '../errors.js'
+import { ConfigError, MissingTensorError, ResourceLimitError, TensorShapeError, UnsupportedArchitectureError } from '../errors.js'
 import type { Architecture, Llama3RopeScaling, ModelConfig, TensorRef } from '../types.js'
 
 /** What sits on top of the decoder: the LM head, or a sequence-classification score head. */
@@ -254,15 +254,16 @@ export function parseModelConfig(json: unknown, filePath: string): ModelConfig {
   // Sliding-window attention (Qwen2/Qwen3 option): reject if any layer would use it.
   if (fam.architecture !== 'llama') {
     const useSliding = bool(cfg, 'use_sliding_window', file, false)
-    let layerTypes: unknown = cfg.layer_types
-    if (layerTypes === undefined || layerTypes === null) {
-      const maxWindowLayers = has(cfg, 'max_window_layers') ? Number(cfg.max_window_layers) : 28
-      const window = cfg.sliding_window === undefined ? 4096 : cfg.sliding_window
-      layerTypes = Array.from({ length: numLayers }, (_, i) =>
-        useSliding && window !== null && i >= maxWindowLayers ? 'sliding_attention' : 'full_attention',
-      )
-    }
-    if (Array.isArray(layerTypes) && layerTypes.some((t) => t !== 'full_attention')) {
+    const layerTypes: unknown = cfg.layer_types
+    // transformers makes layers i >= max_window_layers sliding when use_sliding_window is set
+    // (decided without listing the layers: num_hidden_layers is not trusted yet)
+    const maxWindowLayers = has(cfg, 'max_window_layers') ? Number(cfg.max_window_layers) : 28
+    const window = cfg.sliding_window === undefined ? 4096 : cfg.sliding_window
+    const someSliding =
+      layerTypes === undefined || layerTypes === null
+        ? useSliding && window !== null && Math.ceil(maxWindowLayers) < numLayers // some integer layer i ≥ max_window_layers
+        : Array.isArray(layerTypes) && layerTypes.some((t) => t !== 'full_attention')
+    if (someSliding) {
       unsupported(file, 'sliding_window', 'sliding-window attention layers (use_sliding_window / layer_types) are not supported')
     }
   }
@@ -371,8 +372,78 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((d, i) => d === b[i])
 }
 
+// ---------------------------------------------------------------------------------------------
+// Limits: what config.json may ask for, relative to the checkpoint on disk
+
+/** Tensors each decoder layer has with this config (see expectedTensors). */
+function tensorsPerLayer(config: ModelConfig): number {
+  return 9 + (config.qkvBias ? 3 : 0) + (config.oBias ? 1 : 0) + (config.qkNorm ? 2 : 0)
+}
+
+/** Parameters the config implies, in float64 (it may exceed 2^53 for an absurd config; that only makes it larger). */
+export function impliedParameterCount(config: ModelConfig, head?: ModelHead): number {
+  const { hiddenSize: H, intermediateSize: I, numHeads, numKvHeads, headDim: D, vocabSize: V } = config
+  const q = numHeads * D
+  const kv = numKvHeads * D
+  let layer = 2 * H + q * H + 2 * kv * H + H * q + 3 * I * H
+  if (config.qkvBias) layer += q + 2 * kv
+  if (config.oBias) layer += H
+  if (config.qkNorm) layer += 2 * D
+  const h = head ?? (isSequenceClassification(config) ? { kind: 'sequence-classification', numLabels: 2, padTokenId: null } : { kind: 'causal-lm' })
+  const top = h.kind === 'sequence-classification' ? h.numLabels * H : config.tieWordEmbeddings ? 0 : V * H
+  return V * H + config.numLayers * layer + H + top
+}
+
+/**
+ * How far past the checkpoint a config may reach before it is refused outright: a config a little
+ * off (a layer too many, a wrong hidden size) gets the precise MissingTensorError /
+ * TensorShapeError of validateTensors; one far off is not listed at all.
+ */
+const TENSOR_COUNT_SLACK = { factor: 2, plus: 16 }
+const PARAMETER_COUNT_SLACK = { factor: 16, plus: 1 << 20 }
+
+/**
+ * Refuses a config that asks for far more than the checkpoint holds, before anything proportional
+ * to its sizes is built: the tensor count (layers × tensors per layer) against the tensors in the
+ * header, and the parameter count (layers × dims, vocabulary × hidden) against the elements on
+ * disk. A real checkpoint has both equal; `num_hidden_layers: 1e9` fails here instead of listing a
+ * billion layers' tensors (a V8 heap abort).
+ */
+export function checkConfigFitsCheckpoint(config: ModelConfig, refs: readonly TensorRef[], opts: { head?: ModelHead; configFile?: string } = {}): void {
+  const file = opts.configFile ?? 'config.json'
+  const h = opts.head
+  const headTensors = h?.kind === 'sequence-classification' || (!h && isSequenceClassification(config)) ? 1 : config.tieWordEmbeddings ? 0 : 1
+  const tensors = 2 + headTensors + config.numLayers * tensorsPerLayer(config)
+  if (tensors > TENSOR_COUNT_SLACK.factor * refs.length + TENSOR_COUNT_SLACK.plus) {
+    throw new ResourceLimitError(
+      'model-size',
+      file,
+      `${file}: num_hidden_layers ${config.numLayers} needs ${tensors} tensors but the checkpoint holds ${refs.length}: ` +
+        'config.json and the weights do not belong together',
+    )
+  }
+  let onDisk = 0
+  for (const r of refs) onDisk += r.nbytes / dtypeBytesOf(r.dtype)
+  const needed = impliedParameterCount(config, h)
+  if (needed > PARAMETER_COUNT_SLACK.factor * onDisk + PARAMETER_COUNT_SLACK.plus) {
+    throw new ResourceLimitError(
+      'model-size',
+      file,
+      `${file}: its sizes (vocab_size ${config.vocabSize}, hidden_size ${config.hiddenSize}, intermediate_size ${config.intermediateSize}, ` +
+        `${config.numLayers} layers, ${config.numHeads}×${config.headDim} heads) need ${needed} parameters but the checkpoint holds ${onDisk}: ` +
+        'config.json and the weights do not belong together',
+    )
+  }
+}
+
+function dtypeBytesOf(dtype: TensorRef['dtype']): number {
+  return dtype === 'F32' ? 4 : 2
+}
+
 export interface ValidateTensorsOptions {
   head?: ModelHead
+  /** config.json, named when the config asks for more than the checkpoint holds. */
+  configFile?: string
   /**
    * File named when a tensor is missing (model.safetensors or the index). Defaults to the files
    * the refs come from.
@@ -389,6 +460,7 @@ export interface ValidateTensorsOptions {
 export function validateTensors(config: ModelConfig, refs: readonly TensorRef[], opts: ValidateTensorsOptions = {}): string[] {
   const byName = new Map(refs.map((r) => [r.name, r]))
   const source = opts.source ?? ([...new Set(refs.map((r) => r.file))].join(', ') || 'the checkpoint')
+  checkConfigFitsCheckpoint(config, refs, { head: opts.head, configFile: opts.configFile })
   const expected = expectedTensors(config, opts.head)
   const known = new Set(expected.map((e) => e.name))
   for (const e of expected) {

@@ -3,14 +3,15 @@
 // generation_config.json. Reads headers only; tensor bytes stay on disk for the engine.
 
 import { constants as fsConstants } from 'node:fs'
-import { access, readFile, stat } from 'node:fs/promises'
+import { access, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 
 import { ConfigError, TokenizerError } from '../errors.js'
 import { Tokenizer } from '../tokenizer.js'
 import type { ModelConfig, TensorRef } from '../types.js'
 import { parseModelConfig, parseModelHead, validateTensors, type ModelHead } from './config.js'
-import { readSafetensorsHeader, readSafetensorsIndex, readSafetensorsRefs } from './safetensors.js'
+import { MAX_JSON_FILE_BYTES, readRegularFile } from './files.js'
+import { checkFiniteTensors, readSafetensorsHeader, readSafetensorsIndex, readSafetensorsRefs } from './safetensors.js'
 
 /** generation_config.json, loosely typed: the fields samplers use, plus whatever else it holds. */
 export interface GenerationConfig {
@@ -53,23 +54,36 @@ async function exists(p: string): Promise<boolean> {
 }
 
 async function readJson(path: string, what: string): Promise<unknown> {
-  let text: string
+  const bytes = await readRegularFile(path, MAX_JSON_FILE_BYTES, (problem, message, cause) =>
+    new ConfigError(path, null, problem === 'not-found' ? `${path}: not found; a model folder needs ${what}` : message, { cause }),
+  )
   try {
-    text = await readFile(path, 'utf8')
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code
-    throw new ConfigError(
-      path,
-      null,
-      code === 'ENOENT' ? `${path}: not found; a model folder needs ${what}` : `${path}: cannot read: ${(e as Error).message}`,
-      { cause: e },
-    )
-  }
-  try {
-    return JSON.parse(text)
+    return JSON.parse(bytes.toString('utf8'))
   } catch (e) {
     throw new ConfigError(path, null, `${path}: not valid JSON (${(e as Error).message})`, { cause: e })
   }
+}
+
+/**
+ * Checkpoint tensors a model never reads that are known to be harmless: RoPE inverse-frequency
+ * buffers older transformers saved (transformers' `_keys_to_ignore_on_load_unexpected`).
+ */
+const HARMLESS_EXTRA = /(^|\.)rotary_emb\.inv_freq$/
+
+/** A warning naming the checkpoint tensors the config does not use, as transformers warns on load (null: none). */
+export function unusedWeightsWarning(weightsPath: string, extraTensors: readonly string[]): string | null {
+  const unused = extraTensors.filter((n) => !HARMLESS_EXTRA.test(n))
+  if (unused.length === 0) return null
+  const shown = unused.slice(0, 8).map((n) => `"${n}"`).join(', ')
+  const more = unused.length > 8 ? ` and ${unused.length - 8} more` : ''
+  return `${weightsPath}: ${unused.length} tensor${unused.length === 1 ? '' : 's'} of the checkpoint ${unused.length === 1 ? 'is' : 'are'} not used by the model config.json describes: ${shown}${more}`
+}
+
+export interface ReadModelFolderOptions {
+  /** Scan the tensors the model uses for NaN/Inf (a SafetensorsError 'non-finite'). Default true. */
+  checkFinite?: boolean
+  /** Emit a process warning naming checkpoint tensors the model does not use. Default true. */
+  warnUnused?: boolean
 }
 
 /**
@@ -77,7 +91,7 @@ async function readJson(path: string, what: string): Promise<unknown> {
  * UnsupportedArchitectureError (config.json), SafetensorsError / MissingTensorError /
  * TensorShapeError (weights), TokenizerError (tokenizer files).
  */
-export async function readModelFolder(dir: string): Promise<ModelFolder> {
+export async function readModelFolder(dir: string, options: ReadModelFolderOptions = {}): Promise<ModelFolder> {
   let isDir = false
   try {
     isDir = (await stat(dir)).isDirectory()
@@ -106,7 +120,13 @@ export async function readModelFolder(dir: string): Promise<ModelFolder> {
     tensors = await readSafetensorsRefs(dir)
     weightsPath = single
   }
-  const extraTensors = validateTensors(config, tensors, { head, source: weightsPath })
+  const extraTensors = validateTensors(config, tensors, { head, source: weightsPath, configFile: configPath })
+  if (options.checkFinite ?? true) {
+    const extra = new Set(extraTensors)
+    await checkFiniteTensors(tensors.filter((t) => !extra.has(t.name)))
+  }
+  const unused = options.warnUnused === false ? null : unusedWeightsWarning(weightsPath, extraTensors)
+  if (unused) process.emitWarning(unused, { type: 'AutodidactWarning', code: 'AUTODIDACT_UNUSED_WEIGHTS' })
 
   const genPath = join(dir, 'generation_config.json')
   let generationConfig: GenerationConfig | null = null

@@ -7,13 +7,14 @@
 // are atomic.
 
 import { constants as fsConstants } from 'node:fs'
-import { access, open, readdir, readFile, stat, unlink, type FileHandle } from 'node:fs/promises'
+import { access, readdir, stat, unlink, type FileHandle } from 'node:fs/promises'
 import { endianness } from 'node:os'
 import { basename, dirname, isAbsolute, join, normalize, sep } from 'node:path'
 
 import { InvalidArgumentError, MissingTensorError, SafetensorsError } from '../errors.js'
 import type { TensorDtype, TensorRef } from '../types.js'
 import { commitTemps, discardTemps, fsyncDir, writeAll, writeFileAtomic, writeTemp } from './atomic.js'
+import { describeFsError, MAX_JSON_FILE_BYTES, openRegularFile, readExactly, readRegularFile, type FileErrorFactory } from './files.js'
 
 if (endianness() !== 'LE') {
   // safetensors is little-endian and we view file bytes through typed arrays.
@@ -84,8 +85,53 @@ function numel(shape: readonly number[]): number {
 }
 
 /**
+ * The first key any object in `text` (valid JSON) names twice, or null. JSON.parse keeps the last
+ * of duplicate keys silently; a safetensors header with two entries of one name is corrupt.
+ */
+export function findDuplicateKey(text: string): string | null {
+  const keys: Array<Set<string> | null> = [] // per open container: an object's keys, or null for an array
+  let expectKey = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22 /* " */) {
+      let j = i + 1
+      while (j < text.length && text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c /* \ */ ? 2 : 1
+      const top = keys[keys.length - 1]
+      if (expectKey && top) {
+        const key = JSON.parse(text.slice(i, j + 1)) as string
+        if (top.has(key)) return key
+        top.add(key)
+        expectKey = false
+      }
+      i = j
+    } else if (c === 0x7b /* { */) {
+      keys.push(new Set())
+      expectKey = true
+    } else if (c === 0x5b /* [ */) {
+      keys.push(null)
+      expectKey = false
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
+      keys.pop()
+      expectKey = false
+    } else if (c === 0x2c /* , */) {
+      expectKey = keys[keys.length - 1] !== null
+    }
+  }
+  return null
+}
+
+/**
  * Validate a header's JSON bytes against the file's size and return its tensors. Pure: the
  * caller read the 8-byte length and the JSON; `fileSize` is the whole file's size.
+ *
+ * The framing rules are the reference implementation's (huggingface/safetensors,
+ * safetensors/src/tensor.rs: `SafeTensors::read_metadata` and `Metadata::validate`): the header is
+ * UTF-8 JSON starting with `{` (no BOM, no leading junk); sorted by data_offsets, every tensor starts
+ * exactly where the previous one ended (the first at 0) and spans dtype size × Π shape bytes; and
+ * the last one ends exactly at the end of the file ("MetadataIncompleteBuffer" otherwise). So no
+ * gap, no overlap, no leading padding and no trailing bytes; a header length off by one shifts the
+ * data section and is caught by the last rule. We also refuse duplicate keys, which the reference's
+ * map keeps only one of (and then fails on the uncovered bytes).
  */
 export function parseSafetensorsHeader(
   file: string,
@@ -101,12 +147,14 @@ export function parseSafetensorsHeader(
 
   let text: string
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(headerJson)
+    // ignoreBOM keeps a byte-order mark in the text, so that it fails the "{" check as in the reference
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(headerJson)
   } catch (e) {
     fail(file, null, 'json', 'header is not valid UTF-8: the file is corrupt or not a safetensors file', e)
   }
   if (!text.startsWith('{')) {
-    fail(file, null, 'json', 'header does not start with "{": the file is corrupt or not a safetensors file')
+    const what = text.startsWith('\uFEFF') ? 'starts with a byte-order mark' : 'does not start with "{"'
+    fail(file, null, 'json', `header ${what}: the file is corrupt or not a safetensors file`)
   }
   let json: unknown
   try {
@@ -117,6 +165,8 @@ export function parseSafetensorsHeader(
   if (json === null || typeof json !== 'object' || Array.isArray(json)) {
     fail(file, null, 'header', 'header JSON is not an object')
   }
+  const duplicate = findDuplicateKey(text)
+  if (duplicate !== null) fail(file, duplicate, 'duplicate', `header names "${duplicate}" twice: the file is corrupt`)
 
   let metadata: Record<string, string> | null = null
   const tensors: TensorRef[] = []
@@ -151,7 +201,7 @@ export function parseSafetensorsHeader(
     ) {
       fail(file, name, 'offsets', `tensor "${name}": "data_offsets" must be two non-negative integers, got ${JSON.stringify(offsets)}`)
     }
-    if (!(dtype in DTYPE_BYTES)) {
+    if (!Object.prototype.hasOwnProperty.call(DTYPE_BYTES, dtype)) {
       fail(file, name, 'dtype', `tensor "${name}" has unknown dtype "${dtype}"`)
     }
     if (!(SUPPORTED_DTYPES as readonly string[]).includes(dtype)) {
@@ -188,9 +238,16 @@ export function parseSafetensorsHeader(
       nbytes: end - begin,
     })
   }
+  checkTiling(file, ranges, dataSize, fileSize)
+  return { file, fileSize, headerLength, dataStart, metadata, tensors }
+}
 
-  // Bounds: a header whose ranges tile [0, maxEnd) with no gap but a file too short for them is a
-  // cut-off file; otherwise the offsets themselves are wrong.
+/**
+ * Metadata::validate of the reference: sorted by (begin, end), each range starts where the last
+ * ended, and together they cover the data section exactly. Each failure is named by what it
+ * most likely means (a cut-off download, a corrupt header, a wrong header length).
+ */
+function checkTiling(file: string, ranges: Array<{ name: string; begin: number; end: number }>, dataSize: number, fileSize: number): void {
   const sorted = ranges.slice().sort((a, b) => a.begin - b.begin || a.end - b.end)
   let tiled = true
   let cursor = 0
@@ -198,70 +255,67 @@ export function parseSafetensorsHeader(
     if (r.begin !== cursor) tiled = false
     cursor = Math.max(cursor, r.end)
   }
-  for (const r of sorted) {
-    if (r.end > dataSize) {
-      if (tiled) {
-        fail(
-          file,
-          r.name,
-          'truncated',
-          `file is truncated: tensor "${r.name}" needs data bytes [${r.begin}, ${r.end}) but the file holds only ` +
-            `${dataSize} data bytes (${fileSize} bytes in all; the header describes ${cursor}). Re-download or re-save it.`,
-        )
-      }
-      fail(
-        file,
-        r.name,
-        'offsets',
-        `tensor "${r.name}": data_offsets [${r.begin}, ${r.end}] lie outside the data section (${dataSize} bytes): ` +
-          'the header is corrupt or the file is truncated',
-      )
-    }
+  // Past the end: a header whose ranges tile [0, end) is a cut-off file; otherwise the offsets are wrong.
+  const outside = sorted.find((r) => r.end > dataSize)
+  if (outside && tiled) {
+    fail(
+      file,
+      outside.name,
+      'truncated',
+      `file is truncated: tensor "${outside.name}" needs data bytes [${outside.begin}, ${outside.end}) but the file holds only ` +
+        `${dataSize} data bytes (${fileSize} bytes in all; the header describes ${cursor}). Re-download or re-save it.`,
+    )
   }
+  if (outside) {
+    fail(
+      file,
+      outside.name,
+      'offsets',
+      `tensor "${outside.name}": data_offsets [${outside.begin}, ${outside.end}] lie outside the data section (${dataSize} bytes): ` +
+        'the header is corrupt or the file is truncated',
+    )
+  }
+  let end = 0
   let prev: { name: string; begin: number; end: number } | null = null
   for (const r of sorted) {
-    if (r.begin === r.end) continue // empty tensors occupy no bytes
-    if (prev !== null && r.begin < prev.end) {
-      fail(
-        file,
-        r.name,
-        'overlap',
-        `tensors "${prev.name}" [${prev.begin}, ${prev.end}) and "${r.name}" [${r.begin}, ${r.end}) overlap: the header is corrupt`,
-      )
+    if (r.begin < end) {
+      fail(file, r.name, 'overlap', `tensors "${prev!.name}" [${prev!.begin}, ${prev!.end}) and "${r.name}" [${r.begin}, ${r.end}) overlap: the header is corrupt`)
     }
+    if (r.begin > end) {
+      const where = prev === null ? 'before the first tensor' : `between "${prev.name}" and "${r.name}"`
+      fail(file, r.name, 'gap', `data bytes [${end}, ${r.begin}) ${where} belong to no tensor: the header is corrupt`)
+    }
+    end = r.end
     prev = r
   }
-
-  return { file, fileSize, headerLength, dataStart, metadata, tensors }
-}
-
-async function readExactly(fh: FileHandle, into: Uint8Array, position: number): Promise<number> {
-  let got = 0
-  while (got < into.byteLength) {
-    const { bytesRead } = await fh.read(into, got, into.byteLength - got, position + got)
-    if (bytesRead === 0) break
-    got += bytesRead
+  if (end < dataSize) {
+    fail(
+      file,
+      null,
+      'trailing',
+      `${dataSize - end} bytes follow the last tensor (the header describes ${end} data bytes, the file holds ${dataSize}): ` +
+        'the header length is wrong or the file is corrupt',
+    )
   }
-  return got
 }
 
 function ioFail(file: string, e: unknown, what: string): never {
   const code = (e as NodeJS.ErrnoException)?.code
   if (code === 'ENOENT') fail(file, null, 'not-found', 'no such file', e)
-  if (code === 'EISDIR') fail(file, null, 'io', 'is a directory, not a safetensors file', e)
-  fail(file, null, 'io', `cannot ${what}: ${(e as Error)?.message ?? String(e)}`, e)
+  if (code === 'EISDIR') fail(file, null, 'not-regular', 'is a directory, not a safetensors file', e)
+  fail(file, null, 'io', describeFsError(file, e, what).slice(file.length + 2), e)
+}
+
+/** The typed error for a file problem of a safetensors file. */
+function fileError(file: string): FileErrorFactory {
+  return (problem, message, cause) =>
+    new SafetensorsError(file, null, problem === 'too-large' ? 'io' : problem, message, cause === undefined ? undefined : { cause })
 }
 
 /** Read and validate the header of one .safetensors file (the tensor data is not read). */
 export async function readSafetensorsHeader(file: string): Promise<SafetensorsHeader> {
-  let fh: FileHandle
+  const { fh, size } = await openRegularFile(file, fileError(file))
   try {
-    fh = await open(file, 'r')
-  } catch (e) {
-    ioFail(file, e, 'open it')
-  }
-  try {
-    const { size } = await fh.stat()
     if (size < 8) {
       fail(file, null, 'truncated', `file is ${size} bytes, too short for a safetensors header: it is truncated or empty`)
     }
@@ -309,12 +363,7 @@ export interface SafetensorsIndex {
 
 /** Read a `model.safetensors.index.json` and the headers of all shards it lists. */
 export async function readSafetensorsIndex(indexFile: string): Promise<SafetensorsIndex> {
-  let text: string
-  try {
-    text = await readFile(indexFile, 'utf8')
-  } catch (e) {
-    ioFail(indexFile, e, 'read it')
-  }
+  const text = (await readRegularFile(indexFile, MAX_JSON_FILE_BYTES, fileError(indexFile))).toString('utf8')
   let json: unknown
   try {
     json = JSON.parse(text)
@@ -527,12 +576,7 @@ export function decodeToFloat32(dtype: TensorDtype, bytes: Uint8Array): Float32A
 
 /** The raw bytes of one tensor. */
 export async function readTensorBytes(ref: TensorRef): Promise<Uint8Array> {
-  let fh: FileHandle
-  try {
-    fh = await open(ref.file, 'r')
-  } catch (e) {
-    ioFail(ref.file, e, 'open it')
-  }
+  const { fh } = await openRegularFile(ref.file, fileError(ref.file))
   try {
     const buf = new Uint8Array(ref.nbytes)
     const got = await readExactly(fh, buf, ref.offset)
@@ -545,6 +589,102 @@ export async function readTensorBytes(ref: TensorRef): Promise<Uint8Array> {
     ioFail(ref.file, e, `read tensor "${ref.name}"`)
   } finally {
     await fh.close().catch(() => undefined)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Finite weights
+
+/** Bytes read at a time when scanning tensors for NaN/Inf (a multiple of 4). */
+const SCAN_CHUNK_BYTES = 16 << 20
+
+/** Per 32-bit word shifted right by one (so the arithmetic stays in int32): exponent mask, its lowest bit, the bit past it. */
+const NON_FINITE_TEST: Record<TensorDtype, { exp: number; one: number; carry: number; perWord: 1 | 2; half: number }> = {
+  F32: { exp: 0x3fc00000, one: 0x00400000, carry: 0x40000000, perWord: 1, half: 0 },
+  BF16: { exp: 0x3fc03fc0, one: 0x00400040, carry: 0x40004000, perWord: 2, half: 0x7f80 },
+  F16: { exp: 0x3e003e00, one: 0x02000200, carry: 0x40004000, perWord: 2, half: 0x7c00 },
+}
+
+/**
+ * Index of the first NaN or ±Inf among `bytes` (little-endian `dtype` values), or −1. An IEEE value
+ * is non-finite exactly when its exponent bits are all ones, and then adding one at the exponent's
+ * lowest bit carries out of the exponent: so a 32-bit word (one f32, or two 16-bit values) is tested
+ * with a shift, a mask, an add and an AND, a block of words at a time; only a block with a hit is
+ * searched word by word.
+ */
+export function firstNonFinite(dtype: TensorDtype, data: Uint8Array): number {
+  const bytes = data.byteOffset % 4 === 0 ? data : data.slice()
+  const words = new Int32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 2)
+  const { exp, one, carry, perWord, half } = NON_FINITE_TEST[dtype]
+  const BLOCK = 4096
+  for (let start = 0; start < words.length; start += BLOCK) {
+    const end = Math.min(words.length, start + BLOCK)
+    let hit = 0
+    for (let i = start; i < end; i++) hit |= (((words[i] >>> 1) & exp) + one) & carry
+    if (hit === 0) continue
+    for (let i = start; i < end; i++) {
+      const h = (((words[i] >>> 1) & exp) + one) & carry
+      if (h !== 0) return perWord === 1 ? i : (h & 0x4000) !== 0 ? 2 * i : 2 * i + 1
+    }
+  }
+  if (perWord === 2 && bytes.byteLength & 2) {
+    const last = bytes[bytes.byteLength - 2] | (bytes[bytes.byteLength - 1] << 8)
+    if ((last & half) === half) return 2 * words.length
+  }
+  return -1
+}
+
+/**
+ * Throws SafetensorsError('non-finite') naming the first tensor of `refs` that holds a NaN or ±Inf,
+ * its element and value. A non-finite weight can only make every logit it reaches NaN (and a
+ * training step NaN everywhere): the file is corrupt or saved from a diverged run, so it is an
+ * error, not a warning. Reads each file once, in order, a chunk at a time.
+ */
+export async function checkFiniteTensors(refs: readonly TensorRef[]): Promise<void> {
+  const byFile = new Map<string, TensorRef[]>()
+  for (const r of refs) byFile.set(r.file, [...(byFile.get(r.file) ?? []), r])
+  // two buffers: the next chunk is read while this one is scanned
+  const buffers = [new Uint8Array(SCAN_CHUNK_BYTES), new Uint8Array(SCAN_CHUNK_BYTES)]
+  for (const [file, list] of byFile) {
+    const chunks = list
+      .slice()
+      .sort((a, b) => a.offset - b.offset)
+      .flatMap((ref) => Array.from({ length: Math.ceil(ref.nbytes / SCAN_CHUNK_BYTES) }, (_, k) => ({ ref, done: k * SCAN_CHUNK_BYTES })))
+    const { fh } = await openRegularFile(file, fileError(file))
+    const read = (k: number) => {
+      const { ref, done } = chunks[k]
+      const view = buffers[k % 2].subarray(0, Math.min(SCAN_CHUNK_BYTES, ref.nbytes - done))
+      return readExactly(fh, view, ref.offset + done).then((got) => ({ view, got }))
+    }
+    let next = chunks.length ? read(0) : null
+    try {
+      for (let k = 0; k < chunks.length; k++) {
+        const { view, got } = await next!
+        next = k + 1 < chunks.length ? read(k + 1) : null
+        const { ref, done } = chunks[k]
+        if (got !== view.byteLength) {
+          fail(file, ref.name, 'truncated', `tensor "${ref.name}": file ended after ${done + got} of its ${ref.nbytes} bytes: it is truncated`)
+        }
+        const at = firstNonFinite(ref.dtype, view)
+        if (at >= 0) {
+          const width = dtypeBytes(ref.dtype)
+          const value = decodeToFloat32(ref.dtype, view.subarray(at * width, (at + 1) * width))[0]
+          fail(
+            file,
+            ref.name,
+            'non-finite',
+            `tensor "${ref.name}" holds ${value} at element ${done / width + at} (of ${ref.nbytes / width}): ` +
+              'the weights are corrupt or come from a diverged run',
+          )
+        }
+      }
+    } catch (e) {
+      if (e instanceof SafetensorsError) throw e
+      ioFail(file, e, 'read it')
+    } finally {
+      await next?.catch(() => undefined) // a read still in flight finishes before its file closes
+      await fh.close().catch(() => undefined)
+    }
   }
 }
 
