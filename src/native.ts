@@ -32,6 +32,35 @@ export interface NativeInfo {
     driverVersion: number
     devices: { index: number; name: string; totalMemory: number; computeCapability: string; multiprocessors: number }[]
   }
+  /** The capability matrix: every engine verb, and for each backend whether it has it (and why not). */
+  capabilities: { verb: string; backends: Record<string, { supported: boolean; reason: string }> }[]
+}
+
+/**
+ * What every native call throws or rejects with on bad input (the addon's one exception wrapper,
+ * native/addon/guard.h): a TypeError / RangeError / Error whose `code` says which case.
+ */
+export type NativeErrorCode =
+  | 'ERR_AD_INVALID_ARGUMENT'
+  | 'ERR_AD_OUT_OF_RANGE'
+  | 'ERR_AD_OUT_OF_MEMORY'
+  | 'ERR_AD_UNSUPPORTED'
+  | 'ERR_AD_DEVICE_UNAVAILABLE'
+  | 'ERR_AD_NATIVE'
+
+export interface NativeError extends Error {
+  code: NativeErrorCode
+  /** ERR_AD_UNSUPPORTED, ERR_AD_DEVICE_UNAVAILABLE: the backend concerned. */
+  backend?: string
+  /** ERR_AD_UNSUPPORTED: the verb of the capability matrix. */
+  verb?: string
+  /** ERR_AD_DEVICE_UNAVAILABLE: why ('not-built', 'no-driver', …). */
+  kind?: string
+}
+
+/** Whether `e` came from the addon's exception wrapper (and which case). */
+export function isNativeError(e: unknown, code?: NativeErrorCode): e is NativeError {
+  return e instanceof Error && typeof (e as NativeError).code === 'string' && (e as NativeError).code.startsWith('ERR_AD_') && (code === undefined || (e as NativeError).code === code)
 }
 
 export interface NativeStepResult {
@@ -89,7 +118,7 @@ export interface NativeKVCache {
 export interface NativeModel {
   createCache(slots: number, capacity: number): NativeKVCache
   step(cache: NativeKVCache, request: NativeStepRequest): Promise<NativeStepResult>
-  describe(): { parameterBytes: number; threads: number; backend: string }
+  describe(): { parameterBytes: number; threads: number; backend: string; deviceIndex?: number }
   dispose(): void
 }
 
@@ -119,11 +148,16 @@ export interface NativeTrain {
   setTrainable(model: NativeModel, base: boolean, lora: boolean): void
   setLoraEnabled(model: NativeModel, on: boolean): void
   zeroGrad(model: NativeModel): void
-  exportTensors(model: NativeModel): NativeTensor[]
-  importTensors(model: NativeModel, tensors: { name: string; data: Float32Array }[]): void
-  exportGradients(model: NativeModel): { name: string; data: Float32Array }[]
-  exportOptimizerState(model: NativeModel): { name: string; m: Float32Array; v: Float32Array }[]
-  importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): void
+  /** W += α/r·B·A for every adapter, then B = 0 (on the engine's threads). */
+  mergeLora(model: NativeModel): Promise<void>
+  /** Every parameter by name (base tensors sorted, then LoRA A and B), as f32 copies; `mergeLora`: base tensors with the adapters folded in. */
+  exportTensors(model: NativeModel, options?: { mergeLora?: boolean }): Promise<NativeTensor[]>
+  /** Overwrites parameters in place; every name and size is checked before the first write. The arrays must not be transferred while it runs. */
+  importTensors(model: NativeModel, tensors: { name: string; data: Float32Array }[]): Promise<void>
+  exportGradients(model: NativeModel): Promise<{ name: string; data: Float32Array }[]>
+  exportOptimizerState(model: NativeModel): Promise<{ name: string; m: Float32Array; v: Float32Array }[]>
+  /** Replaces the AdamW moments; names, sizes and values (finite, v ≥ 0) are checked before the state changes. */
+  importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): Promise<void>
 }
 
 /** Per-kernel counters of the CPU backend (native/cpu/profiler.h); process-wide. */

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "addon/guard.h"
+#include "addon/marshal.h"
 #include "addon/registry.h"
 #include "cpu/logit_stats_cpu.h"
 #include "cpu/sampling_cpu.h"
@@ -25,59 +27,12 @@
 namespace ad::addon {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Argument helpers
-
-[[noreturn]] void type_error(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
-[[noreturn]] void range_error(Napi::Env env, const std::string& msg) { throw Napi::RangeError::New(env, msg); }
-
-bool absent(const Napi::Value& v) { return v.IsUndefined() || v.IsNull(); }
-
-template <typename T, napi_typedarray_type Kind>
-Napi::TypedArrayOf<T> typed_array(Napi::Env env, const Napi::Value& v, const char* what, const char* type_name) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != Kind) {
-    type_error(env, std::string(what) + " must be a " + type_name);
-  }
-  return v.As<Napi::TypedArrayOf<T>>();
-}
-
 Napi::Float32Array float_array(Napi::Env env, const Napi::Value& v, const char* what) {
-  return typed_array<float, napi_float32_array>(env, v, what, "Float32Array");
+  return typed_arg<float, napi_float32_array>(env, v, what);
 }
 
 Napi::Int32Array int_array(Napi::Env env, const Napi::Value& v, const char* what) {
-  return typed_array<int32_t, napi_int32_array>(env, v, what, "Int32Array");
-}
-
-double number_arg(Napi::Env env, const Napi::Value& v, const char* what) {
-  if (!v.IsNumber()) type_error(env, std::string(what) + " must be a number");
-  return v.As<Napi::Number>().DoubleValue();
-}
-
-int64_t integer_arg(Napi::Env env, const Napi::Value& v, const char* what, int64_t lo, int64_t hi) {
-  double d = number_arg(env, v, what);
-  if (d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
-    range_error(env, std::string(what) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  return static_cast<int64_t>(d);
-}
-
-// A u64 from a bigint (any value that fits) or a non-negative safe integer.
-uint64_t u64_arg(Napi::Env env, const Napi::Value& v, const char* what) {
-  if (v.IsBigInt()) {
-    bool lossless = false;
-    uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless) range_error(env, std::string(what) + " must fit in 64 unsigned bits");
-    return x;
-  }
-  return static_cast<uint64_t>(integer_arg(env, v, what, 0, (int64_t(1) << 53) - 1));
-}
-
-Napi::Value field(const Napi::Object& o, const char* key) { return o.Has(key) ? o.Get(key) : o.Env().Undefined(); }
-
-double number_field(const Napi::Object& o, const char* key, double fallback) {
-  Napi::Value v = field(o, key);
-  return absent(v) ? fallback : number_arg(o.Env(), v, key);
+  return typed_arg<int32_t, napi_int32_array>(env, v, what);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -95,7 +50,7 @@ cpu::ThreadPool& pool_for(int threads) {
 
 int threads_option(Napi::Env env, const Napi::Value& v) {
   if (absent(v)) return cpu::hardware_threads();
-  return static_cast<int>(integer_arg(env, v, "threads", 1, 1024));
+  return static_cast<int>(integer_arg(env, v, "threads", 1, cpu::kMaxThreads));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,14 +285,14 @@ Napi::Value Expf(const Napi::CallbackInfo& info) {
 
 void RegisterKernelBindings(Napi::Env env, Napi::Object exports) {
   Napi::Object k = Napi::Object::New(env);
-  k.Set("logitStats", Napi::Function::New(env, LogitStats, "logitStats"));
-  k.Set("naiveLogitStats", Napi::Function::New(env, NaiveLogitStats, "naiveLogitStats"));
-  k.Set("sampleToken", Napi::Function::New(env, SampleToken, "sampleToken"));
-  k.Set("sampleTokens", Napi::Function::New(env, SampleTokens, "sampleTokens"));
-  k.Set("philox", Napi::Function::New(env, Philox, "philox"));
-  k.Set("uniform01", Napi::Function::New(env, Uniform01, "uniform01"));
-  k.Set("copyBytes", Napi::Function::New(env, CopyBytes, "copyBytes"));
-  k.Set("expf", Napi::Function::New(env, Expf, "expf"));
+  k.Set("logitStats", function<LogitStats>(env, "logitStats"));
+  k.Set("naiveLogitStats", function<NaiveLogitStats>(env, "naiveLogitStats"));
+  k.Set("sampleToken", function<SampleToken>(env, "sampleToken"));
+  k.Set("sampleTokens", function<SampleTokens>(env, "sampleTokens"));
+  k.Set("philox", function<Philox>(env, "philox"));
+  k.Set("uniform01", function<Uniform01>(env, "uniform01"));
+  k.Set("copyBytes", function<CopyBytes>(env, "copyBytes"));
+  k.Set("expf", function<Expf>(env, "expf"));
   k.Set("maxTopK", kMaxLogitTopK);
   exports.Set("kernels", k);
 }

@@ -12,10 +12,13 @@ import { Trainer, type TrainerOptions } from '../train/trainer.js'
 import { readModelFolder } from './hf/folder.js'
 import type { ChatMessage, ChatTemplateOptions, Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
-import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult, type NativeTensor } from '../native.js'
+import { isNativeError, nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult, type NativeTensor } from '../native.js'
 import { advanceText } from './stopping.js'
+import { MAX_LORA_RANK, MAX_SCORE_LABELS, MAX_THREADS } from './options.js'
+export { MAX_LORA_RANK, MAX_SCORE_LABELS, MAX_THREADS } from './options.js'
 
 export type Device = 'auto' | 'cpu' | 'cuda'
+
 
 /**
  * The device a load without `device` uses: AUTODIDACT_DEVICE (cpu | cuda | auto) when set — how
@@ -322,7 +325,7 @@ export class Model {
     const device = options.device ?? defaultDevice()
     if (device !== 'auto' && device !== 'cpu' && device !== 'cuda')
       throw new InvalidArgumentError('device', `device must be 'auto', 'cpu' or 'cuda', got ${String(device)}`)
-    const threads = positiveInt('threads', options.threads, cpus().length, 1024)
+    const threads = positiveInt('threads', options.threads, Math.min(cpus().length, MAX_THREADS), MAX_THREADS)
     const deviceIndex = device === 'cuda' ? nonNegativeInt('deviceIndex', options.deviceIndex, 0) : 0
     const addon = await nativeAddon()
     if (device === 'cuda') assertCudaAvailable(addon.info().cuda, deviceIndex)
@@ -575,27 +578,17 @@ export class Model {
     return Trainer.create(this, options)
   }
 
-  /** Parameters by name: base tensors, merged with LoRA when `merge`; adapters listed apart. */
+  /** Parameters by name: base tensors (the adapters folded in when `merge`), adapters listed apart. */
   private async exportWeights(merge: boolean): Promise<{ base: NativeTensor[]; adapters: NativeTensor[] }> {
-    const all = (await nativeAddon()).train.exportTensors(this.handle)
-    const base = all.filter((t) => !t.name.includes('.lora_'))
-    const adapters = all.filter((t) => t.name.includes('.lora_'))
-    if (merge && this.lora) {
-      const scale = this.lora.alpha / this.lora.rank
-      const byName = new Map(base.map((t) => [t.name, t]))
-      for (const A of adapters.filter((t) => t.name.endsWith('.lora_A.weight'))) {
-        const B = adapters.find((t) => t.name === A.name.replace('lora_A', 'lora_B'))!
-        const W = byName.get(A.name.replace('.lora_A.weight', '.weight'))!
-        mergeLowRank(W.data, B.data, A.data, B.shape[0], A.shape[1], A.shape[0], scale)
-      }
-    }
-    return { base, adapters }
+    const all = await (await nativeAddon()).train.exportTensors(this.handle, { mergeLora: merge && this.lora !== null })
+    return { base: all.filter((t) => !t.name.includes('.lora_')), adapters: all.filter((t) => t.name.includes('.lora_')) }
   }
 
   /** Adds a score head (HF `score.weight`, N(0, 0.02²) as transformers initializes it) to make a reward model. */
   async attachScoreHead(options: { labels?: number; seed?: number } = {}): Promise<void> {
     const labels = options.labels ?? 1
-    if (!Number.isInteger(labels) || labels < 1) throw new InvalidArgumentError('labels', 'labels must be a positive integer')
+    if (!Number.isInteger(labels) || labels < 1 || labels > MAX_SCORE_LABELS)
+      throw new InvalidArgumentError('labels', `labels must be an integer in [1, ${MAX_SCORE_LABELS}], got ${labels}`)
     ;(await nativeAddon()).train.attachScoreHead(this.handle, { labels, std: 0.02, seed: options.seed ?? 0 })
     this.scoreLabels = labels
   }
@@ -611,9 +604,7 @@ export class Model {
   /** Folds the LoRA adapters into the base weights (W += α/r·B·A) and zeroes B. */
   async mergeLora(): Promise<void> {
     if (!this.lora) throw new InvalidArgumentError('lora', 'this model has no LoRA adapters to merge')
-    const { base, adapters } = await this.exportWeights(true)
-    const zeroB = adapters.filter((t) => t.name.includes('lora_B')).map((t) => ({ name: t.name, data: new Float32Array(t.data.length) }))
-    ;(await nativeAddon()).train.importTensors(this.handle, [...base, ...zeroB])
+    await (await nativeAddon()).train.mergeLora(this.handle)
   }
 
   async save(dir: string, options: SaveOptions = {}): Promise<void> {
@@ -675,8 +666,12 @@ export class Model {
       throw new ConfigError(configPath, null, `${configPath}: cannot read the adapter config (${e.message})`)
     })) as { r?: number; lora_alpha?: number; target_modules?: string[] | string }
     const targets = typeof cfg.target_modules === 'string' ? [cfg.target_modules] : cfg.target_modules
-    if (!Number.isInteger(cfg.r) || !(Number(cfg.lora_alpha) > 0) || !Array.isArray(targets))
-      throw new ConfigError(configPath, 'r', `${configPath}: needs integer r, positive lora_alpha and target_modules`)
+    if (!Number.isInteger(cfg.r) || cfg.r! < 1 || cfg.r! > MAX_LORA_RANK)
+      throw new ConfigError(configPath, 'r', `${configPath}: r must be an integer in [1, ${MAX_LORA_RANK}], got ${JSON.stringify(cfg.r)}`)
+    if (!(Number(cfg.lora_alpha) > 0) || !Number.isFinite(Number(cfg.lora_alpha)))
+      throw new ConfigError(configPath, 'lora_alpha', `${configPath}: lora_alpha must be a positive number, got ${JSON.stringify(cfg.lora_alpha)}`)
+    if (!Array.isArray(targets) || !targets.length || !targets.every((t) => typeof t === 'string'))
+      throw new ConfigError(configPath, 'target_modules', `${configPath}: target_modules must name the adapted modules`)
     const header = await readSafetensorsHeader(join(dir, 'adapter_model.safetensors'))
     const train = (await nativeAddon()).train
     train.attachLora(this.handle, { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets, seed: 0 })
@@ -684,7 +679,7 @@ export class Model {
     const tensors = await Promise.all(
       header.tensors.map(async (ref) => ({ name: ref.name.replace(/^base_model\.model\./, '').replace('.lora_A.default.', '.lora_A.').replace('.lora_B.default.', '.lora_B.'), data: await readTensorFloat32(ref) })),
     )
-    train.importTensors(this.handle, tensors)
+    await train.importTensors(this.handle, tensors)
   }
 
   /** Teacher-forced per-token statistics of each completion given its prompt. */
@@ -754,16 +749,6 @@ export class Model {
   }
 }
 
-/** W[out × in] += scale · B[out × r] · A[r × in], in place. */
-function mergeLowRank(W: Float32Array, B: Float32Array, A: Float32Array, out: number, inDim: number, rank: number, scale: number): void {
-  for (let o = 0; o < out; ++o)
-    for (let k = 0; k < rank; ++k) {
-      const b = scale * B[o * rank + k]
-      if (b === 0) continue
-      for (let i = 0; i < inDim; ++i) W[o * inDim + i] += b * A[k * inDim + i]
-    }
-}
-
 /** Loads a Hugging Face model folder (Llama, Qwen2, Qwen3) onto the engine. */
 export function loadModel(dir: string, options: LoadOptions = {}): Promise<Model> {
   return Model.load(dir, options)
@@ -782,10 +767,9 @@ function assertCudaAvailable(cuda: { compiled: boolean; available: boolean; kind
   throw new DeviceUnavailableError(kind, `device 'cuda' is unavailable: ${cuda.reason}`)
 }
 
-/** The addon marks CUDA availability failures "CUDA_UNAVAILABLE(kind): reason". */
+/** The addon's typed error for a backend that cannot run here, as a DeviceUnavailableError. */
 function cudaUnavailable(e: Error): DeviceUnavailableError | null {
-  const m = /^CUDA_UNAVAILABLE\(([a-z-]+)\): (.*)$/s.exec(e.message)
-  if (!m) return null
-  const kind = (DEVICE_REASONS as readonly string[]).includes(m[1]) ? (m[1] as DeviceUnavailableReason) : 'no-device'
-  return new DeviceUnavailableError(kind, `device 'cuda' is unavailable: ${m[2]}`, { cause: e })
+  if (!isNativeError(e, 'ERR_AD_DEVICE_UNAVAILABLE')) return null
+  const kind = (DEVICE_REASONS as readonly string[]).includes(e.kind ?? '') ? (e.kind as DeviceUnavailableReason) : 'no-device'
+  return new DeviceUnavailableError(kind, `device 'cuda' is unavailable: ${e.message}`, { cause: e })
 }

@@ -7,6 +7,7 @@ import { InvalidArgumentError } from '../engine/errors.js'
 import { writeFileAtomic } from '../engine/hf/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
 import type { Model } from '../engine/model.js'
+import { MAX_LORA_RANK } from '../engine/options.js'
 import { nativeAddon, type NativeModel, type NativeTrain } from '../native.js'
 import {
   createObjective,
@@ -125,7 +126,8 @@ export class Trainer {
     const t = new Trainer(model, train, options)
     const lora = options.lora
     if (lora) {
-      if (!Number.isInteger(lora.rank) || lora.rank < 1) throw new InvalidArgumentError('lora.rank', 'lora.rank must be a positive integer')
+      if (!Number.isInteger(lora.rank) || lora.rank < 1 || lora.rank > MAX_LORA_RANK)
+        throw new InvalidArgumentError('lora.rank', `lora.rank must be an integer in [1, ${MAX_LORA_RANK}], got ${lora.rank}`)
       if (!(lora.alpha > 0)) throw new InvalidArgumentError('lora.alpha', 'lora.alpha must be positive')
       const targets = lora.targets ?? [...LORA_TARGETS]
       for (const x of targets) if (!(LORA_TARGETS as readonly string[]).includes(x)) throw new InvalidArgumentError('lora.targets', `unknown LoRA target '${x}'`)
@@ -287,7 +289,7 @@ export class Trainer {
 
   /** Saves the optimizer moments and step so a run resumes bit for bit (pair with model.save). */
   async saveState(dir: string): Promise<void> {
-    const state = this.train.exportOptimizerState(this.model.handle)
+    const state = await this.train.exportOptimizerState(this.model.handle)
     const tensors = state.flatMap((s) => [
       { name: `${s.name}::m`, dtype: 'F32' as const, shape: [s.m.length], data: s.m },
       { name: `${s.name}::v`, dtype: 'F32' as const, shape: [s.v.length], data: s.v },
@@ -306,7 +308,7 @@ export class Trainer {
       entry[part as 'm' | 'v'] = await readTensorFloat32(ref)
       byName.set(name, entry)
     }
-    this.train.importOptimizerState(this.model.handle, [...byName].map(([name, e]) => ({ name, m: e.m!, v: e.v! })))
+    await this.train.importOptimizerState(this.model.handle, [...byName].map(([name, e]) => ({ name, m: e.m!, v: e.v! })))
     this.stepCount = meta.step
   }
 }
