@@ -223,6 +223,29 @@ export interface NativeKernels {
   copyBytes(src: ArrayBufferView, dst: ArrayBufferView, threads?: number): void
   expf(x: Float32Array): Float32Array
   maxTopK: number
+  // The layer kernel pairs of native/kernels/, one row at a time as the CPU backend calls them.
+  /** RMSNorm of rows × n (the accumulator of the row sums: 'f64' as the CPU, 'f32' as the device). */
+  rmsnorm(x: Float32Array, w: Float32Array, rows: number, n: number, eps: number, opts?: { accumulator?: 'f64' | 'f32' }): Float32Array
+  rmsnormBackward(x: Float32Array, w: Float32Array, dy: Float32Array, rows: number, n: number, eps: number, opts?: { accumulator?: 'f64' | 'f32' }): { dx: Float32Array; dw: Float32Array }
+  /** RoPE of rows × headDim with per-row cos/sin tables of headDim/2. */
+  rope(x: Float32Array, cos: Float32Array, sin: Float32Array, rows: number, headDim: number): Float32Array
+  /** The inverse rotation: undoes rope, and is its backward. */
+  ropeInverse(g: Float32Array, cos: Float32Array, sin: Float32Array, rows: number, headDim: number): Float32Array
+  swiglu(gate: Float32Array, up: Float32Array): Float32Array
+  swigluBackward(gate: Float32Array, up: Float32Array, dh: Float32Array): { dgate: Float32Array; dup: Float32Array }
+  /** Attention of one query over nKeys keys and values of `stride` floats each (two-pass, or one pass with `online`). */
+  attentionRow(q: Float32Array, keys: Float32Array, values: Float32Array, stride: number, nKeys: number, headDim: number, scale: number, opts?: { online?: boolean }): Float32Array
+  /** dq [headDim]; dk and dv [nKeys × stride]. */
+  attentionRowBackward(
+    q: Float32Array,
+    keys: Float32Array,
+    values: Float32Array,
+    stride: number,
+    nKeys: number,
+    headDim: number,
+    scale: number,
+    dout: Float32Array,
+  ): { dq: Float32Array; dk: Float32Array; dv: Float32Array }
 }
 
 export interface NativeAddon {

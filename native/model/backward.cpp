@@ -11,6 +11,7 @@
 #include "cpu/gemm.h"
 #include "cpu/profiler.h"
 #include "cpu/vec.h"
+#include "kernels/attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -20,30 +21,6 @@ namespace ad::model {
 
 namespace {
 void zero(Buffer& b) { std::memset(b.data, 0, sizeof(float) * b.size); }
-
-// d silu(g)/dg = σ(g)·(1 + g·(1 − σ(g)))
-inline float silu_grad(float g) {
-  float s = 1.f / (1.f + std::exp(-g));
-  return s * (1.f + g * (1.f - s));
-}
-
-// RMSNorm backward for one row: y = x·r·w, r = (mean(x²)+eps)^(−1/2).
-// dx = r·(w⊙dy) − r³/n · x · Σ(w⊙dy⊙x);  dw += dy⊙x·r
-inline void rmsnorm_row_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, int n, float eps,
-                                 bool accumulate_dx) {
-  double ss = 0.0, dot = 0.0;
-  for (int i = 0; i < n; ++i) {
-    ss += static_cast<double>(x[i]) * x[i];
-    dot += static_cast<double>(w[i]) * dy[i] * x[i];
-  }
-  const double r = 1.0 / std::sqrt(ss / n + eps);
-  const double c = r * r * r * dot / n;
-  for (int i = 0; i < n; ++i) {
-    float g = static_cast<float>(r * w[i] * dy[i] - c * x[i]);
-    dx[i] = accumulate_dx ? dx[i] + g : g;
-    if (dw) dw[i] += static_cast<float>(dy[i] * x[i] * r);
-  }
-}
 }  // namespace
 
 void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed) {
@@ -147,7 +124,7 @@ void Transformer::rmsnorm_backward_rows(const float* x, const float* w, const fl
   pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int worker) {
     float* dw = train_base_ ? partial.data() + worker * n : nullptr;
     for (int64_t t = t0; t < t1; ++t)
-      rmsnorm_row_backward(x + t * n, w, dy + t * n, dx + t * n, dw, static_cast<int>(n), cfg_.rms_eps, accumulate_dx);
+      kernels::rmsnorm_row_backward<double>(x + t * n, w, dy + t * n, dx + t * n, dw, static_cast<int>(n), cfg_.rms_eps, accumulate_dx);
   });
   if (train_base_) {
     Grad* g = grad_for(weight_name, const_cast<float*>(w), n);
@@ -285,18 +262,15 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
     {
       AD_PROFILE("bwd.swiglu_recompute", 4.0 * 3 * T * I, 6.0 * T * I);
       pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
-        for (int64_t i = i0; i < i1; ++i) hbuf.data[i] = kernels::silu(lt.gate.data[i]) * lt.up.data[i];
+        kernels::swiglu_row(lt.gate.data + i0, lt.up.data + i0, hbuf.data + i0, i1 - i0);
       });
     }
     linear_backward(l, kDown, hbuf.data, T, dx.data, dh.data, false);
     {
     AD_PROFILE("bwd.swiglu", 4.0 * 5 * T * I, 12.0 * T * I);
     pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float g = lt.gate.data[i];
-        dup.data[i] = dh.data[i] * kernels::silu(g);
-        dh.data[i] = dh.data[i] * lt.up.data[i] * silu_grad(g);  // now d gate
-      }
+      // dh becomes d gate
+      kernels::swiglu_row_backward(lt.gate.data + i0, lt.up.data + i0, dh.data + i0, dh.data + i0, dup.data + i0, i1 - i0);
     });
     }
     linear_backward(l, kGate, lt.xn2.data, T, dh.data, dxn.data, false);
@@ -327,33 +301,12 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
         const float* Vv = cache.values(l, s) + kvh * c.head_dim;
         for (int64_t t = first_row[s]; t < first_row[s] + rows_of[s]; ++t) {
           const int n_keys = tape.token_pos[t] + 1;
-          for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-            const float* q = lt.q.data + t * qd + h * c.head_dim;
-            const float* dout = datt.data + t * qd + h * c.head_dim;
-            float* dqh = dq.data + t * qd + h * c.head_dim;
-            float m = -INFINITY;
-            for (int j = 0; j < n_keys; ++j) {
-              probs[j] = cpu::dot(q, K + j * kvd, c.head_dim) * scale;
-              m = std::max(m, probs[j]);
-            }
-            double sum = 0.0;
-            for (int j = 0; j < n_keys; ++j) sum += (probs[j] = std::exp(probs[j] - m));
-            double pd = 0.0;
-            for (int j = 0; j < n_keys; ++j) {
-              probs[j] = static_cast<float>(probs[j] / sum);
-              dprobs[j] = cpu::dot(dout, Vv + j * kvd, c.head_dim);
-              pd += static_cast<double>(probs[j]) * dprobs[j];
-            }
-            std::memset(dqh, 0, sizeof(float) * c.head_dim);
-            for (int j = 0; j < n_keys; ++j) {
-              const float ds = static_cast<float>(probs[j] * (dprobs[j] - pd)) * scale;  // softmax backward
-              cpu::axpy(ds, K + j * kvd, dqh, c.head_dim);
-              const int64_t row = first_row[s] + (j - first_pos[s]);
-              if (j < first_pos[s]) continue;  // keys from an earlier, untaped call get no gradient
-              cpu::axpy(ds, q, dk.data + row * kvd + kvh * c.head_dim, c.head_dim);
-              cpu::axpy(probs[j], dout, dv.data + row * kvd + kvh * c.head_dim, c.head_dim);
-            }
-          }
+          const int64_t first_grad_row = first_row[s];  // the row of key first_pos[s]
+          for (int h = kvh * group; h < (kvh + 1) * group; ++h)
+            kernels::attention_row_backward(lt.q.data + t * qd + h * c.head_dim, K, Vv, kvd, n_keys, c.head_dim, scale,
+                                            datt.data + t * qd + h * c.head_dim, probs, dprobs, dq.data + t * qd + h * c.head_dim,
+                                            dk.data + first_grad_row * kvd + kvh * c.head_dim,
+                                            dv.data + first_grad_row * kvd + kvh * c.head_dim, first_pos[s], cpu::dot, cpu::axpy);
         }
       }
     });
@@ -369,10 +322,10 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
         const float* cs = tape.rope_cos.data + t * half;
         const float* sn = tape.rope_sin.data + t * half;
         auto head_backward = [&](float* g, const float* raw, const float* norm_w, float* dnorm) {
-          kernels::rope_apply_backward(g, cs, sn, c.head_dim);
+          kernels::rope_apply_inverse(g, cs, sn, c.head_dim);
           if (!norm_w) return;
           std::memcpy(tmp.data(), g, sizeof(float) * c.head_dim);
-          rmsnorm_row_backward(raw, norm_w, tmp.data(), g, dnorm, c.head_dim, c.rms_eps, false);
+          kernels::rmsnorm_row_backward<double>(raw, norm_w, tmp.data(), g, dnorm, c.head_dim, c.rms_eps, false);
         };
         for (int h = 0; h < c.heads; ++h)
           head_backward(dq.data + t * qd + h * c.head_dim, lt.q_raw.data + t * qd + h * c.head_dim, w.q_norm,

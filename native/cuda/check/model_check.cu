@@ -505,8 +505,7 @@ void parity_train(const char* family, bool tied) {
   for (auto& [name, g] : cpu->gradients()) {
     before.push_back({name, std::vector<float>(g->param, g->param + g->grad.size)});
     std::vector<float> m(g->grad.size, 0.f), v(g->grad.size, 0.f);
-    const bool decay = name.find("norm") == std::string::npos && name.find(".bias") == std::string::npos;
-    ad::kernels::adamw_update(g->param, g->grad.data, m.data(), v.data(), g->grad.size, p, decay);
+    ad::kernels::adamw_update(g->param, g->grad.data, m.data(), v.data(), g->grad.size, p, ad::model::weight_decay_applies(name));
   }
 
   // GPU: the same through the plugin-level API
