@@ -6,8 +6,9 @@ import { join } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { writeFileAtomic } from '../engine/hf/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
-import type { Model } from '../engine/model.js'
-import { MAX_LORA_RANK } from '../engine/options.js'
+import { MAX_LORA_RANK, checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
+import type { LoraInfo } from '../engine/persistence.js'
+import type { ModelConfig } from '../engine/types.js'
 import { nativeAddon, type NativeModel, type NativeTrain } from '../native.js'
 import {
   createObjective,
@@ -41,6 +42,21 @@ export interface OptimizerOptions {
   weightDecay?: number
 }
 
+/** What the trainer needs of the model it trains (a Model is one). */
+export interface TrainerModel {
+  /** The native handle; throws once the model is disposed. */
+  readonly handle: NativeModel
+  readonly config: ModelConfig
+  /** The adapters attached; the trainer attaches them when its options ask for LoRA. */
+  lora: LoraInfo | null
+  readonly scoreLabels: number
+}
+
+/** A frozen model on the same vocabulary (a Model). */
+export interface ReferenceModel {
+  readonly handle: NativeModel
+}
+
 export interface TrainerOptions {
   objective: ObjectiveSpec
   /** Train LoRA adapters (base frozen) instead of every weight. */
@@ -52,7 +68,7 @@ export interface TrainerOptions {
   /** Sequences per forward/backward; gradients accumulate over a step's micro-batches. Default 8. */
   microBatchSize?: number
   /** For KL and DPO: 'lora-off' (the base weights, default with LoRA) or a frozen copy. */
-  reference?: 'lora-off' | Model
+  reference?: 'lora-off' | ReferenceModel
   /** Keep only each layer's input for backward and recompute the rest (less memory, ~1/3 more compute). */
   gradientCheckpointing?: boolean
 }
@@ -105,7 +121,7 @@ export class Trainer {
   private readonly adam: Required<OptimizerOptions>
 
   private constructor(
-    private readonly model: Model,
+    private readonly model: TrainerModel,
     private readonly train: NativeTrain,
     private readonly options: TrainerOptions,
   ) {
@@ -121,7 +137,7 @@ export class Trainer {
     this.adam = { lr: o.lr, beta1: o.beta1 ?? 0.9, beta2: o.beta2 ?? 0.999, eps: o.eps ?? 1e-8, weightDecay: o.weightDecay ?? 0 }
   }
 
-  static async create(model: Model, options: TrainerOptions): Promise<Trainer> {
+  static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
     const train = (await nativeAddon()).train
     const t = new Trainer(model, train, options)
     const lora = options.lora
@@ -159,9 +175,7 @@ export class Trainer {
   async step(batch: TrainBatch): Promise<StepMetrics> {
     const seqs = batch.sequences ?? []
     if (!seqs.length) throw new InvalidArgumentError('batch.sequences', 'a training batch needs at least one sequence')
-    seqs.forEach((s, i) => {
-      if (!s.prompt?.length || !s.completion?.length) throw new InvalidArgumentError(`batch.sequences[${i}]`, 'every sequence needs a non-empty prompt and completion')
-    })
+    this.checkBatch(seqs, batch.pairs)
     const started = process.hrtime.bigint()
     if (this.objective.kind === 'score') return this.scoreStep(seqs, batch.pairs ?? [], started)
     const reference = this.referenceFor()
@@ -217,6 +231,27 @@ export class Trainer {
     if (opt.skipped) return this.report(loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokens, started, metricSums, metricCount)
     this.stepCount = stepNumber
     return this.report(loss, lr, opt.gradNorm, false, undefined, tokens, started, metricSums, metricCount)
+  }
+
+  // Every token id in [0, vocab), every sequence within the context, every per-token array one
+  // value per completion token, every pair two indices of the batch — as generate checks its
+  // prompts, with the same errors, before any native work. Values are not judged here: a
+  // non-finite advantage or weight reaches the objective, which skips and reports the step.
+  private checkBatch(seqs: TrainSequence[], pairs: [number, number][] | undefined): void {
+    const { vocabSize } = this.model.config
+    seqs.forEach((s, i) => {
+      const at = `batch.sequences[${i}]`
+      if (!s.prompt?.length || !s.completion?.length) throw new InvalidArgumentError(at, 'every sequence needs a non-empty prompt and completion')
+      checkTokenIds(s.prompt, vocabSize, `${at}.prompt`)
+      checkTokenIds(s.completion, vocabSize, `${at}.completion`)
+      checkContext(s.prompt.length + s.completion.length, this.model.config, at)
+      checkPerToken(s.oldLogprobs, s.completion.length, `${at}.oldLogprobs`)
+      checkPerToken(s.advantages, s.completion.length, `${at}.advantages`, true)
+      checkPerToken(s.mask, s.completion.length, `${at}.mask`)
+    })
+    for (const [k, pair] of (pairs ?? []).entries())
+      if (!Array.isArray(pair) || pair.length !== 2 || !pair.every((j) => Number.isInteger(j) && j >= 0 && j < seqs.length))
+        throw new InvalidArgumentError(`batch.pairs[${k}]`, `batch.pairs[${k}] must be two indices into batch.sequences (0 … ${seqs.length - 1})`)
   }
 
   // Bradley–Terry (JZ Eq. 13) on the score head: one taped forward of every sequence (pairs may
