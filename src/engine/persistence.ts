@@ -5,12 +5,12 @@
 import { existsSync } from 'node:fs'
 import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { ConfigError, DeviceUnavailableError, InvalidArgumentError, NativeAddonError, type DeviceUnavailableReason } from './errors.js'
+import { ConfigError, DeviceUnavailableError, InvalidArgumentError, MissingTensorError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
 import { writeFileAtomic } from './hf/atomic.js'
 import { readModelFolder } from './hf/folder.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors, writeShardedSafetensors } from './hf/safetensors.js'
 import { MAX_LORA_RANK, resolveLoad, type LoadOptions } from './options.js'
-import { tensorName } from './tensor-table.js'
+import { modelTensors, tensorName } from './tensor-table.js'
 import type { Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
 import { isNativeError, nativeAddon, type NativeModel, type NativeTensor } from '../native.js'
@@ -140,14 +140,39 @@ export async function loadAdapter(m: PersistentModel, dir: string): Promise<void
     throw new ConfigError(configPath, 'lora_alpha', `${configPath}: lora_alpha must be a positive number, got ${JSON.stringify(cfg.lora_alpha)}`)
   if (!Array.isArray(targets) || !targets.length || !targets.every((t) => typeof t === 'string'))
     throw new ConfigError(configPath, 'target_modules', `${configPath}: target_modules must name the adapted modules`)
-  const header = await readSafetensorsHeader(join(dir, 'adapter_model.safetensors'))
-  const tensors = await Promise.all(
-    header.tensors.map(async (ref) => ({ name: ref.name.replace(/^base_model\.model\./, '').replace('.lora_A.default.', '.lora_A.').replace('.lora_B.default.', '.lora_B.'), data: await readTensorFloat32(ref) })),
-  )
+  const file = join(dir, 'adapter_model.safetensors')
+  const header = await readSafetensorsHeader(file)
+  const refs = header.tensors.map((ref) => ({ ref, name: ref.name.replace(/^base_model\.model\./, '').replace('.lora_A.default.', '.lora_A.').replace('.lora_B.default.', '.lora_B.') }))
+  checkAdapterTensors(m.config, cfg.r!, targets, refs.map(({ name, ref }) => ({ name, shape: ref.shape })), file)
+  const tensors = await Promise.all(refs.map(async ({ ref, name }) => ({ name, data: await readTensorFloat32(ref) })))
   const train = (await nativeAddon()).train
   train.attachLora(m.handle, { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets, seed: 0 })
   m.lora = { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets }
   await train.importTensors(m.handle, tensors)
+}
+
+/**
+ * The adapter file holds exactly the A [r × in] and B [out × r] of every targeted linear map of
+ * every layer (shapes from the tensor table): checked before the model changes.
+ */
+function checkAdapterTensors(config: ModelConfig, rank: number, targets: string[], found: { name: string; shape: number[] }[], file: string): void {
+  const linears = new Map(modelTensors(config).filter((t) => t.role === 'LINEAR').map((t) => [t.name, t.shape]))
+  const want = new Map<string, number[]>()
+  for (const [name, [out, inDim]] of linears) {
+    const module = name.replace(/\.weight$/, '').split('.').at(-1)!
+    if (!targets.includes(module)) continue
+    want.set(name.replace(/\.weight$/, '.lora_A.weight'), [rank, inDim])
+    want.set(name.replace(/\.weight$/, '.lora_B.weight'), [out, rank])
+  }
+  const unknown = targets.filter((t) => ![...linears.keys()].some((n) => n.endsWith(`.${t}.weight`)))
+  if (unknown.length) throw new InvalidArgumentError('target_modules', `${file}: unknown LoRA target module ${unknown.map((t) => `'${t}'`).join(', ')}`)
+  const have = new Map(found.map((t) => [t.name, t.shape]))
+  for (const [name, shape] of want) {
+    const got = have.get(name)
+    if (!got) throw new MissingTensorError(file, name, shape)
+    if (got.length !== shape.length || got.some((d, i) => d !== shape[i])) throw new TensorShapeError(file, name, shape, got, `${file}: tensor "${name}" has shape [${got.join(', ')}], expected [${shape.join(', ')}] from adapter_config.json`)
+  }
+  for (const name of have.keys()) if (!want.has(name)) throw new InvalidArgumentError('adapter', `${file}: tensor "${name}" is not an adapter of the modules adapter_config.json targets`)
 }
 
 /** Folds the LoRA adapters into the base weights on the engine (W += α/r·B·A) and zeroes B. */

@@ -154,3 +154,34 @@ describe('one tensor table (native/model/tensor_table.def)', () => {
     m.dispose()
   })
 })
+
+describe('loadAdapter reads and checks the whole adapter before the model changes', () => {
+  it('a missing or misshapen adapter tensor is a typed error; the model keeps no adapters', async () => {
+    const { writeSafetensors } = await import('../../src/engine/hf/safetensors.js')
+    const { mkdirSync, writeFileSync } = await import('node:fs')
+    const { MissingTensorError, TensorShapeError } = await import('../../src/index.js')
+    const dir = (await writeTinyModel(join(root, 'adapter-base'), { family: 'qwen3', dtype: 'F32', seed: 74, hiddenSize: 16, intermediate: 24, headDim: 8 })).dir
+    const m = await loadModel(dir, { threads: 1 })
+    const write = async (name: string, tensors: { name: string; shape: number[] }[]) => {
+      const d = join(root, name)
+      mkdirSync(d, { recursive: true })
+      writeFileSync(join(d, 'adapter_config.json'), JSON.stringify({ r: 2, lora_alpha: 4, target_modules: ['q_proj'] }))
+      await writeSafetensors(join(d, 'adapter_model.safetensors'), tensors.map((t) => ({ ...t, dtype: 'F32' as const, data: new Float32Array(t.shape[0] * t.shape[1]) })))
+      return d
+    }
+    const q = m.config.numHeads * m.config.headDim
+    const layers = Array.from({ length: m.config.numLayers }, (_, l) => `base_model.model.model.layers.${l}.self_attn.q_proj`)
+    const complete = layers.flatMap((p) => [{ name: `${p}.lora_A.weight`, shape: [2, 16] }, { name: `${p}.lora_B.weight`, shape: [q, 2] }])
+    const tokens = Int32Array.of(1, 2, 3)
+    const logits = async () => (await m.handle.step(m.handle.createCache(1, 3), { slots: Int32Array.of(0), counts: Int32Array.of(3), outModes: Uint8Array.of(2), tokens, returnLogits: true })).logits!
+    const before = Array.from(await logits())
+    await expect(m.loadAdapter(await write('adapter-missing', complete.slice(1)))).rejects.toBeInstanceOf(MissingTensorError)
+    await expect(m.loadAdapter(await write('adapter-shape', complete.map((t, i) => (i === 1 ? { ...t, shape: [q, 3] } : t))))).rejects.toBeInstanceOf(TensorShapeError)
+    expect(m.lora).toBeNull()
+    expect((await train.exportTensors(m.handle)).some((t) => t.name.includes('lora_'))).toBe(false)
+    expect(Array.from(await logits())).toEqual(before)
+    await m.loadAdapter(await write('adapter-good', complete))
+    expect(m.lora).toEqual({ rank: 2, alpha: 4, targets: ['q_proj'] })
+    m.dispose()
+  })
+})
