@@ -21,6 +21,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const { loadModel } = await import(join(root, 'dist/engine/model.js'))
 const { Trainer } = await import(join(root, 'dist/train/trainer.js'))
 const { writeSafetensors } = await import(join(root, 'dist/engine/hf/safetensors.js'))
+const { expectedTensors, parseModelConfig } = await import(join(root, 'dist/engine/hf/config.js'))
 const { nativeAddon } = await import(join(root, 'dist/native.js'))
 
 const device = process.env.AD_NODE_CHECK_DEVICE ?? 'cuda'
@@ -181,18 +182,13 @@ function randomTensors(c) {
     return out
   }
   const ones = (n) => new Uint16Array(n).fill(0x3f80)
-  const H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim, qd = c.num_attention_heads * hd, kvd = c.num_key_value_heads * hd
-  const mat = (name, rows, cols) => ({ name, dtype: 'BF16', shape: [rows, cols], data: fill(rows * cols, 1.7 / Math.sqrt(cols)) })
-  const vec = (name, n) => ({ name, dtype: 'BF16', shape: [n], data: ones(n) })
-  const t = [mat('model.embed_tokens.weight', c.vocab_size, H), vec('model.norm.weight', H)]
-  for (let l = 0; l < c.num_hidden_layers; ++l) {
-    const p = `model.layers.${l}.`
-    t.push(vec(p + 'input_layernorm.weight', H), vec(p + 'post_attention_layernorm.weight', H))
-    t.push(mat(p + 'self_attn.q_proj.weight', qd, H), mat(p + 'self_attn.k_proj.weight', kvd, H), mat(p + 'self_attn.v_proj.weight', kvd, H))
-    t.push(mat(p + 'self_attn.o_proj.weight', H, qd), vec(p + 'self_attn.q_norm.weight', hd), vec(p + 'self_attn.k_norm.weight', hd))
-    t.push(mat(p + 'mlp.gate_proj.weight', I, H), mat(p + 'mlp.up_proj.weight', I, H), mat(p + 'mlp.down_proj.weight', H, I))
-  }
-  return t
+  // The tensors of the config from the engine's one tensor table: matrices random, vectors ones.
+  return expectedTensors(parseModelConfig(c, 'config.json')).map(({ name, shape }) => ({
+    name,
+    dtype: 'BF16',
+    shape,
+    data: shape.length === 2 ? fill(shape[0] * shape[1], 1.7 / Math.sqrt(shape[1])) : ones(shape[0]),
+  }))
 }
 
 if (!process.env.AD_NODE_CHECK_SKIP_LARGE) await section('Qwen3-0.6B shape through the library API (cuda)', async () => {

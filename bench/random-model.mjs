@@ -2,7 +2,7 @@
 // for benchmarks that need size, not skill. Weights are random bf16 values of magnitude ~2^-6.
 import { randomFillSync } from 'node:crypto'
 import { copyFileSync, existsSync, mkdirSync, openSync, renameSync, writeSync, closeSync, writeFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { dirname, join } from 'node:path'
 
 export const QWEN3_0_6B = {
@@ -25,27 +25,12 @@ export const QWEN3_0_6B = {
   torch_dtype: 'bfloat16',
 }
 
+// The tensors of that config, from the engine's one tensor table (dist/: run `npm run build` first).
+const { parseModelConfig, expectedTensors } = await import(
+  pathToFileURL(join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'engine', 'hf', 'config.js')).href
+)
 function tensorShapes(c) {
-  const H = c.hidden_size, I = c.intermediate_size, D = c.head_dim
-  const shapes = [['model.embed_tokens.weight', [c.vocab_size, H]], ['model.norm.weight', [H]]]
-  if (!c.tie_word_embeddings) shapes.push(['lm_head.weight', [c.vocab_size, H]])
-  for (let l = 0; l < c.num_hidden_layers; ++l) {
-    const p = `model.layers.${l}.`
-    shapes.push(
-      [p + 'input_layernorm.weight', [H]],
-      [p + 'post_attention_layernorm.weight', [H]],
-      [p + 'self_attn.q_proj.weight', [c.num_attention_heads * D, H]],
-      [p + 'self_attn.k_proj.weight', [c.num_key_value_heads * D, H]],
-      [p + 'self_attn.v_proj.weight', [c.num_key_value_heads * D, H]],
-      [p + 'self_attn.o_proj.weight', [H, c.num_attention_heads * D]],
-      [p + 'self_attn.q_norm.weight', [D]],
-      [p + 'self_attn.k_norm.weight', [D]],
-      [p + 'mlp.gate_proj.weight', [I, H]],
-      [p + 'mlp.up_proj.weight', [I, H]],
-      [p + 'mlp.down_proj.weight', [H, I]],
-    )
-  }
-  return shapes
+  return expectedTensors(parseModelConfig(c, 'config.json')).map(({ name, shape }) => [name, shape])
 }
 
 function randomBf16(count, isNorm) {

@@ -14,6 +14,7 @@ export type {
   StreamChunk,
   TokenStats,
 } from './engine/model.js'
+export type { Trainer, TrainerOptions, TrainSequence, TrainBatch, StepMetrics, LoraOptions, OptimizerOptions } from './train/trainer.js'
 export { Tokenizer } from './engine/tokenizer.js'
 export type { ChatMessage, ChatTemplateOptions } from './engine/tokenizer.js'
 export type { Architecture, ModelConfig, TensorRef } from './engine/types.js'

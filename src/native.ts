@@ -32,6 +32,35 @@ export interface NativeInfo {
     driverVersion: number
     devices: { index: number; name: string; totalMemory: number; computeCapability: string; multiprocessors: number }[]
   }
+  /** The capability matrix: every engine verb, and for each backend whether it has it (and why not). */
+  capabilities: { verb: string; backends: Record<string, { supported: boolean; reason: string }> }[]
+}
+
+/**
+ * What every native call throws or rejects with on bad input (the addon's one exception wrapper,
+ * native/addon/guard.h): a TypeError / RangeError / Error whose `code` says which case.
+ */
+export type NativeErrorCode =
+  | 'ERR_AD_INVALID_ARGUMENT'
+  | 'ERR_AD_OUT_OF_RANGE'
+  | 'ERR_AD_OUT_OF_MEMORY'
+  | 'ERR_AD_UNSUPPORTED'
+  | 'ERR_AD_DEVICE_UNAVAILABLE'
+  | 'ERR_AD_NATIVE'
+
+export interface NativeError extends Error {
+  code: NativeErrorCode
+  /** ERR_AD_UNSUPPORTED, ERR_AD_DEVICE_UNAVAILABLE: the backend concerned. */
+  backend?: string
+  /** ERR_AD_UNSUPPORTED: the verb of the capability matrix. */
+  verb?: string
+  /** ERR_AD_DEVICE_UNAVAILABLE: why ('not-built', 'no-driver', …). */
+  kind?: string
+}
+
+/** Whether `e` came from the addon's exception wrapper (and which case). */
+export function isNativeError(e: unknown, code?: NativeErrorCode): e is NativeError {
+  return e instanceof Error && typeof (e as NativeError).code === 'string' && (e as NativeError).code.startsWith('ERR_AD_') && (code === undefined || (e as NativeError).code === code)
 }
 
 export interface NativeStepResult {
@@ -89,7 +118,7 @@ export interface NativeKVCache {
 export interface NativeModel {
   createCache(slots: number, capacity: number): NativeKVCache
   step(cache: NativeKVCache, request: NativeStepRequest): Promise<NativeStepResult>
-  describe(): { parameterBytes: number; threads: number; backend: string }
+  describe(): { parameterBytes: number; threads: number; backend: string; deviceIndex?: number }
   dispose(): void
 }
 
@@ -119,11 +148,16 @@ export interface NativeTrain {
   setTrainable(model: NativeModel, base: boolean, lora: boolean): void
   setLoraEnabled(model: NativeModel, on: boolean): void
   zeroGrad(model: NativeModel): void
-  exportTensors(model: NativeModel): NativeTensor[]
-  importTensors(model: NativeModel, tensors: { name: string; data: Float32Array }[]): void
-  exportGradients(model: NativeModel): { name: string; data: Float32Array }[]
-  exportOptimizerState(model: NativeModel): { name: string; m: Float32Array; v: Float32Array }[]
-  importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): void
+  /** W += α/r·B·A for every adapter, then B = 0 (on the engine's threads). */
+  mergeLora(model: NativeModel): Promise<void>
+  /** Every parameter by name (base tensors sorted, then LoRA A and B), as f32 copies; `mergeLora`: base tensors with the adapters folded in. */
+  exportTensors(model: NativeModel, options?: { mergeLora?: boolean }): Promise<NativeTensor[]>
+  /** Overwrites parameters in place; every name and size is checked before the first write. The arrays must not be transferred while it runs. */
+  importTensors(model: NativeModel, tensors: { name: string; data: Float32Array }[]): Promise<void>
+  exportGradients(model: NativeModel): Promise<{ name: string; data: Float32Array }[]>
+  exportOptimizerState(model: NativeModel): Promise<{ name: string; m: Float32Array; v: Float32Array }[]>
+  /** Replaces the AdamW moments; names, sizes and values (finite, v ≥ 0) are checked before the state changes. */
+  importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): Promise<void>
 }
 
 /** Per-kernel counters of the CPU backend (native/cpu/profiler.h); process-wide. */
@@ -189,6 +223,29 @@ export interface NativeKernels {
   copyBytes(src: ArrayBufferView, dst: ArrayBufferView, threads?: number): void
   expf(x: Float32Array): Float32Array
   maxTopK: number
+  // The layer kernel pairs of native/kernels/, one row at a time as the CPU backend calls them.
+  /** RMSNorm of rows × n (the accumulator of the row sums: 'f64' as the CPU, 'f32' as the device). */
+  rmsnorm(x: Float32Array, w: Float32Array, rows: number, n: number, eps: number, opts?: { accumulator?: 'f64' | 'f32' }): Float32Array
+  rmsnormBackward(x: Float32Array, w: Float32Array, dy: Float32Array, rows: number, n: number, eps: number, opts?: { accumulator?: 'f64' | 'f32' }): { dx: Float32Array; dw: Float32Array }
+  /** RoPE of rows × headDim with per-row cos/sin tables of headDim/2. */
+  rope(x: Float32Array, cos: Float32Array, sin: Float32Array, rows: number, headDim: number): Float32Array
+  /** The inverse rotation: undoes rope, and is its backward. */
+  ropeInverse(g: Float32Array, cos: Float32Array, sin: Float32Array, rows: number, headDim: number): Float32Array
+  swiglu(gate: Float32Array, up: Float32Array): Float32Array
+  swigluBackward(gate: Float32Array, up: Float32Array, dh: Float32Array): { dgate: Float32Array; dup: Float32Array }
+  /** Attention of one query over nKeys keys and values of `stride` floats each (two-pass, or one pass with `online`). */
+  attentionRow(q: Float32Array, keys: Float32Array, values: Float32Array, stride: number, nKeys: number, headDim: number, scale: number, opts?: { online?: boolean }): Float32Array
+  /** dq [headDim]; dk and dv [nKeys × stride]. */
+  attentionRowBackward(
+    q: Float32Array,
+    keys: Float32Array,
+    values: Float32Array,
+    stride: number,
+    nKeys: number,
+    headDim: number,
+    scale: number,
+    dout: Float32Array,
+  ): { dq: Float32Array; dk: Float32Array; dv: Float32Array }
 }
 
 export interface NativeAddon {

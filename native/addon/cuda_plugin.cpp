@@ -58,7 +58,7 @@ CudaPlugin load_plugin() {
 
 std::atomic<const ad_cuda_api*> g_loaded_api{nullptr};
 
-const CudaPlugin& cuda_plugin() {
+const CudaPlugin& loaded_plugin() {
   static std::once_flag once;
   static CudaPlugin plugin;
   std::call_once(once, [] {
@@ -68,11 +68,11 @@ const CudaPlugin& cuda_plugin() {
   return plugin;
 }
 
-const ad_cuda_api* cuda_api_if_loaded() { return g_loaded_api.load(); }
+const ad_cuda_api* plugin_api_if_loaded() { return g_loaded_api.load(); }
 
-CudaStatus cuda_status() {
-  CudaStatus s;
-  const CudaPlugin& p = cuda_plugin();
+PluginStatus plugin_status() {
+  PluginStatus s;
+  const CudaPlugin& p = loaded_plugin();
   if (!p.api) {
     s.kind = p.kind;
     s.reason = p.reason;

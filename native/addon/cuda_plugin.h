@@ -17,17 +17,17 @@ struct CudaPlugin {
 };
 
 // Loads once per process (thread-safe); AUTODIDACT_CUDA_PLUGIN overrides the path.
-const CudaPlugin& cuda_plugin();
+const CudaPlugin& loaded_plugin();
 // The plugin's table when it was already loaded and usable, else null (never loads it).
-const ad_cuda_api* cuda_api_if_loaded();
+const ad_cuda_api* plugin_api_if_loaded();
 
 // The plugin's device probe, or a Probe-like answer naming why there is none.
-struct CudaStatus {
+struct PluginStatus {
   bool plugin = false, available = false;
   std::string kind;  // plugin kind, or "no-driver" / "no-device" / "ok"
   std::string reason;
   ad_cuda_probe probe{};
 };
-CudaStatus cuda_status();
+PluginStatus plugin_status();
 
 }  // namespace ad::addon

@@ -1,54 +1,83 @@
-// autodidact.info(): what this build contains and what the machine offers (for `doctor`).
-// The CUDA part comes from the runtime-loaded plugin (addon/cuda_plugin.h); without it, the
-// answer says why.
+// autodidact.info(): what this build contains and what the machine offers (for `doctor`): the
+// CPU's facts, each backend's status (the device backend's comes from its runtime-loaded plugin;
+// without it, the answer says why) and the capability matrix, verb × backend, with the reason
+// where a backend lacks a verb.
 #include <napi.h>
 
-#include "addon/cuda_plugin.h"
+#include "addon/backends.h"
+#include "addon/guard.h"
 #include "addon/registry.h"
 #include "cpu/simd.h"
 #include "cpu/threadpool.h"
 
 namespace ad::addon {
+namespace {
 
-static Napi::Value Info(const Napi::CallbackInfo& info) {
+Napi::Object describe_status(Napi::Env env, const model::BackendStatus& status) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("compiled", status.compiled);
+  o.Set("available", status.available);
+  o.Set("kind", status.kind);
+  o.Set("reason", status.reason);
+  o.Set("pluginPath", status.location);
+  o.Set("runtimeVersion", status.runtime_version);
+  o.Set("driverVersion", status.driver_version);
+  o.Set("gemmPath", status.kernel_path);
+  Napi::Array devices = Napi::Array::New(env, status.devices.size());
+  for (size_t i = 0; i < status.devices.size(); ++i) {
+    const auto& d = status.devices[i];
+    Napi::Object dev = Napi::Object::New(env);
+    dev.Set("index", static_cast<double>(i));
+    dev.Set("name", d.name);
+    dev.Set("totalMemory", static_cast<double>(d.total_memory));
+    dev.Set("computeCapability", d.compute_capability);
+    dev.Set("multiprocessors", d.multiprocessors);
+    devices.Set(static_cast<uint32_t>(i), dev);
+  }
+  o.Set("devices", devices);
+  return o;
+}
+
+// [{ verb, backends: { <backend>: { supported, reason } } }]
+Napi::Array capability_matrix(Napi::Env env) {
+  Napi::Array rows = Napi::Array::New(env);
+  for (int v = 0; v < static_cast<int>(model::Verb::kCount); ++v) {
+    const auto verb = static_cast<model::Verb>(v);
+    Napi::Object row = Napi::Object::New(env), per = Napi::Object::New(env);
+    row.Set("verb", model::verb_name(verb));
+    for (const model::Backend* b : all_backends()) {
+      const model::VerbSupport s = b->support(verb);
+      Napi::Object cell = Napi::Object::New(env);
+      cell.Set("supported", s.supported);
+      cell.Set("reason", s.reason);
+      per.Set(b->name(), cell);
+    }
+    row.Set("backends", per);
+    rows.Set(static_cast<uint32_t>(v), row);
+  }
+  return rows;
+}
+
+Napi::Value Info(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object out = Napi::Object::New(env);
   out.Set("abiVersion", 1);
-  const CudaStatus status = cuda_status();
-  Napi::Array backends = Napi::Array::New(env);
-  backends.Set(0u, "cpu");
-  if (status.plugin) backends.Set(1u, "cuda");
-  out.Set("backends", backends);
-  out.Set("cpuThreads", ad::cpu::hardware_threads());
-  out.Set("simd", ad::cpu::simd_level_compiled());
-  out.Set("compiler", ad::cpu::compiler_description());
-  Napi::Object cuda = Napi::Object::New(env);
-  cuda.Set("compiled", status.plugin);
-  cuda.Set("available", status.available);
-  cuda.Set("kind", status.kind);
-  cuda.Set("reason", status.reason);
-  cuda.Set("pluginPath", cuda_plugin().path);
-  cuda.Set("runtimeVersion", status.probe.runtime_version);
-  cuda.Set("driverVersion", status.probe.driver_version);
-  cuda.Set("gemmPath", std::string(status.probe.gemm_path));
-  Napi::Array devices = Napi::Array::New(env);
-  for (int i = 0; i < status.probe.device_count && i < 16; ++i) {
-    const auto& d = status.probe.devices[i];
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("index", i);
-    o.Set("name", std::string(d.name));
-    o.Set("totalMemory", static_cast<double>(d.total_memory));
-    o.Set("computeCapability", std::to_string(d.major) + "." + std::to_string(d.minor));
-    o.Set("multiprocessors", d.multiprocessors);
-    devices.Set(static_cast<uint32_t>(i), o);
+  Napi::Array compiled = Napi::Array::New(env);
+  for (const model::Backend* b : all_backends()) {
+    const model::BackendStatus status = b->status();
+    if (status.compiled) compiled.Set(compiled.Length(), b->name());
+    if (b != &backend_named("cpu")) out.Set(b->name(), describe_status(env, status));
   }
-  cuda.Set("devices", devices);
-  out.Set("cuda", cuda);
+  out.Set("backends", compiled);
+  out.Set("cpuThreads", cpu::hardware_threads());
+  out.Set("simd", cpu::simd_level_compiled());
+  out.Set("compiler", cpu::compiler_description());
+  out.Set("capabilities", capability_matrix(env));
   return out;
 }
 
-void RegisterInfo(Napi::Env env, Napi::Object exports) {
-  exports.Set("info", Napi::Function::New(env, Info, "info"));
-}
+}  // namespace
+
+void RegisterInfo(Napi::Env env, Napi::Object exports) { exports.Set("info", function<Info>(env, "info")); }
 
 }  // namespace ad::addon

@@ -8,6 +8,9 @@
 //   philox(counter[4], key[2]) → Uint32Array(4);  uniform01(seed, stream, position) → number
 //   copyBytes(src, dst, threads?)  parallel memcpy, the bandwidth floor of the benchmark
 //   expf(x: Float32Array) → Float32Array  the SIMD exp, for its ulp test
+//   rmsnorm / rmsnormBackward, rope / ropeInverse, swiglu / swigluBackward, attentionRow /
+//   attentionRowBackward: the layer kernel pairs of native/kernels/, row by row as the CPU
+//   backend calls them (outputs NaN-poisoned; accumulated gradients start at 0)
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,68 +19,28 @@
 #include <string>
 #include <vector>
 
+#include "addon/guard.h"
+#include "addon/marshal.h"
 #include "addon/registry.h"
 #include "cpu/logit_stats_cpu.h"
 #include "cpu/sampling_cpu.h"
 #include "cpu/threadpool.h"
+#include "cpu/vec.h"
+#include "kernels/attention.h"
 #include "kernels/philox.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 namespace ad::addon {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Argument helpers
-
-[[noreturn]] void type_error(Napi::Env env, const std::string& msg) { throw Napi::TypeError::New(env, msg); }
-[[noreturn]] void range_error(Napi::Env env, const std::string& msg) { throw Napi::RangeError::New(env, msg); }
-
-bool absent(const Napi::Value& v) { return v.IsUndefined() || v.IsNull(); }
-
-template <typename T, napi_typedarray_type Kind>
-Napi::TypedArrayOf<T> typed_array(Napi::Env env, const Napi::Value& v, const char* what, const char* type_name) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != Kind) {
-    type_error(env, std::string(what) + " must be a " + type_name);
-  }
-  return v.As<Napi::TypedArrayOf<T>>();
-}
-
 Napi::Float32Array float_array(Napi::Env env, const Napi::Value& v, const char* what) {
-  return typed_array<float, napi_float32_array>(env, v, what, "Float32Array");
+  return typed_arg<float, napi_float32_array>(env, v, what);
 }
 
 Napi::Int32Array int_array(Napi::Env env, const Napi::Value& v, const char* what) {
-  return typed_array<int32_t, napi_int32_array>(env, v, what, "Int32Array");
-}
-
-double number_arg(Napi::Env env, const Napi::Value& v, const char* what) {
-  if (!v.IsNumber()) type_error(env, std::string(what) + " must be a number");
-  return v.As<Napi::Number>().DoubleValue();
-}
-
-int64_t integer_arg(Napi::Env env, const Napi::Value& v, const char* what, int64_t lo, int64_t hi) {
-  double d = number_arg(env, v, what);
-  if (d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
-    range_error(env, std::string(what) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  return static_cast<int64_t>(d);
-}
-
-// A u64 from a bigint (any value that fits) or a non-negative safe integer.
-uint64_t u64_arg(Napi::Env env, const Napi::Value& v, const char* what) {
-  if (v.IsBigInt()) {
-    bool lossless = false;
-    uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
-    if (!lossless) range_error(env, std::string(what) + " must fit in 64 unsigned bits");
-    return x;
-  }
-  return static_cast<uint64_t>(integer_arg(env, v, what, 0, (int64_t(1) << 53) - 1));
-}
-
-Napi::Value field(const Napi::Object& o, const char* key) { return o.Has(key) ? o.Get(key) : o.Env().Undefined(); }
-
-double number_field(const Napi::Object& o, const char* key, double fallback) {
-  Napi::Value v = field(o, key);
-  return absent(v) ? fallback : number_arg(o.Env(), v, key);
+  return typed_arg<int32_t, napi_int32_array>(env, v, what);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -95,7 +58,7 @@ cpu::ThreadPool& pool_for(int threads) {
 
 int threads_option(Napi::Env env, const Napi::Value& v) {
   if (absent(v)) return cpu::hardware_threads();
-  return static_cast<int>(integer_arg(env, v, "threads", 1, 1024));
+  return static_cast<int>(integer_arg(env, v, "threads", 1, cpu::kMaxThreads));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -326,18 +289,178 @@ Napi::Value Expf(const Napi::CallbackInfo& info) {
   return y;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Layer kernel pairs
+
+Napi::Float32Array sized(Napi::Env env, const Napi::Value& v, const char* what, int64_t n) {
+  Napi::Float32Array a = float_array(env, v, what);
+  if (static_cast<int64_t>(a.ElementLength()) != n)
+    range_error(env, std::string(what) + " has " + std::to_string(a.ElementLength()) + " elements, expected " + std::to_string(n));
+  return a;
+}
+
+Napi::Float32Array zeros(Napi::Env env, size_t n) { return Napi::Float32Array::New(env, n); }
+
+bool f32_accumulator(Napi::Env env, const Napi::Value& opts) {
+  if (absent(opts)) return false;
+  Napi::Value a = field(object_arg(env, opts, "options"), "accumulator");
+  if (absent(a)) return false;
+  const std::string s = a.ToString().Utf8Value();
+  if (s != "f32" && s != "f64") range_error(env, "accumulator must be 'f32' or 'f64'");
+  return s == "f32";
+}
+
+// rmsnorm(x, w, rows, n, eps, { accumulator? }) → y
+Napi::Value Rmsnorm(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int64_t rows = integer_arg(env, info[2], "rows", 1, 1 << 24), n = integer_arg(env, info[3], "n", 1, 1 << 24);
+  auto x = sized(env, info[0], "x", rows * n);
+  auto w = sized(env, info[1], "w", n);
+  const float eps = static_cast<float>(number_arg(env, info[4], "eps"));
+  const bool f32 = f32_accumulator(env, info[5]);
+  Napi::Float32Array y = nan_floats(env, static_cast<size_t>(rows * n));
+  for (int64_t r = 0; r < rows; ++r) {
+    if (f32) kernels::rmsnorm_row<float>(x.Data() + r * n, w.Data(), y.Data() + r * n, static_cast<int>(n), eps);
+    else kernels::rmsnorm_row<double>(x.Data() + r * n, w.Data(), y.Data() + r * n, static_cast<int>(n), eps);
+  }
+  return y;
+}
+
+// rmsnormBackward(x, w, dy, rows, n, eps, { accumulator? }) → { dx, dw }
+Napi::Value RmsnormBackward(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int64_t rows = integer_arg(env, info[3], "rows", 1, 1 << 24), n = integer_arg(env, info[4], "n", 1, 1 << 24);
+  auto x = sized(env, info[0], "x", rows * n);
+  auto w = sized(env, info[1], "w", n);
+  auto dy = sized(env, info[2], "dy", rows * n);
+  const float eps = static_cast<float>(number_arg(env, info[5], "eps"));
+  const bool f32 = f32_accumulator(env, info[6]);
+  Napi::Float32Array dx = nan_floats(env, static_cast<size_t>(rows * n)), dw = zeros(env, static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r * n;
+    if (f32) kernels::rmsnorm_row_backward<float>(x.Data() + o, w.Data(), dy.Data() + o, dx.Data() + o, dw.Data(), static_cast<int>(n), eps, false);
+    else kernels::rmsnorm_row_backward<double>(x.Data() + o, w.Data(), dy.Data() + o, dx.Data() + o, dw.Data(), static_cast<int>(n), eps, false);
+  }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("dx", dx);
+  out.Set("dw", dw);
+  return out;
+}
+
+// rope(x, cos, sin, rows, headDim) / ropeInverse(...): each row of x rotated by its cos/sin row.
+Napi::Value RopeWith(const Napi::CallbackInfo& info, bool inverse) {
+  Napi::Env env = info.Env();
+  const int64_t rows = integer_arg(env, info[3], "rows", 1, 1 << 24), d = integer_arg(env, info[4], "headDim", 1, 1 << 16);
+  if (d % 2) range_error(env, "RoPE needs an even head size");
+  auto x = sized(env, info[0], "x", rows * d);
+  auto c = sized(env, info[1], "cos", rows * d / 2);
+  auto sn = sized(env, info[2], "sin", rows * d / 2);
+  Napi::Float32Array y = nan_floats(env, static_cast<size_t>(rows * d));
+  std::memcpy(y.Data(), x.Data(), sizeof(float) * rows * d);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y.Data() + r * d;
+    if (inverse) kernels::rope_apply_inverse(row, c.Data() + r * d / 2, sn.Data() + r * d / 2, static_cast<int>(d));
+    else kernels::rope_apply(row, c.Data() + r * d / 2, sn.Data() + r * d / 2, static_cast<int>(d));
+  }
+  return y;
+}
+Napi::Value Rope(const Napi::CallbackInfo& info) { return RopeWith(info, false); }
+Napi::Value RopeInverse(const Napi::CallbackInfo& info) { return RopeWith(info, true); }
+
+// swiglu(gate, up) → h
+Napi::Value Swiglu(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto g = float_array(env, info[0], "gate");
+  auto u = sized(env, info[1], "up", static_cast<int64_t>(g.ElementLength()));
+  Napi::Float32Array h = nan_floats(env, g.ElementLength());
+  kernels::swiglu_row(g.Data(), u.Data(), h.Data(), static_cast<int64_t>(g.ElementLength()));
+  return h;
+}
+
+// swigluBackward(gate, up, dh) → { dgate, dup }
+Napi::Value SwigluBackward(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto g = float_array(env, info[0], "gate");
+  const int64_t n = static_cast<int64_t>(g.ElementLength());
+  auto u = sized(env, info[1], "up", n);
+  auto dh = sized(env, info[2], "dh", n);
+  Napi::Float32Array dg = nan_floats(env, n), du = nan_floats(env, n);
+  kernels::swiglu_row_backward(g.Data(), u.Data(), dh.Data(), dg.Data(), du.Data(), n);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("dgate", dg);
+  out.Set("dup", du);
+  return out;
+}
+
+struct AttentionArgs {
+  Napi::Float32Array q, keys, values;
+  int64_t stride;
+  int n_keys, head_dim;
+  float scale;
+};
+
+AttentionArgs attention_args(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int64_t stride = integer_arg(env, info[3], "stride", 1, 1 << 20);
+  const int n = static_cast<int>(integer_arg(env, info[4], "nKeys", 1, 1 << 20));
+  const int d = static_cast<int>(integer_arg(env, info[5], "headDim", 1, stride));
+  return {sized(env, info[0], "q", d), sized(env, info[1], "keys", n * stride), sized(env, info[2], "values", n * stride), stride, n, d,
+          static_cast<float>(number_arg(env, info[6], "scale"))};
+}
+
+// attentionRow(q, keys, values, stride, nKeys, headDim, scale, { online? }) → out
+Napi::Value AttentionRow(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  AttentionArgs a = attention_args(info);
+  const bool online = !absent(info[7]) && bool_field(object_arg(env, info[7], "options"), "online", false);
+  Napi::Float32Array out = nan_floats(env, static_cast<size_t>(a.head_dim));
+  if (online) {
+    kernels::attention_row_online(a.q.Data(), a.keys.Data(), a.values.Data(), a.stride, a.n_keys, a.head_dim, a.scale, out.Data(), cpu::dot);
+  } else {
+    std::vector<float> probs(static_cast<size_t>(a.n_keys));
+    kernels::attention_row(a.q.Data(), a.keys.Data(), a.values.Data(), a.stride, a.n_keys, a.head_dim, a.scale, probs.data(), out.Data(),
+                           cpu::dot, cpu::axpy);
+  }
+  return out;
+}
+
+// attentionRowBackward(q, keys, values, stride, nKeys, headDim, scale, dout) → { dq, dk, dv } (dk, dv [nKeys × stride])
+Napi::Value AttentionRowBackward(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  AttentionArgs a = attention_args(info);
+  auto dout = sized(env, info[7], "dout", a.head_dim);
+  Napi::Float32Array dq = nan_floats(env, static_cast<size_t>(a.head_dim));
+  Napi::Float32Array dk = zeros(env, static_cast<size_t>(a.n_keys * a.stride)), dv = zeros(env, static_cast<size_t>(a.n_keys * a.stride));
+  std::vector<float> probs(static_cast<size_t>(a.n_keys)), dprobs(static_cast<size_t>(a.n_keys));
+  kernels::attention_row_backward(a.q.Data(), a.keys.Data(), a.values.Data(), a.stride, a.n_keys, a.head_dim, a.scale, dout.Data(),
+                                  probs.data(), dprobs.data(), dq.Data(), dk.Data(), dv.Data(), 0, cpu::dot, cpu::axpy);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("dq", dq);
+  out.Set("dk", dk);
+  out.Set("dv", dv);
+  return out;
+}
+
 }  // namespace
 
 void RegisterKernelBindings(Napi::Env env, Napi::Object exports) {
   Napi::Object k = Napi::Object::New(env);
-  k.Set("logitStats", Napi::Function::New(env, LogitStats, "logitStats"));
-  k.Set("naiveLogitStats", Napi::Function::New(env, NaiveLogitStats, "naiveLogitStats"));
-  k.Set("sampleToken", Napi::Function::New(env, SampleToken, "sampleToken"));
-  k.Set("sampleTokens", Napi::Function::New(env, SampleTokens, "sampleTokens"));
-  k.Set("philox", Napi::Function::New(env, Philox, "philox"));
-  k.Set("uniform01", Napi::Function::New(env, Uniform01, "uniform01"));
-  k.Set("copyBytes", Napi::Function::New(env, CopyBytes, "copyBytes"));
-  k.Set("expf", Napi::Function::New(env, Expf, "expf"));
+  k.Set("logitStats", function<LogitStats>(env, "logitStats"));
+  k.Set("naiveLogitStats", function<NaiveLogitStats>(env, "naiveLogitStats"));
+  k.Set("sampleToken", function<SampleToken>(env, "sampleToken"));
+  k.Set("sampleTokens", function<SampleTokens>(env, "sampleTokens"));
+  k.Set("philox", function<Philox>(env, "philox"));
+  k.Set("uniform01", function<Uniform01>(env, "uniform01"));
+  k.Set("copyBytes", function<CopyBytes>(env, "copyBytes"));
+  k.Set("expf", function<Expf>(env, "expf"));
+  k.Set("rmsnorm", function<Rmsnorm>(env, "rmsnorm"));
+  k.Set("rmsnormBackward", function<RmsnormBackward>(env, "rmsnormBackward"));
+  k.Set("rope", function<Rope>(env, "rope"));
+  k.Set("ropeInverse", function<RopeInverse>(env, "ropeInverse"));
+  k.Set("swiglu", function<Swiglu>(env, "swiglu"));
+  k.Set("swigluBackward", function<SwigluBackward>(env, "swigluBackward"));
+  k.Set("attentionRow", function<AttentionRow>(env, "attentionRow"));
+  k.Set("attentionRowBackward", function<AttentionRowBackward>(env, "attentionRowBackward"));
   k.Set("maxTopK", kMaxLogitTopK);
   exports.Set("kernels", k);
 }

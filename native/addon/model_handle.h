@@ -1,12 +1,14 @@
-// Access to the model behind a NativeModel handle, for binding files other than model_bindings.cpp.
+// The engine behind a NativeModel handle, for binding files other than model_bindings.cpp.
 #pragma once
 #include <napi.h>
 
 #include <memory>
 
-#include "model/transformer.h"
+#include "model/engine.h"
 
 namespace ad::addon {
+
 // Throws a JS TypeError unless `v` is a live NativeModel.
-std::shared_ptr<model::Transformer> model_of(Napi::Env env, Napi::Value v);
+std::shared_ptr<model::Engine> engine_of(Napi::Env env, Napi::Value v, const char* what = "model");
+
 }  // namespace ad::addon

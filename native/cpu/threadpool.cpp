@@ -1,6 +1,8 @@
 #include "cpu/threadpool.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace ad::cpu {
 
@@ -9,18 +11,28 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int threads) : nthreads_(std::max(1, threads)) {
-  for (int i = 1; i < nthreads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+ThreadPool::ThreadPool(int threads) : nthreads_(threads) {
+  if (threads < 1 || threads > kMaxThreads)
+    throw std::out_of_range("a thread pool needs between 1 and " + std::to_string(kMaxThreads) + " threads, got " + std::to_string(threads));
+  try {
+    for (int i = 1; i < nthreads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (...) {
+    stop_workers();  // a joinable std::thread left behind would terminate the process
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;

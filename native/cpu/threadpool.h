@@ -11,8 +11,13 @@
 
 namespace ad::cpu {
 
+// The most threads one pool may have (beyond the machine's cores they only cost memory).
+constexpr int kMaxThreads = 256;
+
 class ThreadPool {
  public:
+  // Throws std::out_of_range outside [1, kMaxThreads] and std::system_error when the system
+  // cannot start the threads (those it started are joined first).
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -28,6 +33,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_workers();
 
   int nthreads_;
   std::vector<std::thread> workers_;

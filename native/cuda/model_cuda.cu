@@ -12,6 +12,7 @@
 
 #include "cuda/ops_layers.h"
 #include "kernels/rope.h"
+#include "model/tensor_table.h"
 
 namespace ad::cuda {
 
@@ -57,8 +58,6 @@ int64_t logits_chunk(int64_t rows, int64_t vocab, int64_t bytes_per_logit) {
   const int64_t by_memory = budget / (bytes_per_logit * std::max<int64_t>(vocab, 1));
   return std::max<int64_t>(1, std::min<int64_t>({rows, by_memory, int64_t{32768}}));
 }
-
-bool decays(const std::string& name) { return name.find("norm") == std::string::npos && name.find(".bias") == std::string::npos; }
 
 }  // namespace
 
@@ -206,61 +205,68 @@ CudaModel::Param* CudaModel::find(const std::string& name) {
 
 CudaModel::Param& CudaModel::param(const std::string& name) {
   Param* p = find(name);
-  if (!p) throw std::runtime_error("missing tensor " + name);
+  if (!p) throw std::invalid_argument("missing tensor " + name);
   return *p;
 }
 
-static void check_shape(const std::string& name, const std::vector<int64_t>& have, std::initializer_list<int64_t> want) {
-  std::vector<int64_t> w(want);
-  if (have != w) {
-    std::string s;
-    for (auto d : w) s += (s.empty() ? "" : ",") + std::to_string(d);
-    throw std::runtime_error("tensor " + name + " has the wrong shape; expected [" + s + "]");
-  }
+static void check_shape(const std::string& name, const std::vector<int64_t>& have, const std::vector<int64_t>& want) {
+  if (have != want) throw std::invalid_argument("tensor " + name + " has the wrong shape; expected " + model::shape_string(want));
 }
 
-const float* CudaModel::f32_of(const std::string& name, std::initializer_list<int64_t> shape) {
+const float* CudaModel::f32_of(const std::string& name, const std::vector<int64_t>& shape) {
   Param& p = param(name);
   check_shape(name, p.shape, shape);
   return p.w32.get();
 }
 
-const bf16* CudaModel::bf16_of(const std::string& name, std::initializer_list<int64_t> shape) {
+const bf16* CudaModel::bf16_of(const std::string& name, const std::vector<int64_t>& shape) {
   Param& p = param(name);
   check_shape(name, p.shape, shape);
   return p.w16.get();
 }
 
+// Where finalize() keeps a table entry's device pointer: bf16 for matrices (the GEMMs' inputs),
+// f32 for norm weights and biases.
+void CudaModel::bind(const model::ModelTensor& t) {
+  using model::TensorId;
+  Layer* w = t.layer >= 0 ? &layers_[t.layer] : nullptr;
+  const std::vector<int64_t>& shape = t.shape;
+  auto matrix = [&]() { return bf16_of(t.name, shape); };
+  auto vector = [&]() { return f32_of(t.name, shape); };
+  switch (t.spec->id) {
+    case TensorId::kEmbed: embed_ = matrix(); return;
+    case TensorId::kFinalNorm: final_norm_ = vector(); return;
+    case TensorId::kLmHead: lm_head_ = matrix(); return;
+    case TensorId::kAttnNorm: w->attn_norm = vector(); return;
+    case TensorId::kWq: w->wq = matrix(); return;
+    case TensorId::kWk: w->wk = matrix(); return;
+    case TensorId::kWv: w->wv = matrix(); return;
+    case TensorId::kBq: w->bq = vector(); return;
+    case TensorId::kBk: w->bk = vector(); return;
+    case TensorId::kBv: w->bv = vector(); return;
+    case TensorId::kWo: w->wo = matrix(); return;
+    case TensorId::kBo: w->bo = vector(); return;
+    case TensorId::kQNorm: w->q_norm = vector(); return;
+    case TensorId::kKNorm: w->k_norm = vector(); return;
+    case TensorId::kMlpNorm: w->mlp_norm = vector(); return;
+    case TensorId::kWGate: w->wg = matrix(); return;
+    case TensorId::kWUp: w->wu = matrix(); return;
+    case TensorId::kWDown: w->wd = matrix(); return;
+    case TensorId::kScore:
+    case TensorId::kCount: break;
+  }
+  throw std::invalid_argument("the CUDA backend has no place for tensor " + t.name);
+}
+
 void CudaModel::finalize() {
   const model::Config& c = cfg_;
-  embed_ = bf16_of("model.embed_tokens.weight", {c.vocab, c.hidden});
-  final_norm_ = f32_of("model.norm.weight", {c.hidden});
-  lm_head_name_ = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  lm_head_ = c.tie_embeddings ? embed_ : bf16_of("lm_head.weight", {c.vocab, c.hidden});
   layers_.assign(c.layers, Layer{});
-  for (int l = 0; l < c.layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    Layer& w = layers_[l];
-    w.attn_norm = f32_of(p + "input_layernorm.weight", {c.hidden});
-    w.wq = bf16_of(p + "self_attn.q_proj.weight", {c.q_dim(), c.hidden});
-    w.wk = bf16_of(p + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden});
-    w.wv = bf16_of(p + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden});
-    w.wo = bf16_of(p + "self_attn.o_proj.weight", {c.hidden, c.q_dim()});
-    if (c.qkv_bias) {
-      w.bq = f32_of(p + "self_attn.q_proj.bias", {c.q_dim()});
-      w.bk = f32_of(p + "self_attn.k_proj.bias", {c.kv_dim()});
-      w.bv = f32_of(p + "self_attn.v_proj.bias", {c.kv_dim()});
-    }
-    if (c.o_bias) w.bo = f32_of(p + "self_attn.o_proj.bias", {c.hidden});
-    if (c.qk_norm) {
-      w.q_norm = f32_of(p + "self_attn.q_norm.weight", {c.head_dim});
-      w.k_norm = f32_of(p + "self_attn.k_norm.weight", {c.head_dim});
-    }
-    w.mlp_norm = f32_of(p + "post_attention_layernorm.weight", {c.hidden});
-    w.wg = bf16_of(p + "mlp.gate_proj.weight", {c.intermediate, c.hidden});
-    w.wu = bf16_of(p + "mlp.up_proj.weight", {c.intermediate, c.hidden});
-    w.wd = bf16_of(p + "mlp.down_proj.weight", {c.hidden, c.intermediate});
-  }
+  embed_ = lm_head_ = nullptr;
+  final_norm_ = nullptr;
+  for (const model::ModelTensor& t : model::model_tensors(c))
+    if (t.need == model::Need::REQUIRED || find(t.name)) bind(t);
+  lm_head_name_ = model::tensor_name(c.tie_embeddings ? model::TensorId::kEmbed : model::TensorId::kLmHead);
+  if (c.tie_embeddings) lm_head_ = embed_;
   finalized_ = true;
 }
 
@@ -908,7 +914,7 @@ void CudaModel::backward(const float* d_hidden) {
 
   // Final norm: only the output rows carry gradient.
   ADL_CHECK(cudaMemsetAsync(dx, 0, sizeof(float) * T * H, stream_));
-  rmsnorm_scatter_bwd(tape_.x_final.get(), tape_.d_out_rows.get(), R, final_norm_, d_hidden, dx, grad_of("model.norm.weight"),
+  rmsnorm_scatter_bwd(tape_.x_final.get(), tape_.d_out_rows.get(), R, final_norm_, d_hidden, dx, grad_of(model::tensor_name(model::TensorId::kFinalNorm)),
                       static_cast<int>(H), eps, stream_);
   const TokenMap map{tape_.d_slot.get(), tape_.d_pos.get()};
   const SlotRows slots{tape_.d_row0.get(), tape_.d_pos0.get(), tape_.d_rows.get()};
@@ -916,13 +922,14 @@ void CudaModel::backward(const float* d_hidden) {
   for (int l = c.layers - 1; l >= 0; --l) {
     const LayerTape& lt = tape_.layers[l];
     const Layer& w = layers_[l];
-    const std::string p = "model.layers." + std::to_string(l) + ".";
+    using model::TensorId;
+    using model::tensor_name;
     // ---- MLP: x_out = x_mid + down(silu(gate)·up)
     {
       ADC_PROFILE("bwd.down_proj", stream_);
       swiglu_fwd(lt.gate.get(), lt.up.get(), hb, T * I, stream_);
       cast_f32_to_bf16(dx, dyb, T * H, stream_);
-      linear_bwd(dyb, dx, T, p + "mlp.down_proj.weight", w.wd, I, H, hb, dh, false, "");
+      linear_bwd(dyb, dx, T, tensor_name(TensorId::kWDown, l), w.wd, I, H, hb, dh, false, "");
     }
     {
       ADC_PROFILE("bwd.swiglu", stream_);  // bf16 only: the MLP has no biases, so no f32 column sums
@@ -930,12 +937,12 @@ void CudaModel::backward(const float* d_hidden) {
     }
     {
       ADC_PROFILE("bwd.gate_up_proj", stream_);
-      linear_bwd(dhb, nullptr, T, p + "mlp.gate_proj.weight", w.wg, H, I, lt.xn2.get(), dxn, false, "");
-      linear_bwd(dupb, nullptr, T, p + "mlp.up_proj.weight", w.wu, H, I, lt.xn2.get(), dxn, true, "");
+      linear_bwd(dhb, nullptr, T, tensor_name(TensorId::kWGate, l), w.wg, H, I, lt.xn2.get(), dxn, false, "");
+      linear_bwd(dupb, nullptr, T, tensor_name(TensorId::kWUp, l), w.wu, H, I, lt.xn2.get(), dxn, true, "");
     }
     {
       ADC_PROFILE("bwd.mlp_norm", stream_);
-      rmsnorm_bwd(lt.x_mid.get(), w.mlp_norm, dxn, dx, true, grad_of(p + "post_attention_layernorm.weight"), T, static_cast<int>(H),
+      rmsnorm_bwd(lt.x_mid.get(), w.mlp_norm, dxn, dx, true, grad_of(tensor_name(TensorId::kMlpNorm, l)), T, static_cast<int>(H),
                   eps, stream_);
     }
 
@@ -943,8 +950,8 @@ void CudaModel::backward(const float* d_hidden) {
     {
       ADC_PROFILE("bwd.o_proj", stream_);
       cast_f32_to_bf16(dx, dyb, T * H, stream_);
-      linear_bwd(dyb, dx, T, p + "self_attn.o_proj.weight", w.wo, qd, H, lt.att.get(), datt, false,
-                 w.bo ? p + "self_attn.o_proj.bias" : "");
+      linear_bwd(dyb, dx, T, tensor_name(TensorId::kWo, l), w.wo, qd, H, lt.att.get(), datt, false,
+                 w.bo ? tensor_name(TensorId::kBo, l) : "");
     }
     const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
     {
@@ -960,25 +967,25 @@ void CudaModel::backward(const float* d_hidden) {
     {
       ADC_PROFILE("bwd.qk_norm_rope", stream_);
       qk_rope_bwd(dq, dk, dqb, dkb, lt.q_raw.get(), lt.k_raw.get(), w.q_norm, w.k_norm, tape_.rope_cs.get(), T, c.heads,
-                  c.kv_heads, c.head_dim, eps, w.q_norm ? grad_of(p + "self_attn.q_norm.weight") : nullptr,
-                  w.k_norm ? grad_of(p + "self_attn.k_norm.weight") : nullptr, stream_);
+                  c.kv_heads, c.head_dim, eps, w.q_norm ? grad_of(tensor_name(TensorId::kQNorm, l)) : nullptr,
+                  w.k_norm ? grad_of(tensor_name(TensorId::kKNorm, l)) : nullptr, stream_);
       cast_f32_to_bf16(dv, dvb, T * kvd, stream_);
     }
     {
       ADC_PROFILE("bwd.qkv_proj", stream_);
-      linear_bwd(dqb, dq, T, p + "self_attn.q_proj.weight", w.wq, H, qd, lt.xn1.get(), dxn, false,
-                 w.bq ? p + "self_attn.q_proj.bias" : "");
-      linear_bwd(dkb, dk, T, p + "self_attn.k_proj.weight", w.wk, H, kvd, lt.xn1.get(), dxn, true,
-                 w.bk ? p + "self_attn.k_proj.bias" : "");
-      linear_bwd(dvb, dv, T, p + "self_attn.v_proj.weight", w.wv, H, kvd, lt.xn1.get(), dxn, true,
-                 w.bv ? p + "self_attn.v_proj.bias" : "");
+      linear_bwd(dqb, dq, T, tensor_name(TensorId::kWq, l), w.wq, H, qd, lt.xn1.get(), dxn, false,
+                 w.bq ? tensor_name(TensorId::kBq, l) : "");
+      linear_bwd(dkb, dk, T, tensor_name(TensorId::kWk, l), w.wk, H, kvd, lt.xn1.get(), dxn, true,
+                 w.bk ? tensor_name(TensorId::kBk, l) : "");
+      linear_bwd(dvb, dv, T, tensor_name(TensorId::kWv, l), w.wv, H, kvd, lt.xn1.get(), dxn, true,
+                 w.bv ? tensor_name(TensorId::kBv, l) : "");
     }
     ADC_PROFILE("bwd.attn_norm", stream_);
-    rmsnorm_bwd(lt.x_in.get(), w.attn_norm, dxn, dx, true, grad_of(p + "input_layernorm.weight"), T, static_cast<int>(H), eps, stream_);
+    rmsnorm_bwd(lt.x_in.get(), w.attn_norm, dxn, dx, true, grad_of(tensor_name(TensorId::kAttnNorm, l)), T, static_cast<int>(H), eps, stream_);
   }
   if (train_base_) {
     ADC_PROFILE("bwd.embed", stream_);
-    embed_scatter_add(dx, tape_.d_tokens.get(), T, static_cast<int>(H), grad_of("model.embed_tokens.weight"), stream_);
+    embed_scatter_add(dx, tape_.d_tokens.get(), T, static_cast<int>(H), grad_of(model::tensor_name(model::TensorId::kEmbed)), stream_);
   }
   sync();
 }
@@ -992,6 +999,14 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
   constexpr int64_t kSmall = 1 << 16;
   std::vector<AdamWTensor> small;
   int64_t small_max = 0;
+  // Every moment buffer (m and v on their own) holds its parameter's size before anything is written.
+  for (auto& kv : params_) {
+    const Param& pr = kv.second;
+    if (!pr.grad.get() || (!pr.m.get() && !pr.v.get())) continue;
+    if (pr.m.size() < pr.n || pr.v.size() < pr.n)
+      throw std::length_error("optimizer state of " + kv.first + " has m of " + std::to_string(pr.m.size()) + " and v of " +
+                              std::to_string(pr.v.size()) + " elements, the parameter " + std::to_string(pr.n));
+  }
   for (auto& kv : params_) {
     Param& pr = kv.second;
     if (!pr.grad.get()) continue;
@@ -1002,7 +1017,7 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
       ADL_CHECK(cudaMemsetAsync(pr.v.get(), 0, sizeof(float) * pr.n, stream_));
     }
     if (pr.n < kSmall) {
-      small.push_back({pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, decays(kv.first) ? 1 : 0});
+      small.push_back({pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, model::weight_decay_applies(kv.first) ? 1 : 0});
       small_max = std::max(small_max, pr.n);
     }
   }
@@ -1028,7 +1043,7 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
       if (!pr.grad.get()) continue;
       o.parameters += pr.n;
       if (pr.n < kSmall) continue;
-      ops_check(adamw_step(pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, p, decays(kv.first), clip, stream_),
+      ops_check(adamw_step(pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, p, model::weight_decay_applies(kv.first), clip, stream_),
                 "AdamW");
     }
     ops_check(adamw_step_multi(small_params_.get(), n_small, small_max, p, clip, stream_), "AdamW (small tensors)");

@@ -19,6 +19,7 @@
 #include "cuda/ops.h"
 #include "cuda/ops_attention.h"
 #include "cuda/plugin_abi.h"
+#include "model/tensor_table.h"
 #include "model/transformer.h"
 
 namespace ad::cuda {
@@ -163,8 +164,9 @@ class CudaModel {
 
   Param& param(const std::string& name);
   Param* find(const std::string& name);
-  const float* f32_of(const std::string& name, std::initializer_list<int64_t> shape);
-  const bf16* bf16_of(const std::string& name, std::initializer_list<int64_t> shape);
+  const float* f32_of(const std::string& name, const std::vector<int64_t>& shape);
+  const bf16* bf16_of(const std::string& name, const std::vector<int64_t>& shape);
+  void bind(const model::ModelTensor& t);
   void forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt);
   // Plans `plan` for the batch's spans (key tiles too when `with_keys`, for a backward).
   void plan_attention(AttentionPlan& plan, std::vector<SlotSpan> spans, bool with_keys);

@@ -1,9 +1,15 @@
-// Device kernels of the transformer's layers (see ops_layers.h). The arithmetic follows
-// native/kernels/*.h and native/model/{transformer,backward}.cpp line by line; only the parallel
-// structure is new: a block per row for norms, a warp per (token, head) for attention.
+// Device kernels of the transformer's layers (see ops_layers.h). The per-element arithmetic is
+// native/kernels/*.h's, the functions the CPU backend calls too (float accumulators here, the
+// device's fast exp and rsqrt); only the parallel structure is this file's: a block per row for
+// norms, a warp per (token, head) for attention.
 #include "cuda/ops_layers.h"
 
 #include <algorithm>
+
+#include "kernels/attention.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
 
 namespace ad::cuda {
 
@@ -46,8 +52,6 @@ __device__ float block_sum(float v) {
   __syncthreads();
   return total;
 }
-
-__device__ __forceinline__ float silu_d(float g) { return g / (1.f + __expf(-g)); }
 
 // ------------------------------------------------------------------------ casts, elementwise
 
@@ -97,10 +101,10 @@ __global__ void k_rmsnorm_fwd(const float* __restrict__ x, const int32_t* __rest
   float ss = 0.f;
   for (int j = threadIdx.x; j < H; j += blockDim.x) ss += xr[j] * xr[j];
   ss = block_sum(ss);
-  const float rstd = rsqrtf(ss / H + eps);
+  const float rstd = kernels::rms_inverse(ss, H, eps);
   if (rstd_out && threadIdx.x == 0) rstd_out[r] = rstd;
   for (int j = threadIdx.x; j < H; j += blockDim.x) {
-    const float v = xr[j] * rstd * w[j];
+    const float v = kernels::rmsnorm_element(xr[j], rstd, w[j]);
     y[r * H + j] = __float2bfloat16(v);
     if (y32) y32[r * H + j] = v;
   }
@@ -126,13 +130,13 @@ __global__ void k_rmsnorm_bwd(const float* __restrict__ x, const int32_t* __rest
     }
     ss = block_sum(ss);
     dot = block_sum(dot);
-    const float rs = rsqrtf(ss / H + eps);
-    const float c = rs * rs * rs * dot / H;
+    const float rs = kernels::rms_inverse(ss, H, eps);
+    const float c = kernels::rmsnorm_grad_coef(rs, dot, H);
     float* d = dx + xr * H;
     for (int j = threadIdx.x; j < H; j += blockDim.x) {
-      const float v = rs * w[j] * g[j] - c * xv[j];
+      const float v = kernels::rmsnorm_grad_element(rs, c, w[j], g[j], xv[j]);
       d[j] = accumulate ? d[j] + v : v;
-      if (dw) dw_part[j] += g[j] * xv[j] * rs;
+      if (dw) dw_part[j] += kernels::rmsnorm_weight_grad_element(g[j], xv[j], rs);
     }
   }
   if (dw) {
@@ -157,25 +161,20 @@ __device__ void head_norm_rope(float (&a)[P], float (&b)[P], const float* norm_w
       if (i < half) ss += a[p] * a[p] + b[p] * b[p];
     }
     ss = warp_sum(ss);
-    const float r = rsqrtf(ss / (2 * half) + eps);
+    const float r = kernels::rms_inverse(ss, 2 * half, eps);
 #pragma unroll
     for (int p = 0; p < P; ++p) {
       const int i = lane + 32 * p;
       if (i < half) {
-        a[p] = a[p] * r * norm_w[i];
-        b[p] = b[p] * r * norm_w[i + half];
+        a[p] = kernels::rmsnorm_element(a[p], r, norm_w[i]);
+        b[p] = kernels::rmsnorm_element(b[p], r, norm_w[i + half]);
       }
     }
   }
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const int i = lane + 32 * p;
-    if (i < half) {
-      const float c = cs[i].x, s = cs[i].y;
-      const float x0 = a[p], x1 = b[p];
-      a[p] = x0 * c - x1 * s;
-      b[p] = x1 * c + x0 * s;
-    }
+    if (i < half) kernels::rope_rotate(a[p], b[p], cs[i].x, cs[i].y);
   }
 }
 
@@ -253,10 +252,9 @@ __global__ void k_qk_rope_bwd(float* dq, float* dk, bf16* __restrict__ dq_b, bf1
         b[p] = 0.f;
         if (i < half) {
           const float2 r = rope_cs[t * half + i];
-          const float c = r.x, s = r.y;
-          const float ga = g[i], gb = g[i + half];
-          a[p] = ga * c + gb * s;  // kernels::rope_apply_backward
-          b[p] = gb * c - ga * s;
+          a[p] = g[i];
+          b[p] = g[i + half];
+          kernels::rope_unrotate(a[p], b[p], r.x, r.y);
         }
       }
       if (nw) {
@@ -272,21 +270,21 @@ __global__ void k_qk_rope_bwd(float* dq, float* dk, bf16* __restrict__ dq_b, bf1
         }
         ss = warp_sum(ss);
         dot = warp_sum(dot);
-        const float r = rsqrtf(ss / hd + eps), c = r * r * r * dot / hd;
+        const float r = kernels::rms_inverse(ss, hd, eps), c = kernels::rmsnorm_grad_coef(r, dot, hd);
 #pragma unroll
         for (int p = 0; p < P; ++p) {
           const int i = lane + 32 * p;
           if (i < half) {
             const float da = a[p], db = b[p];
             if (is_q) {
-              gqa[p] += da * raw[i] * r;
-              gqb[p] += db * raw[i + half] * r;
+              gqa[p] += kernels::rmsnorm_weight_grad_element(da, raw[i], r);
+              gqb[p] += kernels::rmsnorm_weight_grad_element(db, raw[i + half], r);
             } else {
-              gka[p] += da * raw[i] * r;
-              gkb[p] += db * raw[i + half] * r;
+              gka[p] += kernels::rmsnorm_weight_grad_element(da, raw[i], r);
+              gkb[p] += kernels::rmsnorm_weight_grad_element(db, raw[i + half], r);
             }
-            a[p] = r * nw[i] * da - c * raw[i];
-            b[p] = r * nw[i + half] * db - c * raw[i + half];
+            a[p] = kernels::rmsnorm_grad_element(r, c, nw[i], da, raw[i]);
+            b[p] = kernels::rmsnorm_grad_element(r, c, nw[i + half], db, raw[i + half]);
           }
         }
       }
@@ -374,14 +372,11 @@ __global__ void k_attention_fwd(const bf16* __restrict__ q, KVLayer cache, Token
   for (int j = 0; j < n_keys; ++j) {
     float kv[E];
     load_head_bf16<E>(cache.k + base + static_cast<int64_t>(j) * cache.kv_dim, hd, kv);
-    const float sc = dot_head<E>(qv, kv) * scale;
-    const float m_new = fmaxf(m, sc);
-    const float corr = __expf(m - m_new), p = __expf(sc - m_new);
-    l = l * corr + p;
+    float corr, p;
+    kernels::online_softmax_add(m, l, dot_head<E>(qv, kv) * scale, corr, p);
     load_head_bf16<E>(cache.v + base + static_cast<int64_t>(j) * cache.kv_dim, hd, kv);
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[e] = acc[e] * corr + p * kv[e];
-    m = m_new;
   }
   const float inv = 1.f / l;
   const int lane = threadIdx.x & 31;
@@ -390,7 +385,7 @@ __global__ void k_attention_fwd(const bf16* __restrict__ q, KVLayer cache, Token
     const int i = lane * E + e;
     if (i < hd) out[t * qd + h * hd + i] = __float2bfloat16(acc[e] * inv);
   }
-  if (lse && lane == 0) lse[t * heads + h] = m + logf(l);
+  if (lse && lane == 0) lse[t * heads + h] = kernels::online_softmax_lse(m, l);
 }
 
 // delta[t, h] = Σ_i dout · out
@@ -428,8 +423,8 @@ __global__ void k_attention_dq(const bf16* __restrict__ q, const float* __restri
     float kv[E], vv[E];
     load_head_bf16<E>(cache.k + base + static_cast<int64_t>(j) * cache.kv_dim, hd, kv);
     load_head_bf16<E>(cache.v + base + static_cast<int64_t>(j) * cache.kv_dim, hd, vv);
-    const float p = __expf(dot_head<E>(qv, kv) * scale - L);
-    const float ds = p * (dot_head<E>(dv, vv) - D) * scale;
+    const float p = kernels::attention_probability(dot_head<E>(qv, kv) * scale, L);
+    const float ds = kernels::softmax_grad_element(p, dot_head<E>(dv, vv), D, scale);
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[e] += ds * kv[e];
   }
@@ -464,8 +459,8 @@ __global__ void k_attention_dkdv(const bf16* __restrict__ q, const float* __rest
       float qv[E], dv[E];
       load_head_bf16<E>(q + i * qd + h * hd, hd, qv);
       load_head_f32<E>(dout + i * qd + h * hd, hd, dv);
-      const float p = __expf(dot_head<E>(qv, kv) * scale - lse[i * heads + h]);
-      const float ds = p * (dot_head<E>(dv, vv) - delta[i * heads + h]) * scale;
+      const float p = kernels::attention_probability(dot_head<E>(qv, kv) * scale, lse[i * heads + h]);
+      const float ds = kernels::softmax_grad_element(p, dot_head<E>(dv, vv), delta[i * heads + h], scale);
 #pragma unroll
       for (int e = 0; e < E; ++e) {
         ak[e] += ds * qv[e];
@@ -488,16 +483,15 @@ __global__ void k_attention_dkdv(const bf16* __restrict__ q, const float* __rest
 
 __global__ void k_swiglu_fwd(const float* __restrict__ g, const float* __restrict__ u, bf16* __restrict__ h, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    h[i] = __float2bfloat16(silu_d(g[i]) * u[i]);
+    h[i] = __float2bfloat16(kernels::swiglu_element(g[i], u[i]));
 }
 // dg may alias dh (each element is read before it is written). Each output is written in f32,
 // bf16 or both (null = not wanted).
 __global__ void k_swiglu_bwd(const float* __restrict__ g, const float* __restrict__ u, const float* dh, float* dg,
                              float* __restrict__ du, bf16* __restrict__ dg_b, bf16* __restrict__ du_b, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float x = g[i], sg = 1.f / (1.f + __expf(-x)), d = dh[i];
-    const float vu = d * x * sg;                            // d up = dh · silu(g)
-    const float vg = d * u[i] * sg * (1.f + x * (1.f - sg));  // silu'(g) = σ(g)(1 + g(1 − σ(g)))
+    float vg, vu;
+    kernels::swiglu_backward_element(g[i], u[i], dh[i], vg, vu);
     if (du) du[i] = vu;
     if (dg) dg[i] = vg;
     if (du_b) du_b[i] = __float2bfloat16(vu);

@@ -28,24 +28,29 @@ AD_HD double rope_inv_freq(int i, int head_dim, double theta, const Llama3RopeSc
   return (1.0 - smooth) * inv / s.factor + smooth * inv;
 }
 
-// Rotates one head vector x[d] in place given cos/sin tables of length d/2 for its position.
-AD_HD void rope_apply(float* x, const float* cos_t, const float* sin_t, int head_dim) {
-  int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    float a = x[i], b = x[i + half];
-    x[i] = a * cos_t[i] - b * sin_t[i];
-    x[i + half] = b * cos_t[i] + a * sin_t[i];
-  }
+// The rotation of one pair (a, b) = (x[i], x[i + d/2]) by the angle whose cos and sin are c, s,
+// and its inverse (the transpose: the backward of the forward rotation).
+AD_HD void rope_rotate(float& a, float& b, float c, float s) {
+  const float x0 = a, x1 = b;
+  a = x0 * c - x1 * s;
+  b = x1 * c + x0 * s;
+}
+AD_HD void rope_unrotate(float& a, float& b, float c, float s) {
+  const float g0 = a, g1 = b;
+  a = g0 * c + g1 * s;
+  b = g1 * c - g0 * s;
 }
 
-// Backward of rope_apply: the transpose rotation applied to the incoming gradient.
-AD_HD void rope_apply_backward(float* g, const float* cos_t, const float* sin_t, int head_dim) {
-  int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    float ga = g[i], gb = g[i + half];
-    g[i] = ga * cos_t[i] + gb * sin_t[i];
-    g[i + half] = gb * cos_t[i] - ga * sin_t[i];
-  }
+// Rotates one head vector x[d] in place given cos/sin tables of length d/2 for its position.
+AD_HD void rope_apply(float* x, const float* cos_t, const float* sin_t, int head_dim) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) rope_rotate(x[i], x[i + half], cos_t[i], sin_t[i]);
+}
+
+// The inverse of rope_apply, which is also its backward: the transpose rotation of a gradient.
+AD_HD void rope_apply_inverse(float* g, const float* cos_t, const float* sin_t, int head_dim) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) rope_unrotate(g[i], g[i + half], cos_t[i], sin_t[i]);
 }
 
 }  // namespace ad::kernels

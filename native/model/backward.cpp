@@ -11,6 +11,7 @@
 #include "cpu/gemm.h"
 #include "cpu/profiler.h"
 #include "cpu/vec.h"
+#include "kernels/attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -20,30 +21,6 @@ namespace ad::model {
 
 namespace {
 void zero(Buffer& b) { std::memset(b.data, 0, sizeof(float) * b.size); }
-
-// d silu(g)/dg = σ(g)·(1 + g·(1 − σ(g)))
-inline float silu_grad(float g) {
-  float s = 1.f / (1.f + std::exp(-g));
-  return s * (1.f + g * (1.f - s));
-}
-
-// RMSNorm backward for one row: y = x·r·w, r = (mean(x²)+eps)^(−1/2).
-// dx = r·(w⊙dy) − r³/n · x · Σ(w⊙dy⊙x);  dw += dy⊙x·r
-inline void rmsnorm_row_backward(const float* x, const float* w, const float* dy, float* dx, float* dw, int n, float eps,
-                                 bool accumulate_dx) {
-  double ss = 0.0, dot = 0.0;
-  for (int i = 0; i < n; ++i) {
-    ss += static_cast<double>(x[i]) * x[i];
-    dot += static_cast<double>(w[i]) * dy[i] * x[i];
-  }
-  const double r = 1.0 / std::sqrt(ss / n + eps);
-  const double c = r * r * r * dot / n;
-  for (int i = 0; i < n; ++i) {
-    float g = static_cast<float>(r * w[i] * dy[i] - c * x[i]);
-    dx[i] = accumulate_dx ? dx[i] + g : g;
-    if (dw) dw[i] += static_cast<float>(dy[i] * x[i] * r);
-  }
-}
 }  // namespace
 
 void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed) {
@@ -69,6 +46,24 @@ void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& 
   has_lora_ = true;
 }
 
+void Transformer::add_lora_delta(int l, Linear which, float* W) {
+  const LoraAdapter* a = layers_[l].lora[which].get();
+  if (!a) return;
+  std::vector<float> scaled_b(static_cast<size_t>(a->B.size));
+  for (int64_t i = 0; i < a->B.size; ++i) scaled_b[i] = a->scale * a->B.data[i];
+  // W[out × in] += (s·B)[out × r] · A[r × in] (gemm_nn's arguments as its callers use them: M, reduction, output width)
+  cpu::gemm_nn(pool_, scaled_b.data(), a->rank, a->A.data, a->in, W, a->in, a->out, a->rank, a->in, true);
+}
+
+void Transformer::merge_lora() {
+  for (int l = 0; l < cfg_.layers; ++l)
+    for (int w = 0; w < kNumLinear; ++w)
+      if (LoraAdapter* a = layers_[l].lora[w].get()) {
+        add_lora_delta(l, static_cast<Linear>(w), weight_of(l, static_cast<Linear>(w)));
+        zero(a->B);
+      }
+}
+
 void Transformer::attach_score_head(int labels, float std, uint64_t seed) {
   if (score_) throw std::invalid_argument("this model already has a score head");
   if (labels <= 0) throw std::invalid_argument("a score head needs at least one label");
@@ -78,8 +73,9 @@ void Transformer::attach_score_head(int labels, float std, uint64_t seed) {
   t.shape = {labels, cfg_.hidden};
   t.buf = Buffer(static_cast<int64_t>(labels) * cfg_.hidden);
   for (int64_t i = 0; i < t.buf.size; ++i) t.buf.data[i] = n(rng);
-  tensors_["score.weight"] = std::move(t);
-  score_ = tensors_["score.weight"].buf.data;
+  const std::string name = tensor_name(TensorId::kScore);
+  tensors_[name] = std::move(t);
+  score_ = tensors_[name].buf.data;
   score_labels_ = labels;
   cfg_.score_labels = labels;
 }
@@ -88,7 +84,7 @@ void Transformer::score_head_backward(const float* hidden, int64_t rows, const f
   const int64_t H = cfg_.hidden, L = score_labels_;
   cpu::gemm_nn(pool_, d_scores, L, score_, H, d_hidden, H, rows, L, H, false);  // dh = ds·W
   // The head is trained with the base, or alone when only adapters train (a fresh head must learn).
-  Grad* g = grad_for("score.weight", score_, L * H);
+  Grad* g = grad_for(tensor_name(TensorId::kScore), score_, L * H);
   cpu::gemm_tn(pool_, d_scores, L, hidden, H, g->grad.data, H, L, H, rows, true);  // dW += dsᵀ·h
 }
 
@@ -128,7 +124,7 @@ void Transformer::rmsnorm_backward_rows(const float* x, const float* w, const fl
   pool_.parallel_for(T, 8, [&](int64_t t0, int64_t t1, int worker) {
     float* dw = train_base_ ? partial.data() + worker * n : nullptr;
     for (int64_t t = t0; t < t1; ++t)
-      rmsnorm_row_backward(x + t * n, w, dy + t * n, dx + t * n, dw, static_cast<int>(n), cfg_.rms_eps, accumulate_dx);
+      kernels::rmsnorm_row_backward<double>(x + t * n, w, dy + t * n, dx + t * n, dw, static_cast<int>(n), cfg_.rms_eps, accumulate_dx);
   });
   if (train_base_) {
     Grad* g = grad_for(weight_name, const_cast<float*>(w), n);
@@ -146,13 +142,12 @@ void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T
   const double passes = train_base_ ? 2.0 : 1.0;
   const double lora_flops = lora && lora_enabled_ ? 8.0 * T * lora->rank * (in + out) : 0.0;
   AD_PROFILE(names[which], 4.0 * (in * out * (train_base_ ? 3.0 : 1.0) + T * (out + in) * passes), passes * 2.0 * T * in * out + lora_flops);
-  const std::string prefix = "model.layers." + std::to_string(l) + "." + linear_prefix(which);
   cpu::gemm_nn(pool_, dy, out, W, in, dx, in, T, out, in, accumulate_dx);  // dx = dy·W
   if (train_base_) {
-    Grad* g = grad_for(prefix + ".weight", W, out * in);
+    Grad* g = grad_for(tensor_name(linear_weight(which), l), W, out * in);
     cpu::gemm_tn(pool_, dy, out, x, in, g->grad.data, in, out, in, T, true);  // dW += dyᵀ·x
     if (const float* b = bias_of(l, which)) {
-      Grad* gb = grad_for(prefix + ".bias", const_cast<float*>(b), out);
+      Grad* gb = grad_for(tensor_name(linear_bias(which), l), const_cast<float*>(b), out);
       for (int64_t t = 0; t < T; ++t) cpu::axpy(1.f, dy + t * out, gb->grad.data, out);
     }
   }
@@ -164,9 +159,9 @@ void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T
     cpu::gemm_nn(pool_, dy, out, lora->B.data, r, dxa.data(), r, T, out, r, false);  // dy·B
     for (auto& v : dxa) v *= lora->scale;
     if (train_lora_) {
-      Grad* gB = grad_for(prefix + ".lora_B.weight", lora->B.data, out * r);
+      Grad* gB = grad_for(lora_b_name(l, which), lora->B.data, out * r);
       cpu::gemm_tn(pool_, dy, out, xa.data(), r, gB->grad.data, r, out, r, T, true);  // dB += dyᵀ·(s·x·Aᵀ)
-      Grad* gA = grad_for(prefix + ".lora_A.weight", lora->A.data, r * in);
+      Grad* gA = grad_for(lora_a_name(l, which), lora->A.data, r * in);
       cpu::gemm_tn(pool_, dxa.data(), r, x, in, gA->grad.data, in, r, in, T, true);  // dA += (s·dy·B)ᵀ·x
     }
     cpu::gemm_nn(pool_, dxa.data(), r, lora->A.data, in, dx, in, T, r, in, true);  // dx += (s·dy·B)·A
@@ -181,7 +176,7 @@ void Transformer::lm_head_backward(const float* hidden, int64_t rows, const int3
   AD_PROFILE("bwd.lm_head", 4.0 * (static_cast<double>(V) * H * (train_base_ ? 4 : 2) + rows * (3.0 * V + 2 * H)),
              (train_base_ ? 6.0 : 4.0) * rows * V * H + 12.0 * rows * V);
   std::vector<float> dz(static_cast<size_t>(chunk * V));
-  Grad* g = train_base_ ? grad_for(cfg_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight", lm_head_, V * H) : nullptr;
+  Grad* g = train_base_ ? grad_for(tensor_name(cfg_.tie_embeddings ? TensorId::kEmbed : TensorId::kLmHead), lm_head_, V * H) : nullptr;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = std::min(chunk, rows - r0);
     lm_head(hidden + r0 * H, n, dz.data());
@@ -240,7 +235,7 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
     zero(dfinal);
     for (size_t r = 0; r < tape.out_rows.size(); ++r)
       std::memcpy(dfinal.data + tape.out_rows[r] * H, d_hidden + r * H, sizeof(float) * H);
-    rmsnorm_backward_rows(tape.x_final.data, final_norm_, dfinal.data, dx.data, T, H, "model.norm.weight", false);
+    rmsnorm_backward_rows(tape.x_final.data, final_norm_, dfinal.data, dx.data, T, H, tensor_name(TensorId::kFinalNorm), false);
   }
 
   // Tape rows of each slot are contiguous; position p of slot s is row first_row[s] + p − first_pos[s].
@@ -262,29 +257,25 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
     if (tape.checkpointed) recompute_layer(l, cache, tape, recomputed);
     const LayerTape& lt = tape.checkpointed ? recomputed : tape.layers[l];
     const LayerWeights& w = layers_[l];
-    const std::string p = "model.layers." + std::to_string(l) + ".";
 
     // ---- MLP: x_out = x_mid + down(silu(gate)·up)
     {
       AD_PROFILE("bwd.swiglu_recompute", 4.0 * 3 * T * I, 6.0 * T * I);
       pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
-        for (int64_t i = i0; i < i1; ++i) hbuf.data[i] = kernels::silu(lt.gate.data[i]) * lt.up.data[i];
+        kernels::swiglu_row(lt.gate.data + i0, lt.up.data + i0, hbuf.data + i0, i1 - i0);
       });
     }
     linear_backward(l, kDown, hbuf.data, T, dx.data, dh.data, false);
     {
     AD_PROFILE("bwd.swiglu", 4.0 * 5 * T * I, 12.0 * T * I);
     pool_.parallel_for(T * I, 4096, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float g = lt.gate.data[i];
-        dup.data[i] = dh.data[i] * kernels::silu(g);
-        dh.data[i] = dh.data[i] * lt.up.data[i] * silu_grad(g);  // now d gate
-      }
+      // dh becomes d gate
+      kernels::swiglu_row_backward(lt.gate.data + i0, lt.up.data + i0, dh.data + i0, dh.data + i0, dup.data + i0, i1 - i0);
     });
     }
     linear_backward(l, kGate, lt.xn2.data, T, dh.data, dxn.data, false);
     linear_backward(l, kUp, lt.xn2.data, T, dup.data, dxn.data, true);
-    rmsnorm_backward_rows(lt.x_mid.data, w.mlp_norm, dxn.data, dx.data, T, H, p + "post_attention_layernorm.weight", true);
+    rmsnorm_backward_rows(lt.x_mid.data, w.mlp_norm, dxn.data, dx.data, T, H, tensor_name(TensorId::kMlpNorm, l), true);
 
     // ---- attention: x_mid = x_in + o(attention(q, k, v))
     linear_backward(l, kO, lt.att.data, T, dx.data, datt.data, false);
@@ -310,33 +301,12 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
         const float* Vv = cache.values(l, s) + kvh * c.head_dim;
         for (int64_t t = first_row[s]; t < first_row[s] + rows_of[s]; ++t) {
           const int n_keys = tape.token_pos[t] + 1;
-          for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-            const float* q = lt.q.data + t * qd + h * c.head_dim;
-            const float* dout = datt.data + t * qd + h * c.head_dim;
-            float* dqh = dq.data + t * qd + h * c.head_dim;
-            float m = -INFINITY;
-            for (int j = 0; j < n_keys; ++j) {
-              probs[j] = cpu::dot(q, K + j * kvd, c.head_dim) * scale;
-              m = std::max(m, probs[j]);
-            }
-            double sum = 0.0;
-            for (int j = 0; j < n_keys; ++j) sum += (probs[j] = std::exp(probs[j] - m));
-            double pd = 0.0;
-            for (int j = 0; j < n_keys; ++j) {
-              probs[j] = static_cast<float>(probs[j] / sum);
-              dprobs[j] = cpu::dot(dout, Vv + j * kvd, c.head_dim);
-              pd += static_cast<double>(probs[j]) * dprobs[j];
-            }
-            std::memset(dqh, 0, sizeof(float) * c.head_dim);
-            for (int j = 0; j < n_keys; ++j) {
-              const float ds = static_cast<float>(probs[j] * (dprobs[j] - pd)) * scale;  // softmax backward
-              cpu::axpy(ds, K + j * kvd, dqh, c.head_dim);
-              const int64_t row = first_row[s] + (j - first_pos[s]);
-              if (j < first_pos[s]) continue;  // keys from an earlier, untaped call get no gradient
-              cpu::axpy(ds, q, dk.data + row * kvd + kvh * c.head_dim, c.head_dim);
-              cpu::axpy(probs[j], dout, dv.data + row * kvd + kvh * c.head_dim, c.head_dim);
-            }
-          }
+          const int64_t first_grad_row = first_row[s];  // the row of key first_pos[s]
+          for (int h = kvh * group; h < (kvh + 1) * group; ++h)
+            kernels::attention_row_backward(lt.q.data + t * qd + h * c.head_dim, K, Vv, kvd, n_keys, c.head_dim, scale,
+                                            datt.data + t * qd + h * c.head_dim, probs, dprobs, dq.data + t * qd + h * c.head_dim,
+                                            dk.data + first_grad_row * kvd + kvh * c.head_dim,
+                                            dv.data + first_grad_row * kvd + kvh * c.head_dim, first_pos[s], cpu::dot, cpu::axpy);
         }
       }
     });
@@ -352,10 +322,10 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
         const float* cs = tape.rope_cos.data + t * half;
         const float* sn = tape.rope_sin.data + t * half;
         auto head_backward = [&](float* g, const float* raw, const float* norm_w, float* dnorm) {
-          kernels::rope_apply_backward(g, cs, sn, c.head_dim);
+          kernels::rope_apply_inverse(g, cs, sn, c.head_dim);
           if (!norm_w) return;
           std::memcpy(tmp.data(), g, sizeof(float) * c.head_dim);
-          rmsnorm_row_backward(raw, norm_w, tmp.data(), g, dnorm, c.head_dim, c.rms_eps, false);
+          kernels::rmsnorm_row_backward<double>(raw, norm_w, tmp.data(), g, dnorm, c.head_dim, c.rms_eps, false);
         };
         for (int h = 0; h < c.heads; ++h)
           head_backward(dq.data + t * qd + h * c.head_dim, lt.q_raw.data + t * qd + h * c.head_dim, w.q_norm,
@@ -366,8 +336,8 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
       }
     });
     if (!dqn.empty()) {
-      Grad* gq = grad_for(p + "self_attn.q_norm.weight", w.q_norm, c.head_dim);
-      Grad* gk = grad_for(p + "self_attn.k_norm.weight", w.k_norm, c.head_dim);
+      Grad* gq = grad_for(tensor_name(TensorId::kQNorm, l), w.q_norm, c.head_dim);
+      Grad* gk = grad_for(tensor_name(TensorId::kKNorm, l), w.k_norm, c.head_dim);
       for (int k = 0; k < threads; ++k)
         for (int i = 0; i < c.head_dim; ++i) {
           gq->grad.data[i] += dqn[k * c.head_dim + i];
@@ -378,12 +348,12 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
     linear_backward(l, kQ, lt.xn1.data, T, dq.data, dxn.data, false);
     linear_backward(l, kK, lt.xn1.data, T, dk.data, dxn.data, true);
     linear_backward(l, kV, lt.xn1.data, T, dv.data, dxn.data, true);
-    rmsnorm_backward_rows(lt.x_in.data, w.attn_norm, dxn.data, dx.data, T, H, p + "input_layernorm.weight", true);
+    rmsnorm_backward_rows(lt.x_in.data, w.attn_norm, dxn.data, dx.data, T, H, tensor_name(TensorId::kAttnNorm, l), true);
   }
 
   if (train_base_) {
     AD_PROFILE("bwd.embedding", 4.0 * 3 * T * H, 1.0 * T * H);
-    Grad* ge = grad_for("model.embed_tokens.weight", embed_, static_cast<int64_t>(c.vocab) * H);
+    Grad* ge = grad_for(tensor_name(TensorId::kEmbed), embed_, static_cast<int64_t>(c.vocab) * H);
     for (int64_t t = 0; t < T; ++t) cpu::axpy(1.f, dx.data + t * H, ge->grad.data + static_cast<int64_t>(tape.tokens[t]) * H, H);
   }
 }

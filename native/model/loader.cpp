@@ -59,7 +59,12 @@ void read_exact(int fd, void* dst, int64_t nbytes, int64_t offset, const TensorS
 
 Tensor read_tensor(const TensorSource& src) {
   int64_t numel = 1;
-  for (auto d : src.shape) numel *= d;
+  for (auto d : src.shape) {
+    if (d < 0 || (d > 0 && numel > (int64_t(1) << 40) / d))
+      throw std::length_error("tensor " + src.name + " in " + src.file + " has an out-of-range shape " + shape_string(src.shape));
+    numel *= d;
+  }
+  if (src.offset < 0 || src.nbytes < 0) throw std::length_error("tensor " + src.name + " in " + src.file + " has a negative byte range");
   int64_t elem = src.dtype == DType::F32 ? 4 : 2;
   if (numel * elem != src.nbytes)
     throw std::runtime_error("tensor " + src.name + " in " + src.file + " has " + std::to_string(src.nbytes) +

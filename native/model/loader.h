@@ -6,20 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "model/engine.h"
 #include "model/transformer.h"
 
 namespace ad::model {
-
-enum class DType { F32, BF16, F16 };
-
-struct TensorSource {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::string file;
-  int64_t offset;
-  int64_t nbytes;
-};
 
 // Throws std::runtime_error naming the file and tensor on any I/O failure.
 Tensor read_tensor(const TensorSource& src);

@@ -16,6 +16,7 @@
 namespace ad::model {
 
 Buffer::Buffer(int64_t n) : size(n) {
+  if (n < 0 || n > (int64_t(1) << 40)) throw std::length_error("a buffer of " + std::to_string(n) + " floats is out of range");
   size_t bytes = ((static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64) * 64;
   data = static_cast<float*>(std::aligned_alloc(64, bytes));
   if (!data) throw std::bad_alloc();
@@ -88,56 +89,48 @@ Transformer::Transformer(Config cfg, int threads) : cfg_(cfg), pool_(threads) {
 
 void Transformer::set_tensor(const std::string& name, Tensor t) { tensors_[name] = std::move(t); }
 
-float* Transformer::get(const std::string& name, std::initializer_list<int64_t> shape, bool required) {
-  auto it = tensors_.find(name);
-  if (it == tensors_.end()) {
-    if (required) throw std::runtime_error("missing tensor " + name);
-    return nullptr;
+float** Transformer::slot_of(TensorId id, int l) {
+  switch (id) {
+    case TensorId::kEmbed: return &embed_;
+    case TensorId::kFinalNorm: return &final_norm_;
+    case TensorId::kLmHead: return &lm_head_;
+    case TensorId::kScore: return &score_;
+    case TensorId::kAttnNorm: return &layers_[l].attn_norm;
+    case TensorId::kWq: return &layers_[l].wq;
+    case TensorId::kWk: return &layers_[l].wk;
+    case TensorId::kWv: return &layers_[l].wv;
+    case TensorId::kBq: return &layers_[l].bq;
+    case TensorId::kBk: return &layers_[l].bk;
+    case TensorId::kBv: return &layers_[l].bv;
+    case TensorId::kWo: return &layers_[l].wo;
+    case TensorId::kBo: return &layers_[l].bo;
+    case TensorId::kQNorm: return &layers_[l].q_norm;
+    case TensorId::kKNorm: return &layers_[l].k_norm;
+    case TensorId::kMlpNorm: return &layers_[l].mlp_norm;
+    case TensorId::kWGate: return &layers_[l].w_gate;
+    case TensorId::kWUp: return &layers_[l].w_up;
+    case TensorId::kWDown: return &layers_[l].w_down;
+    case TensorId::kCount: break;
   }
-  std::vector<int64_t> want(shape);
-  if (it->second.shape != want) {
-    std::string s;
-    for (auto d : want) s += (s.empty() ? "" : ",") + std::to_string(d);
-    throw std::runtime_error("tensor " + name + " has the wrong shape; expected [" + s + "]");
-  }
-  return it->second.buf.data;
+  throw std::logic_error("no slot for a tensor table entry");
 }
 
 void Transformer::finalize() {
-  const Config& c = cfg_;
-  embed_ = get("model.embed_tokens.weight", {c.vocab, c.hidden});
-  final_norm_ = get("model.norm.weight", {c.hidden});
-  // A sequence-classification model has score.weight and usually no LM head.
-  lm_head_ = c.tie_embeddings ? embed_ : get("lm_head.weight", {c.vocab, c.hidden}, c.score_labels == 0);
-  if (c.score_labels > 0) {
-    score_ = get("score.weight", {c.score_labels, c.hidden});
-    score_labels_ = c.score_labels;
-  }
   layers_.clear();
-  layers_.resize(c.layers);
-  for (int l = 0; l < c.layers; ++l) {
-    std::string p = "model.layers." + std::to_string(l) + ".";
-    LayerWeights& w = layers_[l];
-    w.attn_norm = get(p + "input_layernorm.weight", {c.hidden});
-    w.wq = get(p + "self_attn.q_proj.weight", {c.q_dim(), c.hidden});
-    w.wk = get(p + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden});
-    w.wv = get(p + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden});
-    w.wo = get(p + "self_attn.o_proj.weight", {c.hidden, c.q_dim()});
-    if (c.qkv_bias) {
-      w.bq = get(p + "self_attn.q_proj.bias", {c.q_dim()});
-      w.bk = get(p + "self_attn.k_proj.bias", {c.kv_dim()});
-      w.bv = get(p + "self_attn.v_proj.bias", {c.kv_dim()});
+  layers_.resize(cfg_.layers);
+  embed_ = final_norm_ = lm_head_ = score_ = nullptr;
+  for (const ModelTensor& t : model_tensors(cfg_)) {
+    auto it = tensors_.find(t.name);
+    if (it == tensors_.end()) {
+      if (t.need == Need::REQUIRED) throw std::invalid_argument("missing tensor " + t.name);
+      continue;
     }
-    if (c.o_bias) w.bo = get(p + "self_attn.o_proj.bias", {c.hidden});
-    if (c.qk_norm) {
-      w.q_norm = get(p + "self_attn.q_norm.weight", {c.head_dim});
-      w.k_norm = get(p + "self_attn.k_norm.weight", {c.head_dim});
-    }
-    w.mlp_norm = get(p + "post_attention_layernorm.weight", {c.hidden});
-    w.w_gate = get(p + "mlp.gate_proj.weight", {c.intermediate, c.hidden});
-    w.w_up = get(p + "mlp.up_proj.weight", {c.intermediate, c.hidden});
-    w.w_down = get(p + "mlp.down_proj.weight", {c.hidden, c.intermediate});
+    if (it->second.shape != t.shape)
+      throw std::invalid_argument("tensor " + t.name + " has the wrong shape; expected " + shape_string(t.shape));
+    *slot_of(t.spec->id, t.layer) = it->second.buf.data;
   }
+  if (cfg_.tie_embeddings) lm_head_ = embed_;
+  score_labels_ = score_ ? cfg_.score_labels : 0;
 }
 
 int64_t Transformer::parameter_bytes() const {
@@ -195,16 +188,6 @@ void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<i
                              scale, probs, att_.data + t * c.q_dim() + h * c.head_dim, cpu::dot, cpu::axpy);
     }
   });
-}
-
-const char* linear_name(Linear which) {
-  static const char* names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-  return names[which];
-}
-const char* linear_prefix(Linear which) {
-  static const char* names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
-  return names[which];
 }
 
 float* Transformer::weight_of(int l, Linear which) {

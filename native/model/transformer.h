@@ -11,22 +11,11 @@
 #include <vector>
 
 #include "cpu/threadpool.h"
-#include "kernels/rope.h"
+#include "model/config.h"
+#include "model/engine.h"
+#include "model/tensor_table.h"
 
 namespace ad::model {
-
-struct Config {
-  int vocab = 0, hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
-  float rms_eps = 1e-6f;
-  double rope_theta = 10000.0;
-  kernels::Llama3RopeScaling rope_scaling{false, 1, 1, 1, 1};
-  bool tie_embeddings = false, qkv_bias = false, o_bias = false, qk_norm = false;
-  // > 0: a *ForSequenceClassification model, score.weight [score_labels × hidden] on the last token.
-  int score_labels = 0;
-
-  int q_dim() const { return heads * head_dim; }
-  int kv_dim() const { return kv_heads * head_dim; }
-};
 
 // A 64-byte aligned f32 buffer.
 struct Buffer {
@@ -46,11 +35,6 @@ struct Tensor {
   Buffer buf;
   int64_t numel() const { return buf.size; }
 };
-
-// The seven linear maps of a layer, in PEFT's target-module names.
-enum Linear { kQ, kK, kV, kO, kGate, kUp, kDown, kNumLinear };
-const char* linear_name(Linear which);      // "q_proj", …, "down_proj"
-const char* linear_prefix(Linear which);    // "self_attn.q_proj", …, "mlp.down_proj"
 
 // A low-rank adapter on one linear map: y += scale · (x·Aᵀ)·Bᵀ, A [rank × in], B [out × rank].
 struct LoraAdapter {
@@ -108,25 +92,17 @@ class KVCache {
   std::vector<std::vector<int32_t>> tokens_;
 };
 
-// One ragged batch: for each entry, `count` new tokens appended to cache slot `slot`.
-struct BatchEntry {
-  int slot;
-  int count;
-  int out_mode;  // 0: no logits, 1: logits of the last new token, 2: logits of every new token from out_from on
-  int out_from = 0;
-};
-
 class Transformer {
  public:
   Transformer(Config cfg, int threads);
 
   const Config& config() const { return cfg_; }
   cpu::ThreadPool& pool() { return pool_; }
-  std::mutex& mutex() { return mutex_; }
 
-  // Takes ownership of a named tensor (HF name) after checking its shape.
+  // Takes ownership of a named tensor (HF name); finalize() checks its shape.
   void set_tensor(const std::string& name, Tensor t);
-  // Resolves every layer pointer; throws std::runtime_error naming the first missing tensor.
+  // Resolves every tensor of the tensor table; throws std::invalid_argument naming the first
+  // missing or misshapen one.
   void finalize();
   int64_t parameter_bytes() const;
 
@@ -140,9 +116,6 @@ class Transformer {
   void lm_head(const float* hidden, int64_t rows, float* logits);
 
   // ---- training
-  // Opaque per-model training state (optimizer moments, the taped micro-batch), owned here so
-  // it dies with the model.
-  std::shared_ptr<void>& train_state() { return train_state_; }
   float* lm_head_weight() { return lm_head_; }
   bool has_lm_head() const { return lm_head_ != nullptr; }
   int score_labels() const { return score_labels_; }
@@ -155,6 +128,10 @@ class Transformer {
   // Adds LoRA adapters (A ~ U(±1/sqrt(in)) from `seed`, B = 0) to the listed linears of every layer.
   void attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed);
   bool has_lora() const { return has_lora_; }
+  // W += α/r·B·A of the adapter on (layer, which) into `W` (that weight or a copy of it).
+  void add_lora_delta(int layer, Linear which, float* W);
+  // Folds every adapter into its weight and zeroes B: the same function, adapters now no-ops.
+  void merge_lora();
   void set_lora_enabled(bool on) { lora_enabled_ = on; }
   bool lora_enabled() const { return lora_enabled_; }
   LayerWeights& layer(int l) { return layers_[l]; }
@@ -180,7 +157,8 @@ class Transformer {
                         float* d_hidden);
 
  private:
-  float* get(const std::string& name, std::initializer_list<int64_t> shape, bool required = true);
+  // Where finalize() keeps the pointer of a table entry.
+  float** slot_of(TensorId id, int layer);
   void ensure_scratch(int64_t tokens, int64_t out_rows, int max_keys);
   void attention_layer(KVCache& cache, int layer, const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T);
   void forward_layer(int layer, KVCache& cache, const std::vector<int>& token_slot, const std::vector<int>& token_pos, int64_t T,
@@ -202,8 +180,6 @@ class Transformer {
   cpu::ThreadPool pool_;
   bool has_lora_ = false, lora_enabled_ = true, train_base_ = false, train_lora_ = false;
   std::unordered_map<std::string, Grad> grads_;
-  std::shared_ptr<void> train_state_;
-  std::mutex mutex_;
   std::unordered_map<std::string, Tensor> tensors_;
   std::vector<LayerWeights> layers_;
   float *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr, *score_ = nullptr;

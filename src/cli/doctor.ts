@@ -44,6 +44,7 @@ export function formatDoctor(r: DoctorReport): string {
   } else {
     lines.push(`cuda: unavailable (${n.cuda.kind}): ${n.cuda.reason}`)
   }
+  lines.push(...formatCapabilities(n.capabilities))
   return [...lines, ...installLines(r)].join('\n')
 }
 
@@ -57,4 +58,25 @@ function installLines(r: DoctorReport): string[] {
   if (!r.native) return [onnx, `to build the native addon: ${REBUILD_COMMAND} (in your project; needs cmake or node-gyp and a C++17 compiler)`]
   if (cudaKind === 'not-built' || cudaKind === 'stale') return [onnx, `to build the CUDA backend: ${REBUILD_COMMAND} --cuda on (needs nvcc)`]
   return [onnx]
+}
+
+/**
+ * The capability matrix, verb × backend: "yes", or "no" with the backend's reason below the table
+ * (from the engine itself: native/model/engine.h's verbs, each backend's support()).
+ */
+export function formatCapabilities(matrix: NativeInfo['capabilities']): string[] {
+  if (!matrix?.length) return []
+  const backends = Object.keys(matrix[0].backends)
+  const width = Math.max(...matrix.map((r) => r.verb.length))
+  const reasons: string[] = []
+  const rows = matrix.map((r) => {
+    const cells = backends.map((b) => {
+      const c = r.backends[b]
+      if (c.supported) return 'yes'.padEnd(6)
+      reasons.push(`  ${r.verb} on ${b}: ${c.reason}`)
+      return `no [${reasons.length}]`.padEnd(6)
+    })
+    return `  ${r.verb.padEnd(width)}  ${cells.join('  ')}`
+  })
+  return [`capabilities (verb × backend):`, `  ${''.padEnd(width)}  ${backends.map((b) => b.padEnd(6)).join('  ')}`, ...rows, ...reasons.map((r, i) => r.replace(/^  /, `  [${i + 1}] `))]
 }

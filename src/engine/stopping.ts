@@ -1,6 +1,7 @@
 // The stopping rules of generation, shared by every decoder (the engine, ONNX members): a stop
 // id ends a sequence without text; a stop string cuts the text before it; maxTokens ends it.
-import type { FinishReason } from './model.js'
+/** Why a sequence ended: a stop id or string, maxTokens, or an abort signal. */
+export type FinishReason = 'stop' | 'length' | 'abort'
 
 /** The text state of one decoding sequence. */
 export interface DecodingText {

@@ -6,7 +6,9 @@ import { join } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { writeFileAtomic } from '../engine/hf/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
-import type { Model } from '../engine/model.js'
+import { MAX_LORA_RANK, checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
+import type { LoraInfo } from '../engine/persistence.js'
+import type { ModelConfig } from '../engine/types.js'
 import { nativeAddon, type NativeModel, type NativeTrain } from '../native.js'
 import {
   createObjective,
@@ -40,6 +42,21 @@ export interface OptimizerOptions {
   weightDecay?: number
 }
 
+/** What the trainer needs of the model it trains (a Model is one). */
+export interface TrainerModel {
+  /** The native handle; throws once the model is disposed. */
+  readonly handle: NativeModel
+  readonly config: ModelConfig
+  /** The adapters attached; the trainer attaches them when its options ask for LoRA. */
+  lora: LoraInfo | null
+  readonly scoreLabels: number
+}
+
+/** A frozen model on the same vocabulary (a Model). */
+export interface ReferenceModel {
+  readonly handle: NativeModel
+}
+
 export interface TrainerOptions {
   objective: ObjectiveSpec
   /** Train LoRA adapters (base frozen) instead of every weight. */
@@ -51,7 +68,7 @@ export interface TrainerOptions {
   /** Sequences per forward/backward; gradients accumulate over a step's micro-batches. Default 8. */
   microBatchSize?: number
   /** For KL and DPO: 'lora-off' (the base weights, default with LoRA) or a frozen copy. */
-  reference?: 'lora-off' | Model
+  reference?: 'lora-off' | ReferenceModel
   /** Keep only each layer's input for backward and recompute the rest (less memory, ~1/3 more compute). */
   gradientCheckpointing?: boolean
 }
@@ -104,7 +121,7 @@ export class Trainer {
   private readonly adam: Required<OptimizerOptions>
 
   private constructor(
-    private readonly model: Model,
+    private readonly model: TrainerModel,
     private readonly train: NativeTrain,
     private readonly options: TrainerOptions,
   ) {
@@ -120,12 +137,13 @@ export class Trainer {
     this.adam = { lr: o.lr, beta1: o.beta1 ?? 0.9, beta2: o.beta2 ?? 0.999, eps: o.eps ?? 1e-8, weightDecay: o.weightDecay ?? 0 }
   }
 
-  static async create(model: Model, options: TrainerOptions): Promise<Trainer> {
+  static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
     const train = (await nativeAddon()).train
     const t = new Trainer(model, train, options)
     const lora = options.lora
     if (lora) {
-      if (!Number.isInteger(lora.rank) || lora.rank < 1) throw new InvalidArgumentError('lora.rank', 'lora.rank must be a positive integer')
+      if (!Number.isInteger(lora.rank) || lora.rank < 1 || lora.rank > MAX_LORA_RANK)
+        throw new InvalidArgumentError('lora.rank', `lora.rank must be an integer in [1, ${MAX_LORA_RANK}], got ${lora.rank}`)
       if (!(lora.alpha > 0)) throw new InvalidArgumentError('lora.alpha', 'lora.alpha must be positive')
       const targets = lora.targets ?? [...LORA_TARGETS]
       for (const x of targets) if (!(LORA_TARGETS as readonly string[]).includes(x)) throw new InvalidArgumentError('lora.targets', `unknown LoRA target '${x}'`)
@@ -157,9 +175,7 @@ export class Trainer {
   async step(batch: TrainBatch): Promise<StepMetrics> {
     const seqs = batch.sequences ?? []
     if (!seqs.length) throw new InvalidArgumentError('batch.sequences', 'a training batch needs at least one sequence')
-    seqs.forEach((s, i) => {
-      if (!s.prompt?.length || !s.completion?.length) throw new InvalidArgumentError(`batch.sequences[${i}]`, 'every sequence needs a non-empty prompt and completion')
-    })
+    this.checkBatch(seqs, batch.pairs)
     const started = process.hrtime.bigint()
     if (this.objective.kind === 'score') return this.scoreStep(seqs, batch.pairs ?? [], started)
     const reference = this.referenceFor()
@@ -215,6 +231,27 @@ export class Trainer {
     if (opt.skipped) return this.report(loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokens, started, metricSums, metricCount)
     this.stepCount = stepNumber
     return this.report(loss, lr, opt.gradNorm, false, undefined, tokens, started, metricSums, metricCount)
+  }
+
+  // Every token id in [0, vocab), every sequence within the context, every per-token array one
+  // value per completion token, every pair two indices of the batch — as generate checks its
+  // prompts, with the same errors, before any native work. Values are not judged here: a
+  // non-finite advantage or weight reaches the objective, which skips and reports the step.
+  private checkBatch(seqs: TrainSequence[], pairs: [number, number][] | undefined): void {
+    const { vocabSize } = this.model.config
+    seqs.forEach((s, i) => {
+      const at = `batch.sequences[${i}]`
+      if (!s.prompt?.length || !s.completion?.length) throw new InvalidArgumentError(at, 'every sequence needs a non-empty prompt and completion')
+      checkTokenIds(s.prompt, vocabSize, `${at}.prompt`)
+      checkTokenIds(s.completion, vocabSize, `${at}.completion`)
+      checkContext(s.prompt.length + s.completion.length, this.model.config, at)
+      checkPerToken(s.oldLogprobs, s.completion.length, `${at}.oldLogprobs`)
+      checkPerToken(s.advantages, s.completion.length, `${at}.advantages`, true)
+      checkPerToken(s.mask, s.completion.length, `${at}.mask`)
+    })
+    for (const [k, pair] of (pairs ?? []).entries())
+      if (!Array.isArray(pair) || pair.length !== 2 || !pair.every((j) => Number.isInteger(j) && j >= 0 && j < seqs.length))
+        throw new InvalidArgumentError(`batch.pairs[${k}]`, `batch.pairs[${k}] must be two indices into batch.sequences (0 … ${seqs.length - 1})`)
   }
 
   // Bradley–Terry (JZ Eq. 13) on the score head: one taped forward of every sequence (pairs may
@@ -287,7 +324,7 @@ export class Trainer {
 
   /** Saves the optimizer moments and step so a run resumes bit for bit (pair with model.save). */
   async saveState(dir: string): Promise<void> {
-    const state = this.train.exportOptimizerState(this.model.handle)
+    const state = await this.train.exportOptimizerState(this.model.handle)
     const tensors = state.flatMap((s) => [
       { name: `${s.name}::m`, dtype: 'F32' as const, shape: [s.m.length], data: s.m },
       { name: `${s.name}::v`, dtype: 'F32' as const, shape: [s.v.length], data: s.v },
@@ -306,7 +343,7 @@ export class Trainer {
       entry[part as 'm' | 'v'] = await readTensorFloat32(ref)
       byName.set(name, entry)
     }
-    this.train.importOptimizerState(this.model.handle, [...byName].map(([name, e]) => ({ name, m: e.m!, v: e.v! })))
+    await this.train.importOptimizerState(this.model.handle, [...byName].map(([name, e]) => ({ name, m: e.m!, v: e.v! })))
     this.stepCount = meta.step
   }
 }

@@ -19,6 +19,7 @@
 // Everything is float64. Where HF computes something in float32 regardless of the model dtype
 // (inv_freq, RMSNorm, the attention softmax), this file computes it exactly in float64 instead.
 
+import { modelTensors, tensorName } from '../../src/engine/tensor-table.js'
 import type { ModelConfig } from '../../src/engine/types.js'
 
 export type Weights64 = Map<string, Float64Array>
@@ -26,38 +27,13 @@ export type Weights64 = Map<string, Float64Array>
 // ----------------------------------------------------------------------------------------------
 // Tensor names and shapes
 
-/** Every tensor the model reads, with its HF name and shape ([out, in] for linear weights). */
+/**
+ * Every tensor the model reads, with its HF name and shape ([out, in] for linear weights): the
+ * engine's own tensor table (native/model/tensor_table.def), so the names are written once. The
+ * arithmetic below is this file's own.
+ */
 export function weightShapes64(config: ModelConfig): Map<string, number[]> {
-  const { vocabSize: V, hiddenSize: H, intermediateSize: I, numHeads, numKvHeads, headDim } = config
-  const qDim = numHeads * headDim
-  const kvDim = numKvHeads * headDim
-  const shapes = new Map<string, number[]>()
-  shapes.set('model.embed_tokens.weight', [V, H])
-  for (let l = 0; l < config.numLayers; l++) {
-    const p = `model.layers.${l}.`
-    shapes.set(p + 'input_layernorm.weight', [H])
-    shapes.set(p + 'self_attn.q_proj.weight', [qDim, H])
-    shapes.set(p + 'self_attn.k_proj.weight', [kvDim, H])
-    shapes.set(p + 'self_attn.v_proj.weight', [kvDim, H])
-    shapes.set(p + 'self_attn.o_proj.weight', [H, qDim])
-    if (config.qkvBias) {
-      shapes.set(p + 'self_attn.q_proj.bias', [qDim])
-      shapes.set(p + 'self_attn.k_proj.bias', [kvDim])
-      shapes.set(p + 'self_attn.v_proj.bias', [kvDim])
-    }
-    if (config.oBias) shapes.set(p + 'self_attn.o_proj.bias', [H])
-    if (config.qkNorm) {
-      shapes.set(p + 'self_attn.q_norm.weight', [headDim])
-      shapes.set(p + 'self_attn.k_norm.weight', [headDim])
-    }
-    shapes.set(p + 'post_attention_layernorm.weight', [H])
-    shapes.set(p + 'mlp.gate_proj.weight', [I, H])
-    shapes.set(p + 'mlp.up_proj.weight', [I, H])
-    shapes.set(p + 'mlp.down_proj.weight', [H, I])
-  }
-  shapes.set('model.norm.weight', [H])
-  if (!config.tieWordEmbeddings) shapes.set('lm_head.weight', [V, H])
-  return shapes
+  return new Map(modelTensors(config).map((t) => [t.name, t.shape]))
 }
 
 /** Checks that every tensor the config needs is present with the right element count. */
@@ -253,11 +229,11 @@ export function forward64(
   for (const token of tokens) {
     if (!Number.isInteger(token) || token < 0 || token >= V) throw new Error(`forward64: token ${token} out of range [0, ${V})`)
   }
-  const w = (name: string) => weights.get(name)!
-  const bias = (name: string, present: boolean) => (present ? w(name) : null)
+  const w = (id: string, layer = -1) => weights.get(tensorName(id, layer))!
+  const bias = (id: string, layer: number, present: boolean) => (present ? w(id, layer) : null)
   const invFreq = ropeInvFreq64(config)
-  const embed = w('model.embed_tokens.weight')
-  const lmHead = config.tieWordEmbeddings ? embed : w('lm_head.weight')
+  const embed = w('kEmbed')
+  const lmHead = config.tieWordEmbeddings ? embed : w('kLmHead')
   const logits = new Float64Array(tokens.length * V)
 
   for (let t = 0; t < tokens.length; t++) {
@@ -266,16 +242,15 @@ export function forward64(
     const x = embed.slice(token * H, (token + 1) * H)
 
     for (let l = 0; l < config.numLayers; l++) {
-      const p = `model.layers.${l}.`
       const layerCache = kv.layers[l]
 
       // Attention block
-      const h = rmsnorm64(x, w(p + 'input_layernorm.weight'), eps)
-      const q = linear64(h, w(p + 'self_attn.q_proj.weight'), bias(p + 'self_attn.q_proj.bias', config.qkvBias), numHeads * headDim)
-      const k = linear64(h, w(p + 'self_attn.k_proj.weight'), bias(p + 'self_attn.k_proj.bias', config.qkvBias), numKvHeads * headDim)
-      const v = linear64(h, w(p + 'self_attn.v_proj.weight'), bias(p + 'self_attn.v_proj.bias', config.qkvBias), numKvHeads * headDim)
-      const qNorm = config.qkNorm ? w(p + 'self_attn.q_norm.weight') : null
-      const kNorm = config.qkNorm ? w(p + 'self_attn.k_norm.weight') : null
+      const h = rmsnorm64(x, w('kAttnNorm', l), eps)
+      const q = linear64(h, w('kWq', l), bias('kBq', l, config.qkvBias), numHeads * headDim)
+      const k = linear64(h, w('kWk', l), bias('kBk', l, config.qkvBias), numKvHeads * headDim)
+      const v = linear64(h, w('kWv', l), bias('kBv', l, config.qkvBias), numKvHeads * headDim)
+      const qNorm = config.qkNorm ? w('kQNorm', l) : null
+      const kNorm = config.qkNorm ? w('kKNorm', l) : null
       for (let hd = 0; hd < numHeads; hd++) {
         let head = q.subarray(hd * headDim, (hd + 1) * headDim)
         if (qNorm) head = rmsnorm64(head, qNorm, eps)
@@ -289,19 +264,19 @@ export function forward64(
       layerCache.keys.push(k)
       layerCache.values.push(v)
       const a = attention64(q, layerCache.keys, layerCache.values, numHeads, numKvHeads, headDim)
-      const o = linear64(a, w(p + 'self_attn.o_proj.weight'), bias(p + 'self_attn.o_proj.bias', config.oBias), H)
+      const o = linear64(a, w('kWo', l), bias('kBo', l, config.oBias), H)
       for (let i = 0; i < H; i++) x[i] += o[i]
 
       // MLP block
-      const h2 = rmsnorm64(x, w(p + 'post_attention_layernorm.weight'), eps)
-      const gate = linear64(h2, w(p + 'mlp.gate_proj.weight'), null, I)
-      const up = linear64(h2, w(p + 'mlp.up_proj.weight'), null, I)
-      const m = linear64(swiglu64(gate, up), w(p + 'mlp.down_proj.weight'), null, H)
+      const h2 = rmsnorm64(x, w('kMlpNorm', l), eps)
+      const gate = linear64(h2, w('kWGate', l), null, I)
+      const up = linear64(h2, w('kWUp', l), null, I)
+      const m = linear64(swiglu64(gate, up), w('kWDown', l), null, H)
       for (let i = 0; i < H; i++) x[i] += m[i]
     }
     kv.length = pos + 1
 
-    const final = rmsnorm64(x, w('model.norm.weight'), eps)
+    const final = rmsnorm64(x, w('kFinalNorm'), eps)
     logits.set(linear64(final, lmHead, null, V), t * V)
   }
   return logits

@@ -84,7 +84,7 @@ describe.each(FAMILIES)('gradients: %s', (_name, opts) => {
     const fwd = await train.forward(model.handle, { tokens: Int32Array.from(tokens), lengths: Int32Array.of(tokens.length), promptLengths: Int32Array.of(P) })
     expect(fwd.logp.length).toBe(rows)
     await train.backward(model.handle, { a: Float32Array.from(a), b: Float32Array.from(b) })
-    const grads = new Map<string, Float32Array>((train.exportGradients(model.handle) as { name: string; data: Float32Array }[]).map((g) => [g.name, g.data]))
+    const grads = new Map<string, Float32Array>(((await train.exportGradients(model.handle)) as { name: string; data: Float32Array }[]).map((g) => [g.name, g.data]))
     // every parameter tensor of the model received a gradient
     expect([...grads.keys()].sort()).toEqual([...tiny.weights.keys()].filter((n) => !(n === 'lm_head.weight' && tiny.config.tieWordEmbeddings)).sort())
     const h = 1e-5
@@ -117,11 +117,11 @@ describe.each(FAMILIES)('gradients: %s', (_name, opts) => {
     train.setTrainable(model.handle, false, true)
     const r = rng(opts.seed + 100)
     // B = 0 at init would zero every A gradient: give B random values first.
-    const tensors = train.exportTensors(model.handle) as { name: string; shape: number[]; data: Float32Array }[]
+    const tensors = (await train.exportTensors(model.handle)) as { name: string; shape: number[]; data: Float32Array }[]
     const lora = new Map<string, { shape: number[]; data: Float32Array }>()
     for (const t of tensors) if (t.name.includes('lora_')) lora.set(t.name, t)
     for (const [name, t] of lora) if (name.includes('lora_B')) for (let i = 0; i < t.data.length; ++i) t.data[i] = (r() * 2 - 1) * 0.3
-    train.importTensors(model.handle, [...lora].map(([name, t]) => ({ name, data: t.data })))
+    await train.importTensors(model.handle, [...lora].map(([name, t]) => ({ name, data: t.data })))
 
     const merged = (): Weights => {
       const out = new Map(tiny.weights)
@@ -149,7 +149,7 @@ describe.each(FAMILIES)('gradients: %s', (_name, opts) => {
     const b = Array.from({ length: rows }, () => r() * 2 - 1)
     await train.forward(model.handle, { tokens: Int32Array.from(tokens), lengths: Int32Array.of(tokens.length), promptLengths: Int32Array.of(P) })
     await train.backward(model.handle, { a: Float32Array.from(a), b: Float32Array.from(b) })
-    const grads = new Map<string, Float32Array>((train.exportGradients(model.handle) as { name: string; data: Float32Array }[]).map((g) => [g.name, g.data]))
+    const grads = new Map<string, Float32Array>(((await train.exportGradients(model.handle)) as { name: string; data: Float32Array }[]).map((g) => [g.name, g.data]))
     expect([...grads.keys()].every((n) => n.includes('lora_'))).toBe(true)
     expect(grads.size).toBe(lora.size)
     // f32 adapters in the f64 reference: perturb a float64 copy
@@ -191,7 +191,7 @@ describe('gradient checkpointing', () => {
       train.zeroGrad(model.handle)
       await train.forward(model.handle, { ...request, checkpoint })
       await train.backward(model.handle, { a, b })
-      return (train.exportGradients(model.handle) as { name: string; data: Float32Array }[]).map((g) => [g.name, Array.from(g.data)])
+      return ((await train.exportGradients(model.handle)) as { name: string; data: Float32Array }[]).map((g) => [g.name, Array.from(g.data)])
     }
     const plain = await gradsOf(false)
     const recomputed = await gradsOf(true)

@@ -24,18 +24,18 @@ describe('score head', () => {
     const dS = Float32Array.of(0.7, -1.3)
     await train.scoreForward(model.handle, { tokens, lengths })
     await train.scoreBackward(model.handle, { dScores: dS })
-    const grads = new Map(train.exportGradients(model.handle).map((g) => [g.name, g.data]))
+    const grads = new Map((await train.exportGradients(model.handle)).map((g) => [g.name, g.data]))
     const L = async () => {
       const s = await train.scoreForward(model.handle, { tokens, lengths, tape: false })
       return dS[0] * s[0] + dS[1] * s[1]
     }
-    const tensors = new Map(train.exportTensors(model.handle).map((t) => [t.name, t]))
+    const tensors = new Map((await train.exportTensors(model.handle)).map((t) => [t.name, t]))
     for (const [name, i, h] of [['score.weight', 3, 1e-2], ['model.layers.1.mlp.down_proj.weight', 17, 1e-2], ['model.norm.weight', 2, 1e-2]] as const) {
       const t = tensors.get(name)!
       const orig = t.data[i]
       const at = async (x: number) => {
         t.data[i] = x
-        train.importTensors(model.handle, [{ name, data: t.data }])
+        await train.importTensors(model.handle, [{ name, data: t.data }])
         return L()
       }
       const fd = ((await at(orig + h)) - (await at(orig - h))) / (2 * h)

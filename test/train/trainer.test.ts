@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { loadModel, type Model } from '../../src/index.js'
+import { InvalidArgumentError, loadModel, type Model } from '../../src/index.js'
 import { writeTinyModel } from '../helpers/tiny-model.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-trainer-'))
@@ -159,6 +159,32 @@ describe('the native training forward', () => {
     expect(() => req([1, 2, 3], [3], [3])).toThrow(/prompt of ≥ 1 token and a completion/)
     expect(() => req([1, 2, 3], [3, 2], [1])).toThrow(/equal length/)
     expect(() => req([1, 2, 3], [4], [1])).toThrow(/sum of lengths/)
+    model.dispose()
+  })
+})
+
+describe('trainer.step checks its batch as generate checks its prompts (issue 21)', () => {
+  it.each([
+    ['a token id past the vocabulary', { prompt: [1, 2], completion: [99999, 3] }, /batch\.sequences\[0\]\.completion holds token id 99999, outside the vocabulary \[0, \d+\)/],
+    ['a negative token id', { prompt: [-1, 2], completion: [3] }, /batch\.sequences\[0\]\.prompt holds token id -1/],
+    ['a fractional token id', { prompt: [1, 2], completion: [1.5] }, /holds token id 1\.5/],
+    ['a sequence longer than the context', { prompt: Array.from({ length: 1020 }, (_, i) => i % 300), completion: [1, 2, 3, 4, 5] }, /batch\.sequences\[0\] is 1025 tokens long, beyond the model's context of 1024 positions/],
+    ['oldLogprobs of the wrong length', { prompt: [1], completion: [2, 3], oldLogprobs: [-1], advantages: 1 }, /oldLogprobs must have one value per completion token \(2\), got 1/],
+    ['advantages of the wrong length', { prompt: [1], completion: [2, 3], advantages: [1, 2, 3] }, /advantages must have one value per completion token \(2\), got 3/],
+  ])('%s: an InvalidArgumentError, the model untouched', async (_what, sequence, message) => {
+    const model = await tinyModel(47)
+    const tokens = [1, 2, 3, 4]
+    const before = await logitsOf(model, tokens)
+    const trainer = await model.trainer({ objective: { name: 'policy' }, optimizer: { lr: 1e-2 } })
+    const err = await trainer.step({ sequences: [{ advantages: 1, ...sequence }] }).then(() => null, (e: unknown) => e)
+    expect(err).toBeInstanceOf(InvalidArgumentError)
+    expect((err as InvalidArgumentError).code).toBe('INVALID_ARGUMENT')
+    expect((err as Error).message).toMatch(message)
+    expect(trainer.steps).toBe(0)
+    expect(Array.from(await logitsOf(model, tokens))).toEqual(Array.from(before))
+    // the same ids in a prompt are the same error from generate
+    if ('completion' in sequence && sequence.completion.includes(99999))
+      await expect(model.generate([[1, 99999]], { maxTokens: 1 })).rejects.toThrow(/prompt holds token id 99999, outside the vocabulary/)
     model.dispose()
   })
 })

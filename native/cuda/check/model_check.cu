@@ -28,6 +28,7 @@
 #include "cuda/model_cuda.h"
 #include "cuda/ops_layers.h"
 #include "kernels/adamw.h"
+#include "model/tensor_table.h"
 #include "model/transformer.h"
 
 using ad::cuda::CudaCache;
@@ -86,31 +87,7 @@ struct Weights {
 // embeddings N(0, 1); matrices rounded to bf16. Threads fill big tensors in parallel.
 Weights random_weights(const Config& c, uint64_t seed, float head_gain) {
   Weights w;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape) { w.shapes.push_back({name, shape}); };
-  add("model.embed_tokens.weight", {c.vocab, c.hidden});
-  add("model.norm.weight", {c.hidden});
-  if (!c.tie_embeddings) add("lm_head.weight", {c.vocab, c.hidden});
-  for (int l = 0; l < c.layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {c.hidden});
-    add(p + "post_attention_layernorm.weight", {c.hidden});
-    add(p + "self_attn.q_proj.weight", {c.q_dim(), c.hidden});
-    add(p + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden});
-    add(p + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden});
-    add(p + "self_attn.o_proj.weight", {c.hidden, c.q_dim()});
-    if (c.qkv_bias) {
-      add(p + "self_attn.q_proj.bias", {c.q_dim()});
-      add(p + "self_attn.k_proj.bias", {c.kv_dim()});
-      add(p + "self_attn.v_proj.bias", {c.kv_dim()});
-    }
-    if (c.qk_norm) {
-      add(p + "self_attn.q_norm.weight", {c.head_dim});
-      add(p + "self_attn.k_norm.weight", {c.head_dim});
-    }
-    add(p + "mlp.gate_proj.weight", {c.intermediate, c.hidden});
-    add(p + "mlp.up_proj.weight", {c.intermediate, c.hidden});
-    add(p + "mlp.down_proj.weight", {c.hidden, c.intermediate});
-  }
+  for (const ad::model::ModelTensor& t : ad::model::model_tensors(c)) w.shapes.push_back({t.name, t.shape});  // the one tensor table
   w.data.resize(w.shapes.size());
   std::vector<std::thread> pool;
   std::atomic<size_t> next{0};
@@ -317,6 +294,8 @@ Config tiny(const char* family, bool tied) {
   } else {  // llama3 with rope scaling that reaches all three bands within a few dozen positions
     c.hidden = 128; c.intermediate = 384; c.heads = 4; c.kv_heads = 1; c.head_dim = 32; c.rope_theta = 500000.0;
     c.rope_scaling = {true, 8.f, 1.f, 4.f, 64.f};
+    // llama3-bias: attention_bias = true, which biases q, k, v and o_proj
+    if (f == "llama3-bias") c.qkv_bias = c.o_bias = true;
   }
   return c;
 }
@@ -526,8 +505,7 @@ void parity_train(const char* family, bool tied) {
   for (auto& [name, g] : cpu->gradients()) {
     before.push_back({name, std::vector<float>(g->param, g->param + g->grad.size)});
     std::vector<float> m(g->grad.size, 0.f), v(g->grad.size, 0.f);
-    const bool decay = name.find("norm") == std::string::npos && name.find(".bias") == std::string::npos;
-    ad::kernels::adamw_update(g->param, g->grad.data, m.data(), v.data(), g->grad.size, p, decay);
+    ad::kernels::adamw_update(g->param, g->grad.data, m.data(), v.data(), g->grad.size, p, ad::model::weight_decay_applies(name));
   }
 
   // GPU: the same through the plugin-level API
@@ -758,7 +736,7 @@ int main() {
               gemm_err == cudaSuccess ? "" : " (cuBLAS was demanded but did not load)");
   try {
     if (!std::getenv("AD_CHECK_SKIP_PARITY")) {
-      const char* fams[] = {"qwen3", "qwen2", "llama3"};
+      const char* fams[] = {"qwen3", "qwen2", "llama3", "llama3-bias"};
       for (const char* f : fams) parity_family(f, false);
       parity_family("qwen3", true);
       for (const char* f : fams) parity_train(f, false);

@@ -3,6 +3,7 @@
 // (names and [out, in] shapes as transformers saves them).
 
 import { ConfigError, MissingTensorError, ResourceLimitError, TensorShapeError, UnsupportedArchitectureError } from '../errors.js'
+import { modelTensors } from '../tensor-table.js'
 import type { Architecture, Llama3RopeScaling, ModelConfig, TensorRef } from '../types.js'
 
 /** What sits on top of the decoder: the LM head, or a sequence-classification score head. */
@@ -335,37 +336,9 @@ export interface ExpectedTensor {
  * model has `score.weight` [numLabels, hidden] instead of an LM head.
  */
 export function expectedTensors(config: ModelConfig, head?: ModelHead): ExpectedTensor[] {
-  const { hiddenSize: H, intermediateSize: I, numHeads, numKvHeads, headDim: D, vocabSize: V } = config
-  const q = numHeads * D
-  const kv = numKvHeads * D
-  const out: ExpectedTensor[] = [{ name: 'model.embed_tokens.weight', shape: [V, H] }]
-  for (let l = 0; l < config.numLayers; l++) {
-    const p = `model.layers.${l}.`
-    out.push({ name: `${p}input_layernorm.weight`, shape: [H] })
-    out.push({ name: `${p}self_attn.q_proj.weight`, shape: [q, H] })
-    out.push({ name: `${p}self_attn.k_proj.weight`, shape: [kv, H] })
-    out.push({ name: `${p}self_attn.v_proj.weight`, shape: [kv, H] })
-    if (config.qkvBias) {
-      out.push({ name: `${p}self_attn.q_proj.bias`, shape: [q] })
-      out.push({ name: `${p}self_attn.k_proj.bias`, shape: [kv] })
-      out.push({ name: `${p}self_attn.v_proj.bias`, shape: [kv] })
-    }
-    out.push({ name: `${p}self_attn.o_proj.weight`, shape: [H, q] })
-    if (config.oBias) out.push({ name: `${p}self_attn.o_proj.bias`, shape: [H] })
-    if (config.qkNorm) {
-      out.push({ name: `${p}self_attn.q_norm.weight`, shape: [D] })
-      out.push({ name: `${p}self_attn.k_norm.weight`, shape: [D] })
-    }
-    out.push({ name: `${p}post_attention_layernorm.weight`, shape: [H] })
-    out.push({ name: `${p}mlp.gate_proj.weight`, shape: [I, H] })
-    out.push({ name: `${p}mlp.up_proj.weight`, shape: [I, H] })
-    out.push({ name: `${p}mlp.down_proj.weight`, shape: [H, I] })
-  }
-  out.push({ name: 'model.norm.weight', shape: [H] })
+  // The names and shapes come from the one tensor table (native/model/tensor_table.def).
   const h = head ?? (isSequenceClassification(config) ? { kind: 'sequence-classification', numLabels: 2, padTokenId: null } : { kind: 'causal-lm' })
-  if (h.kind === 'sequence-classification') out.push({ name: 'score.weight', shape: [h.numLabels, H] })
-  else if (!config.tieWordEmbeddings) out.push({ name: 'lm_head.weight', shape: [V, H] })
-  return out
+  return modelTensors(config, h).map(({ name, shape }) => ({ name, shape }))
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {

@@ -1,0 +1,575 @@
+// CpuEngine: the Engine verbs over the f32 Transformer (see cpu_engine.h). Every verb takes the
+// model's lock (two models: both, in a fixed order); whole-model copies run on the model's own
+// thread pool.
+#include "cpu/cpu_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "cpu/logit_stats_cpu.h"
+#include "cpu/profiler.h"
+#include "cpu/sampling_cpu.h"
+#include "kernels/adamw.h"
+#include "model/loader.h"
+#include "model/transformer.h"
+
+namespace ad::cpu {
+namespace {
+
+using model::BatchEntry;
+using model::KVCache;
+using model::Transformer;
+using model::Verb;
+
+class CpuEngine;
+
+class CpuCache final : public model::Cache {
+ public:
+  CpuCache(std::shared_ptr<CpuEngine> owner, const model::Config& cfg, int slots, int capacity);
+  const model::Engine* owner() const override;
+  int slots() const override { return kv.slots(); }
+  int capacity() const override { return kv.capacity(); }
+  int length(int slot) override;
+  void copy_prefix(int src, int dst, int len) override;
+  void truncate(int slot, int len) override;
+  int64_t bytes() override { return kv.bytes(); }
+
+  std::shared_ptr<CpuEngine> engine;  // a cache keeps its model alive
+  KVCache kv;
+};
+
+struct Moments {
+  model::Buffer m, v;
+};
+
+// Parallel copy of n floats on the model's threads.
+void copy_floats(ThreadPool& pool, float* dst, const float* src, int64_t n) {
+  pool.parallel_for(n, 1 << 16, [&](int64_t a, int64_t b, int) { std::memcpy(dst + a, src + a, sizeof(float) * (b - a)); });
+}
+
+class CpuEngine final : public model::Engine {
+ public:
+  CpuEngine(const model::Config& cfg, int threads) : model_(cfg, threads) {}
+
+  Transformer& transformer() { return model_; }
+  std::mutex& mutex() { return mutex_; }
+
+  const model::Backend& backend() const override { return cpu_backend(); }
+  const model::Config& config() const override { return model_.config(); }
+  model::EngineDescription describe() override {
+    return {model_.parameter_bytes(), model_.pool().size(), -1};
+  }
+
+ protected:
+  std::shared_ptr<model::Cache> do_create_cache(int slots, int capacity) override {
+    return std::make_shared<CpuCache>(std::static_pointer_cast<CpuEngine>(shared_from_this()), model_.config(), slots, capacity);
+  }
+
+  void do_step(model::Cache& cache, const model::StepRequest& r, model::StepResult& out) override;
+  void do_set_trainable(bool base, bool lora) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    model_.set_trainable(base, lora);
+    moments_.clear();
+  }
+  void do_zero_grad() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    model_.zero_grad();
+  }
+  void do_train_forward(const model::TrainForwardRequest& r, model::TrainForwardResult& out) override;
+  void do_train_backward(const std::vector<float>& a, const std::vector<float>& b) override;
+  model::OptimizerResult do_optimizer_step(const model::OptimizerRequest& r) override;
+  std::vector<model::TensorCopy> do_export_tensors(bool merge_lora) override;
+  std::vector<model::ParameterInfo> do_parameters() override;
+  void do_import_tensors(const std::vector<model::TensorView>& tensors) override;
+  std::vector<model::TensorCopy> do_export_gradients() override;
+  std::vector<model::MomentsCopy> do_export_optimizer_state() override;
+  void do_import_optimizer_state(const std::vector<model::MomentsView>& moments) override;
+  void do_attach_lora(const model::LoraRequest& r) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    model_.attach_lora(r.rank, r.alpha, r.targets, r.seed);
+  }
+  void do_set_lora_enabled(bool on) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    model_.set_lora_enabled(on);
+  }
+  void do_merge_lora() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!model_.has_lora()) throw std::invalid_argument("this model has no LoRA adapters to merge");
+    model_.merge_lora();
+  }
+  void do_attach_score_head(int labels, float std, uint64_t seed) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    model_.attach_score_head(labels, std, seed);
+  }
+  void do_score_forward(const model::ScoreForwardRequest& r, std::vector<float>& scores) override;
+  void do_score_backward(const std::vector<float>& d_scores) override;
+
+ private:
+  // The parameter (base tensor or adapter matrix) of that name, or null.
+  float* find_parameter(const std::string& name, int64_t* n);
+  // Logits of hidden rows → chosen-token logprob and entropy, chunk by chunk.
+  void row_stats(const float* hidden, int64_t rows, const int32_t* targets, float* logp, float* entropy);
+  void release_tape() {
+    cache_.reset();
+    tape_ = model::Tape();
+    hidden_.clear();
+    score_mode_ = false;
+  }
+
+  Transformer model_;
+  std::mutex mutex_;
+  // One micro-batch between its forward and its backward.
+  std::unique_ptr<KVCache> cache_;
+  model::Tape tape_;
+  std::vector<float> hidden_;
+  std::vector<int32_t> targets_;
+  int64_t rows_ = 0;
+  bool score_mode_ = false;
+  std::map<std::string, Moments> moments_;
+};
+
+CpuCache::CpuCache(std::shared_ptr<CpuEngine> owner, const model::Config& cfg, int slots, int capacity)
+    : engine(std::move(owner)), kv(cfg, slots, capacity) {}
+
+const model::Engine* CpuCache::owner() const { return engine.get(); }
+
+// A cache is used by one caller at a time (the engine's steps on it are awaited); the model's
+// lock guards the model's scratch, not the cache, so these do not take it.
+int CpuCache::length(int slot) {
+  if (slot < 0 || slot >= kv.slots()) throw std::out_of_range("slot out of range");
+  return kv.length(slot);
+}
+
+void CpuCache::copy_prefix(int src, int dst, int len) {
+  kv.copy_prefix(src, dst, len);
+}
+
+void CpuCache::truncate(int slot, int len) {
+  if (slot < 0 || slot >= kv.slots() || len < 0 || len > kv.length(slot)) throw std::out_of_range("truncate out of range");
+  kv.truncate(slot, len);
+}
+
+// Locks this engine and, when it is another one, the reference too (in address order: no deadlock).
+class PairLock {
+ public:
+  PairLock(std::mutex& a, std::mutex* b) {
+    if (b && b != &a) {
+      std::mutex* first = std::less<std::mutex*>()(&a, b) ? &a : b;
+      std::mutex* second = first == &a ? b : &a;
+      l1_ = std::unique_lock<std::mutex>(*first);
+      l2_ = std::unique_lock<std::mutex>(*second);
+    } else {
+      l1_ = std::unique_lock<std::mutex>(a);
+    }
+  }
+
+ private:
+  std::unique_lock<std::mutex> l1_, l2_;
+};
+
+// Vocabulary-wide work in row chunks: at most ~64 MB of logits alive at once.
+int64_t logits_chunk(int64_t rows, int64_t vocab) { return std::max<int64_t>(1, std::min<int64_t>(rows, (16ll << 20) / std::max<int64_t>(vocab, 1))); }
+
+// ---------------------------------------------------------------- step
+
+void CpuEngine::do_step(model::Cache& cache_base, const model::StepRequest& r, model::StepResult& res) {
+  KVCache& cache = static_cast<CpuCache&>(cache_base).kv;
+  auto* ref = static_cast<CpuEngine*>(r.reference);
+  PairLock lock(mutex_, ref ? &ref->mutex_ : nullptr);
+  const int64_t V = model_.config().vocab, H = model_.config().hidden;
+  const int64_t R = model_.forward(cache, r.batch, r.tokens.data());
+  std::vector<float> hidden(model_.hidden_out(), model_.hidden_out() + R * H);
+  std::vector<float> ref_hidden;
+  if (ref) {
+    KVCache& rc = static_cast<CpuCache*>(r.reference_cache)->kv;
+    const int64_t rr = ref->model_.forward(rc, r.batch, r.tokens.data());
+    if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
+    ref_hidden.assign(ref->model_.hidden_out(), ref->model_.hidden_out() + R * ref->model_.config().hidden);
+  }
+  // Row r → batch entry, for sampling.
+  std::vector<int> row_entry;
+  for (size_t e = 0; e < r.batch.size(); ++e)
+    for (int64_t i = 0; i < model::output_rows(r.batch[e]); ++i) row_entry.push_back(static_cast<int>(e));
+  const bool sampling = !r.sampling.empty();
+  const int topk = r.topk;
+  res.prepare(R, topk, V, ref != nullptr, r.return_logits);
+
+  const int64_t chunk = logits_chunk(R, V);
+  std::vector<float> logits(chunk * V), ref_logits(ref ? chunk * V : 0);
+  std::vector<std::vector<char>> scratch(sampling ? model_.pool().size() : 0);
+  for (auto& s : scratch) s.resize(sampling_scratch_bytes(V));
+  std::vector<int32_t> row_targets(chunk);
+
+  for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+    const int64_t n = std::min(chunk, R - r0);
+    model_.lm_head(hidden.data() + r0 * H, n, logits.data());
+    if (ref) ref->model_.lm_head(ref_hidden.data() + r0 * ref->model_.config().hidden, n, ref_logits.data());
+    for (int64_t i = 0; i < n; ++i) row_targets[i] = r.targets.empty() ? -1 : r.targets[r0 + i];
+    if (sampling) {
+      AD_PROFILE("sampling", 4.0 * n * V, 4.0 * n * V);
+      model_.pool().parallel_for(n, 1, [&](int64_t a, int64_t b, int worker) {
+        for (int64_t i = a; i < b; ++i) {
+          const int e = row_entry[r0 + i];
+          if (r.batch[e].out_mode != 1) continue;
+          const auto& hist = cache.tokens(r.batch[e].slot);
+          const int64_t plen = std::min<int64_t>(r.sampling[e].prompt_length, static_cast<int64_t>(hist.size()));
+          row_targets[i] = sample_token(logits.data() + i * V, V, r.sampling[e].params, static_cast<uint64_t>(hist.size()), hist.data(),
+                                        static_cast<int64_t>(hist.size()), hist.data() + plen, static_cast<int64_t>(hist.size()) - plen,
+                                        scratch[worker].data());
+        }
+      });
+    }
+    LogitStatsOut out{res.max_logit.data() + r0, res.lse.data() + r0, res.entropy.data() + r0, res.margin.data() + r0,
+                      res.chosen.data() + r0, topk ? res.topk_ids.data() + r0 * topk : nullptr,
+                      topk ? res.topk_logits.data() + r0 * topk : nullptr, ref ? res.k1.data() + r0 : nullptr,
+                      ref ? res.k2.data() + r0 : nullptr, ref ? res.k3.data() + r0 : nullptr, ref ? res.kl.data() + r0 : nullptr};
+    logit_stats(model_.pool(), logits.data(), n, V, V, row_targets.data(), topk, ref ? ref_logits.data() : nullptr, out);
+    for (int64_t i = 0; i < n; ++i) res.tokens[r0 + i] = row_targets[i];
+    if (r.return_logits) std::copy(logits.begin(), logits.begin() + n * V, res.logits.begin() + r0 * V);
+  }
+}
+
+// ---------------------------------------------------------------- training
+
+void CpuEngine::row_stats(const float* hidden, int64_t rows, const int32_t* targets, float* logp, float* entropy) {
+  const int64_t V = model_.config().vocab, H = model_.config().hidden;
+  const int64_t chunk = logits_chunk(rows, V);
+  std::vector<float> logits(chunk * V), mx(chunk), lse(chunk), ent(chunk), margin(chunk);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, rows - r0);
+    model_.lm_head(hidden + r0 * H, n, logits.data());
+    LogitStatsOut out{mx.data(), lse.data(), entropy ? entropy + r0 : ent.data(), margin.data(), logp + r0,
+                      nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    logit_stats(model_.pool(), logits.data(), n, V, V, targets + r0, 0, nullptr, out);
+  }
+}
+
+void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::TrainForwardResult& out) {
+  auto* ref = static_cast<CpuEngine*>(r.reference);
+  PairLock lock(mutex_, ref ? &ref->mutex_ : nullptr);
+  if (r.reference_lora_off && !model_.has_lora()) throw std::invalid_argument("reference 'lora-off' needs LoRA adapters attached");
+  const model::TrainSequences& s = r.sequences;
+  const int64_t B = static_cast<int64_t>(s.lengths.size());
+  int capacity = 1;
+  std::vector<BatchEntry> batch;
+  std::vector<int32_t> fed, targets;
+  int64_t offset = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const int len = s.lengths[i], plen = s.prompt_lengths[i];
+    // Feed tokens[0 .. len−2]; rows from plen−1 on predict the completion tokens[plen .. len−1].
+    batch.push_back({static_cast<int>(i), len - 1, 2, plen - 1});
+    fed.insert(fed.end(), s.tokens.begin() + offset, s.tokens.begin() + offset + len - 1);
+    targets.insert(targets.end(), s.tokens.begin() + offset + plen, s.tokens.begin() + offset + len);
+    capacity = std::max(capacity, len);
+    offset += len;
+  }
+  try {
+    cache_ = std::make_unique<KVCache>(model_.config(), static_cast<int>(B), capacity);
+    tape_.checkpointed = s.checkpoint;
+    const int64_t R = model_.forward(*cache_, batch, fed.data(), &tape_);
+    const int64_t H = model_.config().hidden;
+    hidden_.assign(model_.hidden_out(), model_.hidden_out() + R * H);
+    targets_ = targets;
+    rows_ = R;
+    score_mode_ = false;
+    out.logp.assign(R, NAN);
+    out.entropy.assign(R, NAN);
+    row_stats(hidden_.data(), R, targets.data(), out.logp.data(), out.entropy.data());
+  } catch (...) {
+    release_tape();
+    throw;
+  }
+  if (r.reference_lora_off || ref) {
+    CpuEngine& reference = ref ? *ref : *this;
+    Transformer& rm = reference.model_;
+    const bool was = rm.lora_enabled();
+    if (r.reference_lora_off) rm.set_lora_enabled(false);
+    try {
+      KVCache rc(rm.config(), static_cast<int>(B), capacity);
+      const int64_t rr = rm.forward(rc, batch, fed.data());
+      std::vector<float> rh(rm.hidden_out(), rm.hidden_out() + rr * rm.config().hidden);
+      out.ref_logp.assign(rr, NAN);
+      reference.row_stats(rh.data(), rr, targets.data(), out.ref_logp.data(), nullptr);
+    } catch (...) {
+      rm.set_lora_enabled(was);
+      throw;
+    }
+    rm.set_lora_enabled(was);
+  }
+}
+
+void CpuEngine::do_train_backward(const std::vector<float>& a, const std::vector<float>& b) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    if (!cache_ || score_mode_) throw std::invalid_argument("trainBackward needs a trainForward first");
+    if (static_cast<int64_t>(a.size()) != rows_)
+      throw std::invalid_argument("a and b must have one coefficient per completion token (" + std::to_string(rows_) + ")");
+    std::vector<float> dh(rows_ * model_.config().hidden);
+    model_.lm_head_backward(hidden_.data(), rows_, targets_.data(), a.data(), b.data(), dh.data());
+    model_.backward(*cache_, tape_, dh.data());
+  } catch (...) {
+    release_tape();
+    throw;
+  }
+  release_tape();
+}
+
+void CpuEngine::do_score_forward(const model::ScoreForwardRequest& r, std::vector<float>& scores) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (model_.score_labels() == 0) throw std::invalid_argument("this model has no score head");
+  std::vector<BatchEntry> batch;
+  int capacity = 1;
+  for (size_t i = 0; i < r.lengths.size(); ++i) {
+    batch.push_back({static_cast<int>(i), r.lengths[i], 1});
+    capacity = std::max(capacity, r.lengths[i]);
+  }
+  auto cache = std::make_unique<KVCache>(model_.config(), static_cast<int>(r.lengths.size()), capacity);
+  model::Tape local;
+  const int64_t R = model_.forward(*cache, batch, r.tokens.data(), r.tape ? &local : nullptr);
+  std::vector<float> hidden(model_.hidden_out(), model_.hidden_out() + R * model_.config().hidden);
+  scores.assign(R * model_.score_labels(), NAN);
+  model_.score_head(hidden.data(), R, scores.data());
+  if (r.tape) {
+    cache_ = std::move(cache);
+    tape_ = std::move(local);
+    hidden_ = std::move(hidden);
+    rows_ = R;
+    score_mode_ = true;
+  }
+}
+
+void CpuEngine::do_score_backward(const std::vector<float>& d_scores) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    if (!cache_ || !score_mode_) throw std::invalid_argument("scoreBackward needs a taped scoreForward first");
+    if (static_cast<int64_t>(d_scores.size()) != rows_ * model_.score_labels())
+      throw std::invalid_argument("dScores needs one value per sequence and label");
+    std::vector<float> dh(rows_ * model_.config().hidden);
+    model_.score_head_backward(hidden_.data(), rows_, d_scores.data(), dh.data());
+    model_.backward(*cache_, tape_, dh.data());
+  } catch (...) {
+    release_tape();
+    throw;
+  }
+  release_tape();
+}
+
+model::OptimizerResult CpuEngine::do_optimizer_step(const model::OptimizerRequest& o) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  model::OptimizerResult res;
+  auto grads = model_.gradients();
+  // Every moment buffer (m and v on their own) matches its parameter before anything is written;
+  // a parameter without moments starts from zeros.
+  for (auto& [name, g] : grads) {
+    auto it = moments_.find(name);
+    if (it == moments_.end()) continue;
+    if (it->second.m.size != g->grad.size || it->second.v.size != g->grad.size)
+      throw std::length_error("optimizer state of " + name + " has m of " + std::to_string(it->second.m.size) + " and v of " +
+                              std::to_string(it->second.v.size) + " elements, the parameter " + std::to_string(g->grad.size));
+  }
+  double total = 0;
+  for (auto& [name, g] : grads) total += static_cast<double>(g->grad.size);
+  double ss = 0;
+  {
+    AD_PROFILE("grad_norm", 4.0 * total, 2.0 * total);
+    for (auto& [name, g] : grads)
+      for (int64_t i = 0; i < g->grad.size; ++i) ss += static_cast<double>(g->grad.data[i]) * g->grad.data[i];
+  }
+  res.grad_norm = std::sqrt(ss);
+  res.skipped = !std::isfinite(res.grad_norm);
+  if (!res.skipped) {
+    const kernels::AdamWParams p{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                 static_cast<float>(1 - std::pow(static_cast<double>(o.beta1), o.step)),
+                                 static_cast<float>(1 - std::pow(static_cast<double>(o.beta2), o.step)),
+                                 (o.clip_grad_norm > 0 && res.grad_norm > o.clip_grad_norm) ? static_cast<float>(o.clip_grad_norm / res.grad_norm)
+                                                                                           : 1.f};
+    // Reads parameter, gradient, m, v; writes parameter, m, v.
+    AD_PROFILE("adamw", 4.0 * 7 * total, 16.0 * total);
+    for (auto& [name, g] : grads) {
+      auto [it, fresh] = moments_.try_emplace(name);
+      Moments& mo = it->second;
+      if (fresh) {
+        mo.m = model::Buffer(g->grad.size);
+        mo.v = model::Buffer(g->grad.size);
+        std::memset(mo.m.data, 0, sizeof(float) * mo.m.size);
+        std::memset(mo.v.data, 0, sizeof(float) * mo.v.size);
+      }
+      const bool decay = model::weight_decay_applies(name);
+      model_.pool().parallel_for(g->grad.size, 1 << 14, [&](int64_t i0, int64_t i1, int) {
+        kernels::adamw_update(g->param + i0, g->grad.data + i0, mo.m.data + i0, mo.v.data + i0, i1 - i0, p, decay);
+      });
+      res.parameters += g->grad.size;
+    }
+  }
+  model_.zero_grad();
+  return res;
+}
+
+// ---------------------------------------------------------------- tensors
+
+float* CpuEngine::find_parameter(const std::string& name, int64_t* n) {
+  auto it = model_.tensors().find(name);
+  if (it != model_.tensors().end()) {
+    *n = it->second.numel();
+    return it->second.buf.data;
+  }
+  for (int l = 0; l < model_.config().layers; ++l)
+    for (int w = 0; w < model::kNumLinear; ++w)
+      if (auto* a = model_.layer(l).lora[w].get()) {
+        const auto which = static_cast<model::Linear>(w);
+        if (name == model::lora_a_name(l, which)) return *n = a->A.size, a->A.data;
+        if (name == model::lora_b_name(l, which)) return *n = a->B.size, a->B.data;
+      }
+  return nullptr;
+}
+
+std::vector<model::ParameterInfo> CpuEngine::do_parameters() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<model::ParameterInfo> out;
+  for (auto& kv : model_.tensors()) out.push_back({kv.first, kv.second.numel()});
+  for (int l = 0; l < model_.config().layers; ++l)
+    for (int w = 0; w < model::kNumLinear; ++w)
+      if (auto* a = model_.layer(l).lora[w].get()) {
+        out.push_back({model::lora_a_name(l, static_cast<model::Linear>(w)), a->A.size});
+        out.push_back({model::lora_b_name(l, static_cast<model::Linear>(w)), a->B.size});
+      }
+  return out;
+}
+
+// Every parameter by HF / PEFT name (base tensors sorted, then LoRA A and B), as f32 copies.
+std::vector<model::TensorCopy> CpuEngine::do_export_tensors(bool merge_lora) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (merge_lora && !model_.has_lora()) throw std::invalid_argument("this model has no LoRA adapters to merge");
+  std::vector<std::string> names;
+  for (auto& kv : model_.tensors()) names.push_back(kv.first);
+  std::sort(names.begin(), names.end());
+  std::vector<model::TensorCopy> out;
+  auto copy_of = [&](const std::string& name, const float* data, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    model::TensorCopy t{name, std::move(shape), std::vector<float>(static_cast<size_t>(n))};
+    copy_floats(model_.pool(), t.data.data(), data, n);
+    out.push_back(std::move(t));
+  };
+  for (auto& name : names) copy_of(name, model_.tensors()[name].buf.data, model_.tensors()[name].shape);
+  if (merge_lora) {
+    std::map<std::string, model::TensorCopy*> by_name;
+    for (auto& t : out) by_name[t.name] = &t;
+    for (int l = 0; l < model_.config().layers; ++l)
+      for (int w = 0; w < model::kNumLinear; ++w) {
+        const auto which = static_cast<model::Linear>(w);
+        if (model_.layer(l).lora[w]) model_.add_lora_delta(l, which, by_name.at(model::tensor_name(model::linear_weight(which), l))->data.data());
+      }
+    return out;
+  }
+  for (int l = 0; l < model_.config().layers; ++l)
+    for (int w = 0; w < model::kNumLinear; ++w)
+      if (auto* a = model_.layer(l).lora[w].get()) {
+        const auto which = static_cast<model::Linear>(w);
+        copy_of(model::lora_a_name(l, which), a->A.data, {a->rank, a->in});
+        copy_of(model::lora_b_name(l, which), a->B.data, {a->out, a->rank});
+      }
+  return out;
+}
+
+void CpuEngine::do_import_tensors(const std::vector<model::TensorView>& tensors) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& t : tensors) {  // names and sizes were checked against do_parameters() first
+    int64_t n = 0;
+    float* dst = find_parameter(t.name, &n);
+    copy_floats(model_.pool(), dst, t.data, n);
+  }
+}
+
+std::vector<model::TensorCopy> CpuEngine::do_export_gradients() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<model::TensorCopy> out;
+  for (auto& [name, g] : model_.gradients()) {
+    model::TensorCopy t{name, {g->grad.size}, std::vector<float>(static_cast<size_t>(g->grad.size))};
+    copy_floats(model_.pool(), t.data.data(), g->grad.data, g->grad.size);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<model::MomentsCopy> CpuEngine::do_export_optimizer_state() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<model::MomentsCopy> out;
+  for (auto& [name, mo] : moments_) {  // a std::map: sorted by name
+    model::MomentsCopy c{name, std::vector<float>(static_cast<size_t>(mo.m.size)), std::vector<float>(static_cast<size_t>(mo.v.size))};
+    copy_floats(model_.pool(), c.m.data(), mo.m.data, mo.m.size);
+    copy_floats(model_.pool(), c.v.data(), mo.v.data, mo.v.size);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void CpuEngine::do_import_optimizer_state(const std::vector<model::MomentsView>& moments) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<std::string, Moments> fresh;  // built whole, then swapped in
+  for (const auto& e : moments) {
+    Moments mo{model::Buffer(e.m_size), model::Buffer(e.v_size)};
+    copy_floats(model_.pool(), mo.m.data, e.m, e.m_size);
+    copy_floats(model_.pool(), mo.v.data, e.v, e.v_size);
+    fresh[e.name] = std::move(mo);
+  }
+  moments_.swap(fresh);
+}
+
+// ---------------------------------------------------------------- the backend
+
+class CpuBackend final : public model::Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+  model::BackendStatus status() const override {
+    model::BackendStatus s;
+    s.compiled = s.available = true;
+    s.kind = "ok";
+    return s;
+  }
+  model::VerbSupport support(Verb) const override { return {true, ""}; }  // every verb
+  void profiler_enable(bool on) const override { prof::set_enabled(on); }
+  void profiler_reset() const override { prof::reset(); }
+  std::vector<model::ProfileRow> profiler_rows() const override {
+    std::vector<model::ProfileRow> out;
+    for (const auto& c : prof::snapshot()) out.push_back({c.name, c.calls, c.seconds, c.bytes, c.flops});
+    return out;
+  }
+
+ protected:
+  std::unique_ptr<model::Engine> do_load(const model::LoadRequest& r) const override {
+    auto engine = std::make_unique<CpuEngine>(r.config, r.threads);
+    Transformer& m = engine->transformer();
+    std::vector<model::Tensor> tensors(r.sources.size());
+    std::vector<std::string> errors(r.sources.size());
+    m.pool().parallel_for(static_cast<int64_t>(r.sources.size()), 1, [&](int64_t a, int64_t b, int) {
+      for (int64_t i = a; i < b; ++i) {
+        try {
+          tensors[i] = model::read_tensor(r.sources[i]);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        } catch (...) {
+          errors[i] = "reading tensor " + r.sources[i].name + " failed";
+        }
+      }
+    });
+    for (const auto& e : errors)
+      if (!e.empty()) throw std::runtime_error(e);
+    for (size_t i = 0; i < r.sources.size(); ++i) m.set_tensor(r.sources[i].name, std::move(tensors[i]));
+    m.finalize();
+    return engine;
+  }
+};
+
+}  // namespace
+
+const model::Backend& cpu_backend() {
+  static const CpuBackend backend;
+  return backend;
+}
+
+}  // namespace ad::cpu

@@ -1,0 +1,202 @@
+// A model's life on disk: loading a Hugging Face folder onto a backend, saving it back (PEFT
+// adapters, or the full model with the adapters merged in, or a reward model as
+// *ForSequenceClassification), and attaching a PEFT adapter folder. Whole-model copies run on
+// the engine's threads behind Promises.
+import { existsSync } from 'node:fs'
+import { mkdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { ConfigError, DeviceUnavailableError, InvalidArgumentError, MissingTensorError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
+import { writeFileAtomic } from './hf/atomic.js'
+import { readModelFolder } from './hf/folder.js'
+import { readSafetensorsHeader, readTensorFloat32, writeSafetensors, writeShardedSafetensors } from './hf/safetensors.js'
+import { MAX_LORA_RANK, resolveLoad, type LoadOptions } from './options.js'
+import { modelTensors, tensorName } from './tensor-table.js'
+import type { Tokenizer } from './tokenizer.js'
+import type { ModelConfig } from './types.js'
+import { isNativeError, nativeAddon, type NativeModel, type NativeTensor } from '../native.js'
+
+export interface LoraInfo {
+  rank: number
+  alpha: number
+  targets: string[]
+}
+
+export interface SaveOptions {
+  /** With LoRA attached: write a PEFT adapter folder (default) or the merged full model (false). */
+  adapterOnly?: boolean
+  /** Shard model weights above this many bytes per file. Default 5 GB, as transformers. */
+  maxShardBytes?: number
+}
+
+const FOLDER_FILES = ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'chat_template.json']
+
+/** A folder loaded onto a backend: what a Model is made of. */
+export interface LoadedFolder {
+  config: ModelConfig
+  tokenizer: Tokenizer
+  generationConfig: Record<string, unknown> | null
+  device: 'cpu' | 'cuda'
+  native: NativeModel
+  scoreLabels: number
+}
+
+/** Reads a Hugging Face model folder and loads its tensors onto the device the options name. */
+export async function loadFolder(dir: string, options: LoadOptions): Promise<LoadedFolder> {
+  const { device, threads, deviceIndex } = resolveLoad(options)
+  const addon = await nativeAddon()
+  if (device === 'cuda') assertCudaAvailable(addon.info().cuda, deviceIndex)
+  const folder = await readModelFolder(dir)
+  const extra = new Set(folder.extraTensors)
+  const scoreLabels = folder.head.kind === 'sequence-classification' ? folder.head.numLabels : 0
+  const placed = device === 'cuda' ? 'cuda' : 'cpu'
+  const native = await Promise.resolve()
+    .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex }))
+    .catch((e: Error) => {
+      throw cudaUnavailable(e) ?? new NativeAddonError(`loading ${dir} on ${placed} failed: ${e.message}`, { cause: e })
+    })
+  return { config: folder.config, tokenizer: folder.tokenizer, generationConfig: folder.generationConfig as Record<string, unknown> | null, device: placed, native, scoreLabels }
+}
+
+/** What saving and adapters need of a model (a Model is one). */
+export interface PersistentModel {
+  /** The folder it was loaded from. */
+  readonly dir: string
+  readonly config: ModelConfig
+  /** The native handle; throws once the model is disposed. */
+  readonly handle: NativeModel
+  lora: LoraInfo | null
+  readonly scoreLabels: number
+}
+
+/** Parameters by name: base tensors (the adapters folded in, on the engine, when `merge`), adapters apart. */
+async function exportWeights(m: PersistentModel, merge: boolean): Promise<{ base: NativeTensor[]; adapters: NativeTensor[] }> {
+  const all = await (await nativeAddon()).train.exportTensors(m.handle, { mergeLora: merge && m.lora !== null })
+  return { base: all.filter((t) => !t.name.includes('.lora_')), adapters: all.filter((t) => t.name.includes('.lora_')) }
+}
+
+export async function saveModel(m: PersistentModel, dir: string, options: SaveOptions = {}): Promise<void> {
+  m.handle // a disposed model throws here, before anything is written
+  await mkdir(dir, { recursive: true })
+  const adapterOnly = options.adapterOnly ?? m.lora !== null
+  if (adapterOnly) {
+    if (!m.lora) throw new InvalidArgumentError('adapterOnly', 'adapterOnly needs LoRA adapters attached')
+    const { adapters } = await exportWeights(m, false)
+    await writeSafetensors(
+      join(dir, 'adapter_model.safetensors'),
+      adapters.map((t) => ({ name: `base_model.model.${t.name}`, dtype: 'F32' as const, shape: t.shape, data: t.data })),
+    )
+    const adapterConfig = {
+      peft_type: 'LORA',
+      task_type: 'CAUSAL_LM',
+      base_model_name_or_path: m.dir,
+      r: m.lora.rank,
+      lora_alpha: m.lora.alpha,
+      lora_dropout: 0,
+      target_modules: m.lora.targets,
+      bias: 'none',
+      fan_in_fan_out: false,
+      inference_mode: true,
+    }
+    await writeFileAtomic(join(dir, 'adapter_config.json'), JSON.stringify(adapterConfig, null, 2) + '\n')
+    return
+  }
+  const { base: all } = await exportWeights(m, true)
+  const lmHead = tensorName('kLmHead')
+  const base = m.scoreLabels ? all.filter((t) => t.name !== lmHead) : all
+  await writeShardedSafetensors(
+    dir,
+    base.map((t) => ({ name: t.name, dtype: 'F32' as const, shape: t.shape, data: t.data })),
+    { maxShardBytes: options.maxShardBytes ?? 5e9 },
+  )
+  const config = JSON.parse(await readFile(join(m.dir, 'config.json'), 'utf8')) as Record<string, unknown>
+  config.torch_dtype = 'float32'
+  if (m.scoreLabels) {
+    // a reward model saves as transformers' *ForSequenceClassification, score head, no LM head
+    const family = { llama: 'Llama', qwen2: 'Qwen2', qwen3: 'Qwen3' }[m.config.architecture]
+    config.architectures = [`${family}ForSequenceClassification`]
+    config.num_labels = m.scoreLabels
+    delete config.id2label
+    delete config.label2id
+  }
+  await writeFileAtomic(join(dir, 'config.json'), JSON.stringify(config, null, 2) + '\n')
+  for (const f of FOLDER_FILES) {
+    const src = join(m.dir, f)
+    if (existsSync(src) && join(dir, f) !== src) await writeFileAtomic(join(dir, f), await readFile(src))
+  }
+}
+
+/** Attaches a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors); everything is read before the model changes. */
+export async function loadAdapter(m: PersistentModel, dir: string): Promise<void> {
+  m.handle
+  if (m.lora) throw new InvalidArgumentError('adapter', 'this model already has LoRA adapters attached')
+  const configPath = join(dir, 'adapter_config.json')
+  const cfg = JSON.parse(await readFile(configPath, 'utf8').catch((e: Error) => {
+    throw new ConfigError(configPath, null, `${configPath}: cannot read the adapter config (${e.message})`)
+  })) as { r?: number; lora_alpha?: number; target_modules?: string[] | string }
+  const targets = typeof cfg.target_modules === 'string' ? [cfg.target_modules] : cfg.target_modules
+  if (!Number.isInteger(cfg.r) || cfg.r! < 1 || cfg.r! > MAX_LORA_RANK)
+    throw new ConfigError(configPath, 'r', `${configPath}: r must be an integer in [1, ${MAX_LORA_RANK}], got ${JSON.stringify(cfg.r)}`)
+  if (!(Number(cfg.lora_alpha) > 0) || !Number.isFinite(Number(cfg.lora_alpha)))
+    throw new ConfigError(configPath, 'lora_alpha', `${configPath}: lora_alpha must be a positive number, got ${JSON.stringify(cfg.lora_alpha)}`)
+  if (!Array.isArray(targets) || !targets.length || !targets.every((t) => typeof t === 'string'))
+    throw new ConfigError(configPath, 'target_modules', `${configPath}: target_modules must name the adapted modules`)
+  const file = join(dir, 'adapter_model.safetensors')
+  const header = await readSafetensorsHeader(file)
+  const refs = header.tensors.map((ref) => ({ ref, name: ref.name.replace(/^base_model\.model\./, '').replace('.lora_A.default.', '.lora_A.').replace('.lora_B.default.', '.lora_B.') }))
+  checkAdapterTensors(m.config, cfg.r!, targets, refs.map(({ name, ref }) => ({ name, shape: ref.shape })), file)
+  const tensors = await Promise.all(refs.map(async ({ ref, name }) => ({ name, data: await readTensorFloat32(ref) })))
+  const train = (await nativeAddon()).train
+  train.attachLora(m.handle, { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets, seed: 0 })
+  m.lora = { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets }
+  await train.importTensors(m.handle, tensors)
+}
+
+/**
+ * The adapter file holds exactly the A [r × in] and B [out × r] of every targeted linear map of
+ * every layer (shapes from the tensor table): checked before the model changes.
+ */
+function checkAdapterTensors(config: ModelConfig, rank: number, targets: string[], found: { name: string; shape: number[] }[], file: string): void {
+  const linears = new Map(modelTensors(config).filter((t) => t.role === 'LINEAR').map((t) => [t.name, t.shape]))
+  const want = new Map<string, number[]>()
+  for (const [name, [out, inDim]] of linears) {
+    const module = name.replace(/\.weight$/, '').split('.').at(-1)!
+    if (!targets.includes(module)) continue
+    want.set(name.replace(/\.weight$/, '.lora_A.weight'), [rank, inDim])
+    want.set(name.replace(/\.weight$/, '.lora_B.weight'), [out, rank])
+  }
+  const unknown = targets.filter((t) => ![...linears.keys()].some((n) => n.endsWith(`.${t}.weight`)))
+  if (unknown.length) throw new InvalidArgumentError('target_modules', `${file}: unknown LoRA target module ${unknown.map((t) => `'${t}'`).join(', ')}`)
+  const have = new Map(found.map((t) => [t.name, t.shape]))
+  for (const [name, shape] of want) {
+    const got = have.get(name)
+    if (!got) throw new MissingTensorError(file, name, shape)
+    if (got.length !== shape.length || got.some((d, i) => d !== shape[i])) throw new TensorShapeError(file, name, shape, got, `${file}: tensor "${name}" has shape [${got.join(', ')}], expected [${shape.join(', ')}] from adapter_config.json`)
+  }
+  for (const name of have.keys()) if (!want.has(name)) throw new InvalidArgumentError('adapter', `${file}: tensor "${name}" is not an adapter of the modules adapter_config.json targets`)
+}
+
+/** Folds the LoRA adapters into the base weights on the engine (W += α/r·B·A) and zeroes B. */
+export async function mergeLora(m: PersistentModel): Promise<void> {
+  if (!m.lora) throw new InvalidArgumentError('lora', 'this model has no LoRA adapters to merge')
+  await (await nativeAddon()).train.mergeLora(m.handle)
+}
+
+const DEVICE_REASONS: readonly DeviceUnavailableReason[] = ['not-built', 'stale', 'load-failed', 'abi-mismatch', 'no-driver', 'no-device', 'probe-failed']
+
+/** Throws DeviceUnavailableError unless the CUDA plugin is loaded and sees device `index`. */
+function assertCudaAvailable(cuda: { compiled: boolean; available: boolean; kind?: string; reason: string; devices: unknown[] }, index: number): void {
+  if (cuda.compiled && cuda.available) {
+    if (index >= cuda.devices.length)
+      throw new DeviceUnavailableError('no-device', `device 'cuda' is unavailable: CUDA device ${index} does not exist (${cuda.devices.length} visible)`)
+    return
+  }
+  const kind = (DEVICE_REASONS as readonly string[]).includes(cuda.kind ?? '') ? (cuda.kind as DeviceUnavailableReason) : cuda.compiled ? 'no-device' : 'not-built'
+  throw new DeviceUnavailableError(kind, `device 'cuda' is unavailable: ${cuda.reason}`)
+}
+
+/** The addon's typed error for a backend that cannot run here, as a DeviceUnavailableError. */
+function cudaUnavailable(e: Error): DeviceUnavailableError | null {
+  if (!isNativeError(e, 'ERR_AD_DEVICE_UNAVAILABLE')) return null
+  const kind = (DEVICE_REASONS as readonly string[]).includes(e.kind ?? '') ? (e.kind as DeviceUnavailableReason) : 'no-device'
+  return new DeviceUnavailableError(kind, `device 'cuda' is unavailable: ${e.message}`, { cause: e })
+}
