@@ -4,7 +4,7 @@
 import { constants } from 'node:os'
 
 import { InvalidArgumentError } from '../engine/errors.js'
-import { removeLiveTempsSync } from '../engine/hf/atomic.js'
+import { removeLiveTempsSync } from '../util/atomic.js'
 import { exportGguf } from '../export/gguf.js'
 import { exportOnnx } from '../export/onnx.js'
 import { parseArgs } from './args.js'

@@ -175,19 +175,6 @@ export class DeviceUnavailableError extends AutodidactError {
   }
 }
 
-/** A file could not be written (full disk, no permission, …): names the file and the system error code. */
-export class FileWriteError extends AutodidactError {
-  readonly file: string
-  /** The system error code, e.g. `"ENOSPC"` or `"EACCES"` (null when the failure was not a system error). */
-  readonly errno: string | null
-
-  constructor(file: string, errno: string | null, message: string, options?: { cause?: unknown }) {
-    super('FILE_WRITE_ERROR', message, options)
-    this.file = file
-    this.errno = errno
-  }
-}
-
 /** What is wrong with a run folder or checkpoint; lets callers and tests tell the cases apart. */
 export type CheckpointErrorReason =
   | 'missing' // a file the checkpoint needs is not there

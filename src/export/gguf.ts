@@ -30,7 +30,7 @@ import { open, type FileHandle } from 'node:fs/promises'
 import { basename, join, resolve } from 'node:path'
 
 import { AutodidactError, ConfigError, InvalidArgumentError, TokenizerError, UnsupportedArchitectureError } from '../engine/errors.js'
-import { asOutputFileError, checkOutputTarget, commitTemps, removeStaleTemps, writeTemp } from '../engine/hf/atomic.js'
+import { fileWriteError, checkOutputTarget, commitTemps, removeStaleTemps, writeTemp } from '../util/atomic.js'
 import { MAX_TOKENIZER_FILE_BYTES, readRegularFile } from '../engine/hf/files.js'
 import { expectedTensors } from '../engine/hf/config.js'
 import { readModelFolder, type ModelFolder } from '../engine/hf/folder.js'
@@ -676,10 +676,10 @@ export async function exportGguf(modelDir: string, outFile: string, options: Exp
       written += pad
     }
   }).catch((e: unknown) => {
-    throw asOutputFileError(e, outFile)
+    throw fileWriteError(e, outFile)
   })
   await commitTemps([[tmp, outFile]]).catch((e: unknown) => {
-    throw asOutputFileError(e, outFile, 'rename the finished file into place')
+    throw fileWriteError(e, outFile, 'rename into place')
   })
   return { bytes: header.length + offset, tensors: plans.length, seconds: (performance.now() - t0) / 1000 }
 }

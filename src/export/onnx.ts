@@ -28,7 +28,7 @@ import { performance } from 'node:perf_hooks'
 
 import { ConfigError, InvalidArgumentError, ResourceLimitError, UnsupportedArchitectureError } from '../engine/errors.js'
 import { readAdapterConfig } from '../engine/hf/adapter.js'
-import { asOutputFileError, checkOutputTarget, commitTemps, discardTemps, registerTemp, removeStaleTemps, unregisterTemp, writeAll, writeTemp } from '../engine/hf/atomic.js'
+import { fileWriteError, checkOutputTarget, commitTemps, discardTemps, registerTemp, removeStaleTemps, unregisterTemp, writeAll, writeTemp } from '../util/atomic.js'
 import { MAX_JSON_FILE_BYTES, MAX_TOKENIZER_FILE_BYTES, readRegularFile } from '../engine/hf/files.js'
 import { readModelFolder } from '../engine/hf/folder.js'
 import { f32ArrayToF16, readTensorFloat32 } from '../engine/hf/safetensors.js'
@@ -351,7 +351,7 @@ async function makeFolders(dir: string): Promise<string[]> {
   try {
     await mkdir(dir, { recursive: true })
   } catch (e) {
-    throw asOutputFileError(e, dir, 'create the folder')
+    throw fileWriteError(e, dir, 'create')
   }
   return missing
 }
@@ -413,7 +413,7 @@ export async function exportOnnx(modelDir: string, outDir: string, options: Onnx
       try {
         temps.push([await writeTemp(target, fill), target])
       } catch (e) {
-        throw asOutputFileError(e, target)
+        throw fileWriteError(e, target)
       }
     }
     try {
@@ -442,7 +442,7 @@ export async function exportOnnx(modelDir: string, outDir: string, options: Onnx
       try {
         await commitTemps(temps)
       } catch (e) {
-        throw asOutputFileError(e, outDir, 'rename the finished files into place')
+        throw fileWriteError(e, outDir, 'rename the finished files into')
       }
     } catch (e) {
       await discardTemps(temps.map(([t]) => t))

@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
-import { writeFileAtomic } from '../engine/hf/atomic.js'
+import { writeFileAtomic } from '../util/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
 import { MAX_LORA_RANK, checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
 import type { LoraInfo } from '../engine/persistence.js'

@@ -1,33 +1,106 @@
 // Atomic file writes, the one implementation for the whole library: write a temporary file in the
 // destination's directory, fsync it, rename it over the destination, fsync the directory. A crash
 // or an error leaves either the old file or the new one, never a half-written one, and no
-// temporary file behind. A failed write is a FileWriteError naming the file it was writing and the
-// system error (ENOSPC, EACCES, …), never a bare errno message.
+// temporary behind: an error removes it, a signal handler can (removeLiveTempsSync), and a later
+// write removes what a kill -9 left (removeStaleTemps). Targets that are not regular files are
+// refused (checkOutputTarget). A failed write is an OutputFileError naming the file and the system
+// error in words (ENOSPC, EACCES, …), never a bare errno message.
 
 import { randomBytes } from 'node:crypto'
-import { open, rename, unlink, type FileHandle } from 'node:fs/promises'
+import { rmSync } from 'node:fs'
+import { lstat, open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
-import { AutodidactError, FileWriteError } from '../engine/errors.js'
 
-const REASONS: Record<string, string> = {
-  ENOSPC: 'no space left on the device',
-  EDQUOT: 'disk quota exceeded',
-  EACCES: 'permission denied',
-  EPERM: 'operation not permitted',
-  EROFS: 'read-only file system',
-  ENOENT: 'its folder does not exist',
-  ENOTDIR: 'a parent path is not a folder',
-  EISDIR: 'it is a folder',
-  EMFILE: 'too many open files',
-  EIO: 'input/output error',
+import { AutodidactError, OutputFileError, type OutputFileReason } from '../engine/errors.js'
+import { fileKind, fsErrorCode, fsErrorWords } from './fs-words.js'
+
+const REASONS: Record<string, OutputFileReason> = { ENOSPC: 'no-space', EDQUOT: 'no-space', EACCES: 'permission', EPERM: 'permission', EROFS: 'permission' }
+
+/**
+ * A system error while writing `file` as an OutputFileError naming it (`cannot VERB FILE: why
+ * (CODE)`); this library's typed errors and errors that are not system errors pass through unchanged.
+ */
+export function fileWriteError(err: unknown, file: string, verb = 'write'): unknown {
+  const code = fsErrorCode(err)
+  if (err instanceof AutodidactError || code === null) return err
+  return new OutputFileError(file, REASONS[code] ?? 'io', `cannot ${verb} ${file}: ${fsErrorWords(err)} (${code})`, code, { cause: err })
 }
 
-/** `err` as a FileWriteError naming `file` (typed errors of this library pass through unchanged). */
-export function fileWriteError(err: unknown, file: string): Error {
-  if (err instanceof AutodidactError) return err
-  const code = typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : null
-  const why = code ? `${REASONS[code] ?? (err as Error).message} (${code})` : String((err as Error)?.message ?? err)
-  return new FileWriteError(file, code, `cannot write ${file}: ${why}`, { cause: err })
+// ---------------------------------------------------------------- temporaries: named, tracked, cleaned
+
+/** Temporary files and folders this process is writing, removed on commit or discard; what a signal handler cleans. */
+const liveTemps = new Set<string>()
+
+/** Marks a temporary path as this process's to clean up should it be stopped by a signal. */
+export function registerTemp(path: string): void {
+  liveTemps.add(path)
+}
+
+export function unregisterTemp(path: string): void {
+  liveTemps.delete(path)
+}
+
+/**
+ * Removes, synchronously, every temporary file and folder this process is still writing: for a
+ * SIGINT/SIGTERM handler, so that an interrupted write leaves no hidden temporary behind.
+ */
+export function removeLiveTempsSync(): void {
+  for (const p of liveTemps) {
+    try {
+      rmSync(p, { recursive: true, force: true })
+    } catch {
+      // best effort: the process is going away
+    }
+  }
+  liveTemps.clear()
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/**
+ * Removes temporary siblings of `target` (tempPathFor's `.<name>.<pid>.<tag>.tmp`) whose process no
+ * longer exists: what a kill -9 in the middle of a write leaves. Returns the paths removed.
+ */
+export async function removeStaleTemps(target: string): Promise<string[]> {
+  const dir = dirname(target)
+  const name = basename(target).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  const pattern = new RegExp(`^\\.${name}\\.(\\d+)\\.[0-9a-f]{12}\\.tmp$`)
+  const removed: string[] = []
+  for (const entry of await readdir(dir).catch(() => [] as string[])) {
+    const m = pattern.exec(entry)
+    if (!m || Number(m[1]) === process.pid || isAlive(Number(m[1]))) continue
+    await unlink(join(dir, entry)).then(
+      () => removed.push(join(dir, entry)),
+      () => undefined,
+    )
+  }
+  return removed
+}
+
+/**
+ * Refuses (OutputFileError 'not-regular') to write over anything but a regular file (`kind`
+ * 'file') or a real folder ('directory'): a FIFO, device node, socket or symbolic link at the
+ * target is never replaced (renaming over /dev/null as root would replace the device).
+ */
+export async function checkOutputTarget(target: string, kind: 'file' | 'directory' = 'file'): Promise<void> {
+  let st
+  try {
+    st = await lstat(target)
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw fileWriteError(e, target, 'inspect')
+  }
+  const ok = kind === 'file' ? st.isFile() : st.isDirectory()
+  if (!ok) {
+    throw new OutputFileError(target, 'not-regular', `${target}: is ${st.isFile() ? 'a regular file' : fileKind(st)}, not ${kind === 'file' ? 'a regular file' : 'a folder'}: refused, nothing was written`)
+  }
 }
 
 /** A temporary sibling path of `target`, hidden, unique to this process and call. */
@@ -57,16 +130,19 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+// ---------------------------------------------------------------- writing
+
 /**
  * Write a temporary file next to `target` through `fill`, fsync and close it, and return its
  * path without renaming it (for multi-file commits). On any error the temporary file is removed
- * and a FileWriteError naming `target` is thrown.
+ * and an OutputFileError naming `target` is thrown (for system errors).
  */
 export async function writeTemp(target: string, fill: (fh: FileHandle) => Promise<void>): Promise<string> {
   const tmp = tempPathFor(target)
   let fh: FileHandle | undefined
   try {
     fh = await open(tmp, 'wx', 0o644)
+    registerTemp(tmp)
     await fill(fh)
     await fh.sync()
     await fh.close()
@@ -75,6 +151,7 @@ export async function writeTemp(target: string, fill: (fh: FileHandle) => Promis
   } catch (err) {
     await fh?.close().catch(() => undefined)
     await removeQuietly(tmp)
+    unregisterTemp(tmp)
     throw fileWriteError(err, target)
   }
 }
@@ -86,11 +163,15 @@ export async function commitTemps(pairs: ReadonlyArray<readonly [tmp: string, ta
     for (; i < pairs.length; i++) {
       const [tmp, target] = pairs[i]
       await rename(tmp, target)
+      unregisterTemp(tmp)
     }
   } catch (err) {
     const target = pairs[i]?.[1] ?? pairs[0][1]
-    for (let j = i; j < pairs.length; j++) await removeQuietly(pairs[j][0])
-    throw fileWriteError(err, target)
+    for (let j = i; j < pairs.length; j++) {
+      await removeQuietly(pairs[j][0])
+      unregisterTemp(pairs[j][0])
+    }
+    throw fileWriteError(err, target, 'rename into place')
   }
   const dirs = new Set(pairs.map(([, t]) => dirname(t)))
   for (const d of dirs) await fsyncDir(d)
@@ -98,7 +179,10 @@ export async function commitTemps(pairs: ReadonlyArray<readonly [tmp: string, ta
 
 /** Remove temporary files (after a failure before commit). */
 export async function discardTemps(paths: Iterable<string>): Promise<void> {
-  for (const p of paths) await removeQuietly(p)
+  for (const p of paths) {
+    await removeQuietly(p)
+    unregisterTemp(p)
+  }
 }
 
 /** Atomically replace `target` with what `fill` writes. */

@@ -13,5 +13,5 @@ export {
   type NumericArray,
 } from './math.js'
 export { Registry } from './registry.js'
-export { FileWriteError } from '../engine/errors.js'
-export { commitTemps, discardTemps, fileWriteError, fsyncDir, writeAll, writeAtomic, writeFileAtomic, writeJsonAtomic, writeTemp } from './atomic.js'
+export { OutputFileError } from '../engine/errors.js'
+export { checkOutputTarget, commitTemps, discardTemps, fileWriteError, fsyncDir, removeLiveTempsSync, removeStaleTemps, writeAll, writeAtomic, writeFileAtomic, writeJsonAtomic, writeTemp } from './atomic.js'

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { OutputFileError } from '../../src/engine/errors.js'
-import { removeStaleTemps, tempPathFor } from '../../src/engine/hf/atomic.js'
+import { removeStaleTemps, tempPathFor } from '../../src/util/atomic.js'
 import { exportGguf } from '../../src/export/gguf.js'
 import { exportOnnx } from '../../src/export/onnx.js'
 import { writeTinyModel } from '../helpers/tiny-model.js'
@@ -109,7 +109,7 @@ describe('finding 9: a write that fails partway leaves the output as it was', ()
     expect(r.status).toBe(2)
     expect(r.stderr).toContain(join(out, 'onnx', 'model.onnx'))
     expect(r.stderr).toContain('size this process may write')
-    expect(r.stderr).not.toMatch(/\bEFBIG\b/)
+    expect(r.stderr).not.toMatch(/\bEFBIG: /) // words, not the raw errno message (the code may follow them in parentheses)
     expect(existsSync(out)).toBe(false) // the folders it created are gone again
   })
 

@@ -11,11 +11,11 @@ import {
   f16BitsToF32,
   f32ToBf16Bits,
   f32ToF16Bits,
-  writeJsonAtomic,
   writeSafetensors,
   writeShardedSafetensors,
   type TensorToWrite,
 } from '../../src/engine/hf/safetensors.js'
+import { writeJsonAtomic } from '../../src/util/atomic.js'
 import type { Llama3RopeScaling, ModelConfig, TensorDtype } from '../../src/engine/types.js'
 
 export type TinyFamily = 'llama' | 'qwen2' | 'qwen3'
@@ -242,8 +242,8 @@ export const TINY_TOKENIZER_SIZE = tinyTokenizerFiles().size
 export async function writeTinyTokenizer(dir: string): Promise<TinyTokenizerFiles> {
   await mkdir(dir, { recursive: true })
   const files = tinyTokenizerFiles()
-  await writeJsonAtomic(join(dir, 'tokenizer.json'), files.tokenizerJson)
-  await writeJsonAtomic(join(dir, 'tokenizer_config.json'), files.tokenizerConfig)
+  await writeJsonAtomic(join(dir, 'tokenizer.json'), files.tokenizerJson, 2)
+  await writeJsonAtomic(join(dir, 'tokenizer_config.json'), files.tokenizerConfig, 2)
   return files
 }
 
@@ -384,7 +384,7 @@ export async function writeTinyModel(dir: string, opts: TinyModelOptions): Promi
     weightFiles = [join(dir, 'model.safetensors')]
     await writeSafetensors(weightFiles[0], toWrite)
   }
-  await writeJsonAtomic(join(dir, 'config.json'), configJson)
+  await writeJsonAtomic(join(dir, 'config.json'), configJson, 2)
   await writeJsonAtomic(join(dir, 'generation_config.json'), {
     bos_token_id: tok.ids.endoftext,
     do_sample: true,
@@ -394,9 +394,9 @@ export async function writeTinyModel(dir: string, opts: TinyModelOptions): Promi
     top_k: 20,
     top_p: 0.8,
     transformers_version: '4.51.0',
-  })
-  await writeJsonAtomic(join(dir, 'tokenizer.json'), tok.tokenizerJson)
-  await writeJsonAtomic(join(dir, 'tokenizer_config.json'), tok.tokenizerConfig)
+  }, 2)
+  await writeJsonAtomic(join(dir, 'tokenizer.json'), tok.tokenizerJson, 2)
+  await writeJsonAtomic(join(dir, 'tokenizer_config.json'), tok.tokenizerConfig, 2)
 
   return { dir, config, weights, tensorShapes, configJson, weightFiles }
 }

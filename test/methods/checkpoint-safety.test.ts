@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 import { DEFAULT_MODEL, evolveCommand } from '../../src/cli/evolve.js'
-import { AutodidactError, CheckpointError, FileWriteError } from '../../src/engine/errors.js'
+import { AutodidactError, CheckpointError, OutputFileError } from '../../src/engine/errors.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../../src/engine/hf/safetensors.js'
 import { checkpointRun, OPTIMIZER_FILE, resumeRun, RUN_STATE_FILE } from '../../src/methods/common/checkpoint.js'
 import { checkpointDir, drive } from '../../src/methods/common/driver.js'
@@ -238,7 +238,7 @@ describe('run folder housekeeping (finding 7)', () => {
     expect((await readLatest(old, () => true)).checkpoint).toBe(checkpointDir(old, 1))
   })
 
-  it('a full disk while checkpointing: a FileWriteError naming the file, the previous checkpoint intact, no temporary left', async () => {
+  it('a full disk while checkpointing: a OutputFileError naming the file, the previous checkpoint intact, no temporary left', async () => {
     const out = await runFolder(1)
     const before = snapshot(join(out, 'checkpoints'))
     const failing = scriptedPolicies({ script: arithScript() })
@@ -247,9 +247,9 @@ describe('run folder housekeeping (finding 7)', () => {
     vi.spyOn(policy, 'save').mockImplementation(async (dir: string) => {
       throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', path: join(dir, 'model.safetensors') })
     })
-    const e = (await typedError(drive(run, driveTo(out, 2)))) as FileWriteError
+    const e = (await typedError(drive(run, driveTo(out, 2)))) as OutputFileError
     run.dispose()
-    expect(e).toBeInstanceOf(FileWriteError)
+    expect(e).toBeInstanceOf(OutputFileError)
     expect(e.errno).toBe('ENOSPC')
     expect(e.file).toMatch(/step-000002\.tmp-\d+[/\\]model[/\\]model\.safetensors$/)
     expect(e.message).toMatch(/no space left on the device \(ENOSPC\)/)
@@ -259,11 +259,11 @@ describe('run folder housekeeping (finding 7)', () => {
 
   it('system errors of a write name the file (EACCES, ENOSPC, a missing folder)', async () => {
     const eacces = fileWriteError(Object.assign(new Error('EACCES: permission denied, open'), { code: 'EACCES' }), '/x/run_state.json')
-    expect(eacces).toBeInstanceOf(FileWriteError)
+    expect(eacces).toBeInstanceOf(OutputFileError)
     expect(eacces.message).toBe('cannot write /x/run_state.json: permission denied (EACCES)')
     const e = await typedError(writeFileAtomic(join(root, 'no-such-folder', 'f.json'), '{}'))
-    expect((e as FileWriteError).file).toBe(join(root, 'no-such-folder', 'f.json'))
-    expect((e as FileWriteError).errno).toBe('ENOENT')
+    expect((e as OutputFileError).file).toBe(join(root, 'no-such-folder', 'f.json'))
+    expect((e as OutputFileError).errno).toBe('ENOENT')
   })
 })
 

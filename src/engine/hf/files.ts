@@ -6,6 +6,8 @@
 import { constants as fsConstants, type Stats } from 'node:fs'
 import { open, type FileHandle } from 'node:fs/promises'
 
+import { describeFsError, fileKind } from '../../util/fs-words.js'
+
 /** What went wrong opening or reading a file. */
 export type FileProblem = 'not-found' | 'not-regular' | 'too-large' | 'io'
 
@@ -14,45 +16,6 @@ export type FileErrorFactory = (problem: FileProblem, message: string, cause?: u
 
 /** O_NONBLOCK where the platform has it: opening a FIFO then returns at once instead of waiting for a writer. */
 const OPEN_FLAGS = fsConstants.O_RDONLY | (fsConstants.O_NONBLOCK ?? 0)
-
-/** What a non-regular file is, in words. */
-export function fileKind(st: Stats): string {
-  if (st.isDirectory()) return 'a directory'
-  if (st.isFIFO()) return 'a FIFO (named pipe)'
-  if (st.isCharacterDevice()) return 'a character device'
-  if (st.isBlockDevice()) return 'a block device'
-  if (st.isSocket()) return 'a socket'
-  if (st.isSymbolicLink()) return 'a symbolic link'
-  return 'not a regular file'
-}
-
-/** A system error in words, with the file named (no bare errno strings). */
-export function describeFsError(path: string, e: unknown, verb: string): string {
-  const code = (e as NodeJS.ErrnoException)?.code
-  const why =
-    code === 'ENOENT'
-      ? 'no such file'
-      : code === 'EACCES' || code === 'EPERM'
-        ? 'permission denied'
-        : code === 'EISDIR'
-          ? 'is a directory'
-          : code === 'ENOTDIR'
-            ? 'a parent of it is not a directory'
-            : code === 'ENOSPC' || code === 'EDQUOT'
-              ? 'no space left on the device'
-              : code === 'EROFS'
-                ? 'the file system is read-only'
-                : code === 'EMFILE' || code === 'ENFILE'
-                  ? 'too many open files'
-                  : code === 'EFBIG'
-                    ? 'the file would pass the size this process may write (ulimit -f) or the file system allows'
-                    : code === 'ENXIO'
-                    ? 'not a regular file (a socket or an unconnected device)'
-                    : code === 'ELOOP'
-                      ? 'too many levels of symbolic links'
-                      : ((e as Error)?.message ?? String(e))
-  return `${path}: cannot ${verb}: ${why}`
-}
 
 function problemOf(e: unknown): FileProblem {
   const code = (e as NodeJS.ErrnoException)?.code

@@ -13,8 +13,9 @@ import { basename, dirname, isAbsolute, join, normalize, sep } from 'node:path'
 
 import { InvalidArgumentError, MissingTensorError, SafetensorsError } from '../errors.js'
 import type { TensorDtype, TensorRef } from '../types.js'
-import { commitTemps, discardTemps, fsyncDir, writeAll, writeFileAtomic, writeTemp } from './atomic.js'
-import { describeFsError, MAX_JSON_FILE_BYTES, openRegularFile, readExactly, readRegularFile, type FileErrorFactory } from './files.js'
+import { commitTemps, discardTemps, fsyncDir, writeAll, writeTemp } from '../../util/atomic.js'
+import { describeFsError } from '../../util/fs-words.js'
+import { MAX_JSON_FILE_BYTES, openRegularFile, readExactly, readRegularFile, type FileErrorFactory } from './files.js'
 
 if (endianness() !== 'LE') {
   // safetensors is little-endian and we view file bytes through typed arrays.
@@ -903,7 +904,3 @@ export async function writeShardedSafetensors(
   return { files: temps.map(([, t]) => t), indexFile: groups.length > 1 ? indexFile : null }
 }
 
-/** Write a JSON file atomically (2-space indent, trailing newline, as transformers does). */
-export async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
-  await writeFileAtomic(path, JSON.stringify(value, null, 2) + '\n')
-}

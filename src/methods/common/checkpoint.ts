@@ -63,7 +63,7 @@ function isComplete(dir: string): boolean {
 /**
  * Writes a complete checkpoint to `dir`: every role's policy and optimizer, `extra` files, then
  * run_state.json, all in a temporary sibling renamed into place. A failure (a full disk, no
- * permission) leaves any earlier checkpoint as it was and throws a FileWriteError naming the file.
+ * permission) leaves any earlier checkpoint as it was and throws a OutputFileError naming the file.
  */
 export async function checkpointRun(dir: string, o: { state: BaseRunState; roles: readonly CheckpointRole[]; extra?: (tmp: string) => Promise<void> }): Promise<void> {
   const parent = dirname(dir)
