@@ -9,7 +9,7 @@ export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
 const ADDON_PATH = join(packageRoot, 'build', 'Release', 'autodidact.node')
 const STAMP_PATH = join(packageRoot, 'build', 'Release', 'autodidact.stamp.json')
 const PLUGIN_PATH = join(packageRoot, 'build', 'Release', 'autodidact_cuda.so')
-const REBUILD = 'run `npm run build:native` in the autodidact package (needs cmake or node-gyp and a C++17 compiler)'
+const REBUILD = 'run `npx autodidact rebuild` in your project (needs cmake or node-gyp and a C++17 compiler)'
 
 export interface NativeInfo {
   abiVersion: number

@@ -28,7 +28,7 @@ CudaPlugin load_plugin() {
   if (stat(p.path.c_str(), &st) != 0) {
     p.kind = "not-built";
     p.reason = "the CUDA plugin is not built (no " + p.path +
-               "); rebuild with nvcc on PATH: AUTODIDACT_CUDA=ON npm run build:native";
+               "); rebuild with nvcc on PATH: npx autodidact rebuild --cuda on";
     return p;
   }
   // RTLD_LOCAL: the plugin's static cudart stays private to it.
@@ -45,7 +45,7 @@ CudaPlugin load_plugin() {
     p.kind = "abi-mismatch";
     p.reason = "the CUDA plugin " + p.path + " was built from other sources (ABI version " +
                std::to_string(api ? api->abi_version : 0) + ", expected " + std::to_string(AD_CUDA_ABI_VERSION) +
-               "); rebuild: npm run build:native";
+               "); rebuild: npx autodidact rebuild --cuda on";
     dlclose(handle);
     return p;
   }

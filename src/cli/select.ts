@@ -4,6 +4,7 @@
 import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
+import { EnginePolicy } from '../methods/common/policy.js'
 import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../methods/solving/selection.js'
 import { SELECTORS } from '../methods/solving/selectors.js'
 import { arithSolveWorld } from '../methods/solving/world.js'
@@ -59,7 +60,7 @@ export async function selectCommand(argv: string[]): Promise<number> {
   }
   const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu' })
   try {
-    const report = await runSelection(model, arithSolveWorld(format), o)
+    const report = await runSelection(new EnginePolicy(model), arithSolveWorld(format), o)
     console.log(formatSelectionTable(report))
     const out = String(options.out ?? 'select.json')
     await writeJsonAtomic(out, report, 2)

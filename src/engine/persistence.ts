@@ -5,11 +5,12 @@
 import { existsSync } from 'node:fs'
 import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { ConfigError, DeviceUnavailableError, InvalidArgumentError, MissingTensorError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
-import { writeFileAtomic } from './hf/atomic.js'
+import { DeviceUnavailableError, InvalidArgumentError, MissingTensorError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
+import { writeFileAtomic } from '../util/atomic.js'
+import { readAdapterConfig } from './hf/adapter.js'
 import { readModelFolder } from './hf/folder.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors, writeShardedSafetensors } from './hf/safetensors.js'
-import { MAX_LORA_RANK, resolveLoad, type LoadOptions } from './options.js'
+import { resolveLoad, type LoadOptions } from './options.js'
 import { modelTensors, tensorName } from './tensor-table.js'
 import type { Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
@@ -129,25 +130,15 @@ export async function saveModel(m: PersistentModel, dir: string, options: SaveOp
 export async function loadAdapter(m: PersistentModel, dir: string): Promise<void> {
   m.handle
   if (m.lora) throw new InvalidArgumentError('adapter', 'this model already has LoRA adapters attached')
-  const configPath = join(dir, 'adapter_config.json')
-  const cfg = JSON.parse(await readFile(configPath, 'utf8').catch((e: Error) => {
-    throw new ConfigError(configPath, null, `${configPath}: cannot read the adapter config (${e.message})`)
-  })) as { r?: number; lora_alpha?: number; target_modules?: string[] | string }
-  const targets = typeof cfg.target_modules === 'string' ? [cfg.target_modules] : cfg.target_modules
-  if (!Number.isInteger(cfg.r) || cfg.r! < 1 || cfg.r! > MAX_LORA_RANK)
-    throw new ConfigError(configPath, 'r', `${configPath}: r must be an integer in [1, ${MAX_LORA_RANK}], got ${JSON.stringify(cfg.r)}`)
-  if (!(Number(cfg.lora_alpha) > 0) || !Number.isFinite(Number(cfg.lora_alpha)))
-    throw new ConfigError(configPath, 'lora_alpha', `${configPath}: lora_alpha must be a positive number, got ${JSON.stringify(cfg.lora_alpha)}`)
-  if (!Array.isArray(targets) || !targets.length || !targets.every((t) => typeof t === 'string'))
-    throw new ConfigError(configPath, 'target_modules', `${configPath}: target_modules must name the adapted modules`)
+  const { rank, alpha, targets } = await readAdapterConfig(dir)
   const file = join(dir, 'adapter_model.safetensors')
   const header = await readSafetensorsHeader(file)
   const refs = header.tensors.map((ref) => ({ ref, name: ref.name.replace(/^base_model\.model\./, '').replace('.lora_A.default.', '.lora_A.').replace('.lora_B.default.', '.lora_B.') }))
-  checkAdapterTensors(m.config, cfg.r!, targets, refs.map(({ name, ref }) => ({ name, shape: ref.shape })), file)
+  checkAdapterTensors(m.config, rank, targets, refs.map(({ name, ref }) => ({ name, shape: ref.shape })), file)
   const tensors = await Promise.all(refs.map(async ({ ref, name }) => ({ name, data: await readTensorFloat32(ref) })))
   const train = (await nativeAddon()).train
-  train.attachLora(m.handle, { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets, seed: 0 })
-  m.lora = { rank: cfg.r!, alpha: Number(cfg.lora_alpha), targets }
+  train.attachLora(m.handle, { rank, alpha, targets, seed: 0 })
+  m.lora = { rank, alpha, targets }
   await train.importTensors(m.handle, tensors)
 }
 

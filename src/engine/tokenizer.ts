@@ -470,7 +470,7 @@ export class Tokenizer {
     return { source, file, context, limits: { ...DEFAULT_TEMPLATE_LIMITS, ...opts.limits } }
   }
 
-  /** The parsed template (parsed once per source). */
+  /** The parsed template (parsed once per source). @internal */
   compiledTemplate(source: string, file: string): Template {
     let tpl = this.compiled.get(source)
     if (!tpl) {

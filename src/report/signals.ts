@@ -51,6 +51,10 @@ export const METHOD_SIGNALS: Readonly<Record<string, readonly SignalExplanation[
     { name: 'arm', meaning: 'the score q behind the weights: sc, uid-conj or uid-mix; uniform (every weight equal) is the control' },
     { name: 'examples', meaning: 'verified responses in the arm\'s data set' },
   ],
+  grpo: [
+    { name: 'reward', meaning: "verifier reward, mean over responses: 1 when the world's verifier marks the answer right (ground truth, not self-generated feedback)" },
+    { name: 'informative', meaning: 'informative/questions: groups whose rewards differ (a nonzero GRPO advantage), of all questions sampled' },
+  ],
 }
 
 /** The explanations of one method's progress line (and the common fields); every method's without a name. */
@@ -96,6 +100,7 @@ export const METRICS: Readonly<Record<string, MetricInfo>> = {
   rolloutAccuracy: { explain: 'responses equal to the reference answer (diagnostic only)', unit: 'fraction (0–1)', range: [0, 1] },
   'reward.mean': { explain: 'the step\'s reward, mean over responses (or questions for a Challenger)', unit: 'reward' },
   'aux.max': { explain: 'largest auxiliary trajectory term b among agreeing responses (UID Eq. 5)', unit: 'auxiliary term b' },
+  informativeGroups: { explain: 'question groups whose rewards differ, so that their GRPO advantages are not all zero', unit: 'groups' },
   nonzeroAdvantages: { explain: 'responses whose advantage is not zero: those that carry a policy-gradient signal', unit: 'responses' },
   kl: { explain: 'KL of the policy to the reference model per token', unit: 'KL (nats per token)' },
   'responseTokens.mean': { explain: 'tokens per response, mean', unit: 'tokens' },

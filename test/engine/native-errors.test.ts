@@ -87,7 +87,7 @@ describe('no input aborts the process: each repro of issue 23 ends in a typed er
     expect(signal).toBeNull()
     expect(status).toBe(0)
     expect(out).toMatchObject({ ok: false, type: 'ConfigError', code: 'CONFIG_ERROR', autodidact: true })
-    expect(out.message).toMatch(/r must be an integer in \[1, 16384\]/)
+    expect(out.message).toMatch(/"r" must be an integer in \[1, 16384\]/)
   })
 
   it.each([

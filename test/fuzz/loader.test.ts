@@ -24,6 +24,8 @@ const SEED = Number(process.env.FUZZ_SEED ?? 20231)
 const SCALE = Number(process.env.FUZZ_SCALE ?? 1)
 /** A case that prints nothing for this long is a hang (every budget in the code under test is ≤ 1 s). */
 const HANG_MS = 15_000
+/** Before its first line a child is starting Node and importing the library: on a loaded machine that alone can take seconds. */
+const STARTUP_MS = 30_000
 
 /** Cases per target: sized so that the file takes about a minute on 2 busy cores. */
 const FUZZ_TARGETS: Array<[string, number]> = [
@@ -70,7 +72,7 @@ function runChild(target: string, from: number, to: number, baseDir: string, tal
     let buffer = ''
     let stderr = ''
     let hung = false
-    let timer = setTimeout(onHang, hangMs)
+    let timer = setTimeout(onHang, Math.max(hangMs, STARTUP_MS))
     function onHang() {
       hung = true
       child.kill('SIGKILL')

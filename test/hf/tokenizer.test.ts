@@ -227,7 +227,8 @@ describe('stream decoder', () => {
 
   it('streamed text equals decode() for any text (property)', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'grapheme', maxLength: 30 }), fc.boolean(), (s, skip) => {
+      // Inputs without U+FFFD of their own: the assertion is that streaming never introduces one.
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 30 }).filter((s) => !s.includes('\uFFFD')), fc.boolean(), (s, skip) => {
         const ids = tok.encode(s)
         const parts = streamAll(tok, ids, skip)
         for (const p of parts) expect(p).not.toContain('\uFFFD')

@@ -435,12 +435,10 @@ describe('stats64', () => {
     expect(logitStats64(z)).toEqual({ maxLogit: s.maxLogit, logsumexp: s.logsumexp, entropy: s.entropy, margin: s.margin })
   })
 
-  test('a Qwen-sized row (151,936) takes well under a second', () => {
+  test('a Qwen-sized row (151,936): ordered top-K and a sampling distribution that sums to 1', () => {
     const z = randomRow(151936, 12, 4)
-    const t0 = performance.now()
     const s = logitStats64(z, { target: 5, topK: 64, reference: randomRow(151936, 13, 4) })
     const dist = samplingDistribution64(z, { temperature: 0.7, topK: 1000, topP: 0.9, minP: 0.01 })
-    expect(performance.now() - t0).toBeLessThan(3000)
     expect(s.topK!.logits.every((v, i, a) => i === 0 || a[i - 1] >= v)).toBe(true)
     expect(dist.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 12)
   })

@@ -115,7 +115,7 @@ describe('explanations', () => {
       return {
         step: 1, seconds: 1, generatedTokens: 10, rewardSolver: spread, rewardProposer: spread, acceptRate: 0.5, agreeRate: 0.5, labelAccuracy: 0.5, reward: spread,
         phase: name === 'rzero-solver' ? 'solver' : 'challenger', rDis: spread, rUnc: spread, rRep: spread, parseRate: 1, kept: 3, distinct: 5, pseudoLabelAccuracy: 0.5,
-        challenger: { reward: spread }, solver: { reward: spread }, judgeAccuracy: 0.5, loss: 0.1, arm: 'ARM', dataSize: 7,
+        challenger: { reward: spread }, solver: { reward: spread }, judgeAccuracy: 0.5, loss: 0.1, arm: 'ARM', dataSize: 7, informativeGroups: 3, questions: 4,
       }
     }
     const cases = Object.values(METHODS).flatMap((spec) => (spec.name === 'rzero' ? [['rzero', 'rzero'], ['rzero', 'rzero-solver']] : [[spec.name, spec.name]]))

@@ -1,17 +1,12 @@
 // No import cycle under src/: every module's relative imports (type-only ones included, and
-// dynamic import()) form a graph whose strongly connected components are single files. The one
-// known exception is the engine facade's cycle (src/engine/model.ts ↔ src/train/trainer.ts ↔
-// src/engine/stopping.ts), being broken in parallel (issue 18): the lead removes it from
-// KNOWN_CYCLES when that lands. Any other cycle fails, named file by file.
+// dynamic import()) form a graph whose strongly connected components are single files. Any cycle
+// fails, named file by file (the engine facade ↔ trainer ↔ stopping cycle was broken by issue 18).
 import { readdirSync, readFileSync, statSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import ts from 'typescript'
 import { describe, expect, it } from 'vitest'
 
 const ROOT = resolve('src')
-
-/** Issue 18: the engine facade ↔ trainer ↔ stopping cycle; remove when the engine split merges. */
-const KNOWN_CYCLES: readonly (readonly string[])[] = [['src/engine/model.ts', 'src/engine/stopping.ts', 'src/train/trainer.ts']]
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
@@ -79,7 +74,7 @@ describe('import cycles', () => {
     expect(cyclesOf(new Map([['x', ['y']], ['y', []]]))).toEqual([])
   })
 
-  it('src/ has none but the known one', () => {
+  it('src/ has none', () => {
     const files = sourceFiles(ROOT)
     const known = new Set(files)
     const graph = new Map(files.map((f) => [f, importsOf(f, known)]))
@@ -87,7 +82,6 @@ describe('import cycles', () => {
     expect([...graph.values()].flat().length).toBeGreaterThan(300) // the parser found the imports
     const rel = (f: string) => relative(resolve('.'), f).split('\\').join('/')
     const cycles = cyclesOf(graph).map((c) => c.map(rel))
-    const isKnown = (c: string[]) => KNOWN_CYCLES.some((k) => c.every((f) => k.includes(f)))
-    expect(cycles.filter((c) => !isKnown(c))).toEqual([])
+    expect(cycles).toEqual([])
   })
 })

@@ -7,6 +7,7 @@
 import { join } from 'node:path'
 
 import { ConfigError, UnsupportedArchitectureError } from '../errors.js'
+import { MAX_LORA_RANK } from '../options.js'
 import { MAX_JSON_FILE_BYTES, readRegularFile } from './files.js'
 
 export interface AdapterConfig {
@@ -20,8 +21,6 @@ export interface AdapterConfig {
   baseModel: string | null
 }
 
-/** Largest LoRA rank accepted from a file (the native side also bounds it by the model's dimensions). */
-export const MAX_LORA_RANK = 65_536
 const MAX_TARGETS = 64
 
 type Json = Record<string, unknown>

@@ -43,7 +43,12 @@ export interface LimitHit {
   message: string
 }
 
-type Jinja = typeof jinjaModule
+/** What the kernel uses of @huggingface/jinja (structural, so that its types stay out of our declarations). */
+interface Jinja {
+  Interpreter: unknown
+  Environment: new () => { set(name: string, value: unknown): unknown }
+  Template: new (source: string) => { render(items: Record<string, unknown>): string }
+}
 type Vm = typeof vmModule
 
 /** What the kernel needs of an @huggingface/tokenizers Tokenizer. */

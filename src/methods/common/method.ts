@@ -78,6 +78,8 @@ export interface Method {
   readonly series: readonly Series[]
   readonly flags?: Record<string, 'string' | 'number' | 'boolean'>
   flagsToOverride?(flags: FlagValues): unknown
+  /** The progress line's summary of a step record as read back from metrics.jsonl. */
+  describe(record: Record<string, unknown>): string
   /** The JSON Schema of a --config file (defaults: the preset's values). */
   configSchema(preset?: string): Record<string, unknown>
   /** The run config of a preset, a config file, flags, --steps and --seed; throws ConfigError. */
@@ -124,6 +126,8 @@ export function defineMethod<C extends BaseMethodConfig, R extends BaseStepRecor
     series: spec.series,
     flags: spec.flags,
     flagsToOverride: spec.flagsToOverride,
+    // A record read back from metrics.jsonl is the JSON of an R the run wrote.
+    describe: (record) => spec.describe(record as R),
     resolveConfig,
     configSchema: (preset) => configJsonSchema(spec.schema(), presetOf(preset)),
     configure(o) {
