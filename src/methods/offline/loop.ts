@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
+import { ConfigError } from '../../engine/errors.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import type { BaseStepRecord } from '../common/run.js'
@@ -150,7 +151,8 @@ export class OfflineRun {
 
   /** Resolves `steps` = 0 to `epochs` passes over the arm's units. */
   static resolveSteps(c: OfflineConfig, units: number): OfflineConfig {
-    if (units === 0) throw new RangeError(`the pool gives arm '${c.arm}' no ${c.objective === 'dpo' ? 'preference pairs' : 'examples'}: sample more prompts or responses (pool.prompts, pool.k)`)
+    if (units === 0)
+      throw new ConfigError('(config)', 'pool', `the pool gives arm '${c.arm}' no ${c.objective === 'dpo' ? 'preference pairs' : 'examples'} (it holds no verified response to learn from): sample more prompts or responses (pool.prompts, pool.k), or start from a model that solves some`)
     return c.steps > 0 ? c : { ...c, steps: Math.ceil(units / c.train.batchSize) * c.epochs }
   }
 
