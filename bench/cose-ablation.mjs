@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { resolveCoseConfig, TOY_PRESET } from '../dist/methods/cose/config.js'
 import { CoseRun } from '../dist/methods/cose/loop.js'
-import { arithWorld } from '../dist/methods/cose/world.js'
+import { evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../dist/methods/common/evaluation.js'
+import { arithWorld as toyWorld } from '../dist/worlds/arith/index.js'
 import { pairedPromptBootstrap } from '../dist/stats/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
@@ -26,9 +27,17 @@ const VARIANTS = {
   '1 − p learnability': { switches: { weighting: true, priority: 'one-minus-p' } },
 }
 
+const arithWorld = toyWorld()
+const level = 3
+/** Per held-out question of level 3: is the greedy Solver right? */
+async function evaluateItems(run) {
+  const [b] = selectBenchmarks(arithWorld, [`L${level}`], size)
+  const r = await evaluateBenchmarks(run.model, [b], { prompt: (q) => arithWorld.cose.solverPrompt(q), verifier: arithWorld.verifier }, greedyProtocol(run.config.solver.maxTokens), run.step)
+  return r.benchmarks[0].items.map((it) => it.correct[0] === 1)
+}
 const started = Date.now()
 const baseRun = await CoseRun.start(DEFAULT_MODEL, resolveCoseConfig({ steps }), arithWorld)
-const base = await baseRun.evaluateItems(TOY_PRESET.eval.level, size)
+const base = await evaluateItems(baseRun)
 baseRun.dispose()
 const rows = [{ variant: 'base model', accuracy: base.filter(Boolean).length / size, perSeed: [] }]
 for (const [name, over] of Object.entries(VARIANTS)) {
@@ -37,7 +46,7 @@ for (const [name, over] of Object.entries(VARIANTS)) {
   for (const seed of seeds) {
     const run = await CoseRun.start(DEFAULT_MODEL, resolveCoseConfig({ ...over, steps, seed }), arithWorld)
     for (let s = 0; s < steps; ++s) await run.runStep()
-    const correct = await run.evaluateItems(TOY_PRESET.eval.level, size)
+    const correct = await evaluateItems(run)
     run.dispose()
     correct.forEach((c, q) => perPrompt[q].push(c ? 1 : 0))
     perSeed.push(correct.filter(Boolean).length / size)
@@ -48,7 +57,7 @@ for (const [name, over] of Object.entries(VARIANTS)) {
 }
 mkdirSync(join(here, 'results'), { recursive: true })
 writeFileSync(join(here, 'results', 'cose-ablation.json'), JSON.stringify({ date: new Date().toISOString(), steps, seeds, size, rows, seconds: (Date.now() - started) / 1000 }, null, 2))
-console.log(`COSE ablation, toy world level ${TOY_PRESET.eval.level}, ${size} held-out questions, ${steps} steps, seeds ${seeds.join(',')}`)
+console.log(`COSE ablation, toy world level ${level}, ${size} held-out questions, ${steps} steps, seeds ${seeds.join(',')}`)
 console.log('variant               accuracy   Δ vs base (pp) [95% CI]      per seed')
 for (const r of rows)
   console.log(`${r.variant.padEnd(20)} ${r.accuracy.toFixed(3).padStart(8)}   ${r.diff ? `${r.diff.estimate.toFixed(1).padStart(6)} [${r.diff.lo.toFixed(1)}, ${r.diff.hi.toFixed(1)}]`.padEnd(26) : ''.padEnd(26)} ${r.perSeed.map((x) => x.toFixed(2)).join(' ')}`)

@@ -11,7 +11,10 @@ import { fileURLToPath } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { resolveJzeroConfig } from '../dist/methods/jzero/config.js'
 import { JzeroRun } from '../dist/methods/jzero/loop.js'
-import { arithJzeroWorld as world } from '../dist/methods/jzero/world.js'
+import { arithWorld, evalSet, verifyAnswer } from '../dist/worlds/arith/index.js'
+import { evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../dist/methods/common/evaluation.js'
+
+const world = arithWorld()
 import { DEFAULT_TOY_JUDGE_DIR } from '../dist/toymodel/judge.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
@@ -32,12 +35,14 @@ const VARIANTS = {
 }
 const names = arg('variants', Object.keys(VARIANTS).join(',')).split(',')
 const level = 3
-const heldOut = world.evalSet(level, size)
+const heldOut = evalSet(level, size)
 
 async function solverAccuracy(run) {
-  const greedy = await run.evaluate(level, size)
-  const out = await run.solver.generate(heldOut.map((q) => world.solverPrompt(q.question)), { n: 4, temperature: 1, maxTokens: run.config.solver.maxTokens, seed: 777 })
-  const right = out.flatMap((g, i) => g.map((c) => (world.verify(heldOut[i].question, c.text) === true ? 1 : 0)))
+  const solver = { prompt: (q) => world.jzero.solverPrompt(q), verifier: world.verifier }
+  const greedyRecord = await evaluateBenchmarks(run.solver, selectBenchmarks(world, [`L${level}`], size), solver, greedyProtocol(run.config.solver.maxTokens), run.step)
+  const greedy = greedyRecord.benchmarks[0].items.filter((it) => it.correct[0] === 1).length / size
+  const out = await run.solver.generate(heldOut.map((q) => world.jzero.solverPrompt(q.question)), { n: 4, temperature: 1, maxTokens: run.config.solver.maxTokens, seed: 777 })
+  const right = out.flatMap((g, i) => g.map((c) => (verifyAnswer(heldOut[i].question, c.text) === true ? 1 : 0)))
   return { greedy, meanAt4: right.reduce((a, b) => a + b, 0) / right.length }
 }
 

@@ -11,7 +11,9 @@ import { fileURLToPath } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { resolveRzeroConfig, TOY_PRESET } from '../dist/methods/rzero/config.js'
 import { RzeroRun } from '../dist/methods/rzero/loop.js'
-import { arithRzeroWorld } from '../dist/methods/rzero/world.js'
+import { arithWorld, evalSet, verifyAnswer } from '../dist/worlds/arith/index.js'
+
+const arithRzeroWorld = arithWorld()
 import { pairedPromptBootstrap } from '../dist/stats/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
@@ -22,7 +24,7 @@ const arg = (name, fallback) => {
 const steps = Number(arg('steps', TOY_PRESET.steps))
 const seeds = String(arg('seeds', '1,2,3')).split(',').map(Number)
 const size = Number(arg('size', 200))
-const level = TOY_PRESET.eval.level
+const level = 3
 const samples = 4 // mean@4 at temperature 1, next to greedy
 const ARMS = {
   rzero: { reward: { beta: 0 } },
@@ -32,13 +34,13 @@ const ARMS = {
 
 /** Greedy correctness and mean@4 (T = 1) per held-out question. */
 async function evaluate(run) {
-  const items = arithRzeroWorld.evalSet(level, size)
-  const prompts = items.map((i) => arithRzeroWorld.solverPrompt(i.question))
+  const items = evalSet(level, size)
+  const prompts = items.map((i) => arithRzeroWorld.rzero.solverPrompt(i.question))
   const greedy = await run.solver.generate(prompts, { temperature: 0, maxTokens: 64 })
   const sampled = await run.solver.generate(prompts, { temperature: 1, n: samples, maxTokens: 64, seed: 12345 })
   return {
-    greedy: greedy.map((g, i) => (arithRzeroWorld.verify(items[i].question, g[0].text) ? 1 : 0)),
-    mean4: sampled.map((g, i) => g.filter((c) => arithRzeroWorld.verify(items[i].question, c.text)).length / samples),
+    greedy: greedy.map((g, i) => (verifyAnswer(items[i].question, g[0].text) === true ? 1 : 0)),
+    mean4: sampled.map((g, i) => g.filter((c) => verifyAnswer(items[i].question, c.text) === true).length / samples),
   }
 }
 

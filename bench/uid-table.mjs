@@ -21,8 +21,10 @@ const { TtrlRun } = await load('methods/ttrl/loop.js')
 const { TOY_PRESET: WSFT_TOY, DPO_TOY_PRESET, resolveOfflineConfig } = await load('methods/offline/config.js')
 const { OfflineRun } = await load('methods/offline/loop.js')
 const { ensurePool, dpoPairs, wsftExamples, pairTraceDiagnostics, weightTraceDiagnostics } = await load('methods/offline/pool.js')
-const { evaluateBenchmarks, writeEvalRecord, readEvalRecord } = await load('methods/solving/evaluation.js')
-const { arithSolveWorld } = await load('methods/solving/world.js')
+const { evaluateBenchmarks, selectBenchmarks, writeEvalRecord, readEvalRecord } = await load('methods/common/evaluation.js')
+const { arithWorld } = await load('worlds/arith/index.js')
+// the toy presets' held-out levels, as this table has always reported them
+const world = arithWorld({ benchmarks: ['L3', 'L2', 'L4'] })
 const { compareRecords } = await load('cli/compare.js')
 
 const arg = (name, fallback) => {
@@ -62,7 +64,7 @@ async function pool(tasks, limit = jobs) {
 }
 
 async function runMethod(Run, config, dir, name) {
-  const run = await Run.start(MODEL, config, { threads })
+  const run = await Run.start(MODEL, config, world, { threads })
   const t0 = Date.now()
   const r = await drive(run, { outDir: dir, method: name, totalSteps: run.config.steps, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: [], describe: () => '' })
   run.dispose()
@@ -72,7 +74,9 @@ async function runMethod(Run, config, dir, name) {
 
 async function baseEval(config, file) {
   const model = await loadModel(MODEL, { threads })
-  const rec = await evaluateBenchmarks(model, arithSolveWorld(config.format), config.eval.benchmarks, config.eval.protocol, 0)
+  const adapt = config.prompts ? [{ name: 'adapt', problems: world.data.unlabeledPrompts().slice(config.prompts.offset, config.prompts.offset + config.prompts.size) }] : []
+  const benchmarks = [...adapt, ...selectBenchmarks(world, config.eval.benchmarks, config.eval.size)]
+  const rec = await evaluateBenchmarks(model, benchmarks, { prompt: (q) => world.solve.solverPrompt(q), verifier: world.verifier }, config.eval.protocol, 0)
   model.dispose()
   await writeEvalRecord(file, rec)
   return file
@@ -103,7 +107,7 @@ async function runOffline() {
   const cfg0 = resolveOfflineConfig(shared, WSFT_TOY)
   const scorer = await loadModel(MODEL, { threads: poolThreads })
   const t0 = Date.now()
-  const { pool: P } = await ensurePool(cfg0, scorer, arithSolveWorld('toy'))
+  const { pool: P } = await ensurePool(cfg0, scorer, world, cfg0.pool.dir)
   scorer.dispose()
   const dpoCount = dpoPairs(P, 'random', DPO_TOY_PRESET.pairs, 0).length
   log(`pool: ${JSON.stringify(P.stats)}; ${P.prompts.filter((p) => p.responses.length >= 2).length} prompts with ≥ 2 distinct correct; ${dpoCount} DPO pairs; ${wsftExamples(P, 'uniform', 2).length} SFT examples (${((Date.now() - t0) / 1000).toFixed(0)} s)`)

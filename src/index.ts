@@ -31,3 +31,31 @@ export type { OnnxExportOptions, OnnxExportResult, OnnxDtype } from './export/on
 export * from './onnx/index.js'
 export * from './ensemble/index.js'
 export { exportGguf, readGguf } from './export/gguf.js'
+// Task worlds (bring your own task): the interface a user world implements, the loader of
+// `--world`, the math world's builders, the JSONL readers.
+export type {
+  AnswerRules,
+  Benchmark,
+  CoseRoles,
+  HeldOutPreference,
+  JzeroRoles,
+  LabeledProblem,
+  PosedTask,
+  PreferencePair,
+  Problem,
+  RzeroRoles,
+  SolveRoles,
+  TaskWorld,
+  Verifier,
+  WorldData,
+  WorldSpec,
+  WrittenAnswer,
+} from './worlds/types.js'
+export { BUILTIN_WORLDS, checkTaskWorld, loadWorld } from './worlds/load.js'
+export type { WorldFactory, WorldOptions } from './worlds/load.js'
+export { chatWorld, loadMathWorld, MATH_ANSWERS, readBenchmark, readBoxedAnswer } from './worlds/math/world.js'
+export type { ChatWorldSpec, MathWorldOptions } from './worlds/math/world.js'
+export { problemOfRecord, readProblems } from './worlds/jsonl.js'
+export type { ReadProblemsOptions } from './worlds/jsonl.js'
+export { arithWorld } from './worlds/arith/world.js'
+export { DataError, WorldError } from './worlds/errors.js'

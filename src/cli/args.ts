@@ -1,5 +1,6 @@
 // A small strict argument parser: --key value, --key=value, --flag; unknown options are errors.
 import { InvalidArgumentError } from '../engine/errors.js'
+import type { WorldSpec } from '../worlds/types.js'
 
 export interface OptionSpec {
   [name: string]: 'string' | 'number' | 'boolean'
@@ -38,4 +39,33 @@ export function deviceOption(options: Record<string, string | number | boolean>)
   const device = String(options.device)
   if (device !== 'cpu' && device !== 'cuda') throw new InvalidArgumentError('device', `--device must be cpu or cuda, got ${device}`)
   return device
+}
+
+/** The options that choose a task world (evolve, eval, select). */
+export const WORLD_OPTIONS: OptionSpec = { world: 'string', data: 'string', benchmarks: 'string', thinking: 'boolean', 'no-thinking': 'boolean' }
+
+export const WORLD_USAGE = `  --world NAME      the task: arith (the bundled toy world, default), arith-chat (its chat-model
+                    prompts), math (the papers' prompts under the model's chat template, \\boxed{}
+                    answers), a module path (./my-world.js) or an installed package exporting a TaskWorld
+  --data FILE       JSONL problems: TTRL's unlabeled prompts, the training problems of grpo/dpo/wsft
+                    ({"problem","answer"}, GSM8K, MATH/MATH-500, AIME-style; default: the bundled set)
+  --benchmarks A,B  held-out sets: JSONL files with answers (math, user worlds), or L1..L5 (arith)
+  --thinking, --no-thinking   Qwen3's enable_thinking in chat templates (default: the template's own)`
+
+/** Whether the command line names any world option (a resumed run otherwise keeps its checkpoint's world). */
+export function hasWorldOptions(options: Record<string, string | number | boolean>): boolean {
+  return Object.keys(WORLD_OPTIONS).some((k) => options[k] !== undefined)
+}
+
+/** The world a command line asks for (--world, default arith; --data; --benchmarks a,b; --thinking / --no-thinking). */
+export function worldSpecOption(options: Record<string, string | number | boolean>): WorldSpec {
+  if (options.thinking === true && options['no-thinking'] === true) throw new InvalidArgumentError('thinking', '--thinking and --no-thinking contradict each other')
+  const thinking = options['no-thinking'] === true ? false : options.thinking === undefined ? undefined : options.thinking === true
+  const list = (v: unknown) => String(v).split(',').map((s) => s.trim()).filter(Boolean)
+  return {
+    world: String(options.world ?? 'arith'),
+    ...(options.data === undefined ? {} : { data: String(options.data) }),
+    ...(options.benchmarks === undefined ? {} : { benchmarks: list(options.benchmarks) }),
+    ...(thinking === undefined ? {} : { thinking }),
+  }
 }

@@ -1,22 +1,30 @@
 // `autodidact compare RUN_A RUN_B [--replicates 100000] [--seed 0] [--alpha 0.05]`: accuracy of two
-// evaluated runs per benchmark, their macro average, and the paired prompt-cluster percentile
-// bootstrap interval of A − B (UID D.4: prompts resampled within each benchmark, all responses of
-// a prompt kept together, the same prompts for both runs). RUN is a run folder (its latest
-// evaluation), RUN@STEP (RUN@0: before training) or an eval file.
+// evaluated runs per benchmark they share (the others are named and left out), their macro
+// average, and the paired prompt-cluster percentile bootstrap interval of A − B (UID D.4: prompts
+// resampled within each benchmark, all responses of a prompt kept together, the same prompts for
+// both runs). RUN is a run folder (its latest evaluation), RUN@STEP (RUN@0: before training) or an
+// eval file; any two methods' runs compare, since every method writes RUN/evals/.
 import { InvalidArgumentError } from '../engine/errors.js'
-import { benchmarkAccuracy, readEvalRecord, type EvalRecord } from '../methods/solving/evaluation.js'
+import { benchmarkAccuracy, readEvalRecord, type BenchmarkRecord, type EvalRecord } from '../methods/common/evaluation.js'
 import { pairedPromptBootstrap, type BenchmarkOutcomes, type BootstrapResult } from '../stats/bootstrap.js'
 import { parseArgs } from './args.js'
 
 export const COMPARE_USAGE = 'usage: autodidact compare RUN_A RUN_B [--replicates 100000] [--seed 0] [--alpha 0.05] [--json]'
 
-/** The two records' benchmarks paired prompt by prompt; throws when they were not evaluated alike. */
-export function pairRecords(a: EvalRecord, b: EvalRecord): BenchmarkOutcomes[] {
-  const names = a.benchmarks.map((x) => x.name)
-  const bNames = b.benchmarks.map((x) => x.name)
-  if (names.join('\n') !== bNames.join('\n')) throw new InvalidArgumentError('runs', `the runs were evaluated on different benchmarks: [${names.join(', ')}] vs [${bNames.join(', ')}]`)
-  return a.benchmarks.map((ba, i) => {
-    const bb = b.benchmarks[i]
+/** The benchmarks both records hold (in A's order), and those only one holds. */
+export function sharedBenchmarks(a: EvalRecord, b: EvalRecord): { shared: [BenchmarkRecord, BenchmarkRecord][]; onlyA: string[]; onlyB: string[] } {
+  const inB = new Map(b.benchmarks.map((x) => [x.name, x]))
+  const inA = new Set(a.benchmarks.map((x) => x.name))
+  return {
+    shared: a.benchmarks.filter((x) => inB.has(x.name)).map((x) => [x, inB.get(x.name)!]),
+    onlyA: a.benchmarks.filter((x) => !inB.has(x.name)).map((x) => x.name),
+    onlyB: b.benchmarks.filter((x) => !inA.has(x.name)).map((x) => x.name),
+  }
+}
+
+/** The shared benchmarks paired prompt by prompt; throws when there are none, or when a shared one was evaluated on other prompts. */
+export function pairRecords(shared: readonly [BenchmarkRecord, BenchmarkRecord][]): BenchmarkOutcomes[] {
+  return shared.map(([ba, bb]) => {
     const ids = ba.items.map((it) => it.id)
     if (ids.join('\n') !== bb.items.map((it) => it.id).join('\n')) throw new InvalidArgumentError('runs', `benchmark ${ba.name}: the runs were evaluated on different prompts`)
     return { name: ba.name, a: ba.items.map((it) => it.correct), b: bb.items.map((it) => it.correct) }
@@ -26,17 +34,22 @@ export function pairRecords(a: EvalRecord, b: EvalRecord): BenchmarkOutcomes[] {
 export interface Comparison {
   a: { path: string; step: number; accuracy: Record<string, number>; macro: number }
   b: { path: string; step: number; accuracy: Record<string, number>; macro: number }
+  /** Benchmarks only one run was evaluated on (left out of the comparison). */
+  leftOut: { onlyA: string[]; onlyB: string[] }
   bootstrap: BootstrapResult
 }
 
 export function compareRecords(pa: string, a: EvalRecord, pb: string, b: EvalRecord, o: { replicates?: number; seed?: number; alpha?: number } = {}): Comparison {
-  const paired = pairRecords(a, b)
-  const side = (path: string, r: EvalRecord) => {
-    const accuracy = Object.fromEntries(r.benchmarks.map((x) => [x.name, 100 * benchmarkAccuracy(x)]))
+  const { shared, onlyA, onlyB } = sharedBenchmarks(a, b)
+  if (!shared.length)
+    throw new InvalidArgumentError('runs', `the runs share no benchmark: [${a.benchmarks.map((x) => x.name).join(', ')}] vs [${b.benchmarks.map((x) => x.name).join(', ')}]`)
+  const paired = pairRecords(shared)
+  const side = (path: string, r: EvalRecord, pick: 0 | 1) => {
+    const accuracy = Object.fromEntries(shared.map((pair) => [pair[pick].name, 100 * benchmarkAccuracy(pair[pick])]))
     const vals = Object.values(accuracy)
     return { path, step: r.step, accuracy, macro: vals.reduce((s, v) => s + v, 0) / vals.length }
   }
-  return { a: side(pa, a), b: side(pb, b), bootstrap: pairedPromptBootstrap(paired, { replicates: o.replicates ?? 100_000, seed: o.seed ?? 0, alpha: o.alpha ?? 0.05 }) }
+  return { a: side(pa, a, 0), b: side(pb, b, 1), leftOut: { onlyA, onlyB }, bootstrap: pairedPromptBootstrap(paired, { replicates: o.replicates ?? 100_000, seed: o.seed ?? 0, alpha: o.alpha ?? 0.05 }) }
 }
 
 export function formatComparison(c: Comparison): string {
@@ -52,6 +65,8 @@ export function formatComparison(c: Comparison): string {
     `${'macro'.padEnd(w)}  ${String(c.bootstrap.perBenchmark.reduce((s, p) => s + p.prompts, 0)).padStart(7)}  ${f(c.a.macro).padStart(7)}  ${f(c.b.macro).padStart(7)}  ${sign(c.bootstrap.macro.estimate).padStart(9)}  [${f(c.bootstrap.macro.lo)}, ${f(c.bootstrap.macro.hi)}]`,
     `prompt-weighted (secondary, UID Eq. 21): ${sign(c.bootstrap.promptWeighted.estimate)} [${f(c.bootstrap.promptWeighted.lo)}, ${f(c.bootstrap.promptWeighted.hi)}]; ${c.bootstrap.replicates} replicates`,
   ]
+  if (c.leftOut.onlyA.length) lines.push(`left out (only A was evaluated on them): ${c.leftOut.onlyA.join(', ')}`)
+  if (c.leftOut.onlyB.length) lines.push(`left out (only B was evaluated on them): ${c.leftOut.onlyB.join(', ')}`)
   return lines.join('\n')
 }
 

@@ -1,4 +1,4 @@
-// `autodidact evolve --method NAME [--model DIR] [--config FILE] [--out DIR] [--resume DIR] …`
+// `autodidact evolve --method NAME [--world W] [--model DIR] [--config FILE] [--out DIR] [--resume DIR] …`
 import { join, resolve } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { DEFAULT_KEEP, readLatest } from '../methods/common/run-folder.js'
@@ -6,14 +6,15 @@ import type { Method, Session } from '../methods/common/method.js'
 import { readConfigFile } from '../methods/common/schema.js'
 import { METHODS, methodNamed } from '../methods/index.js'
 import { BUNDLED_MODEL } from '../toymodel/bundled.js'
-import { deviceOption, parseArgs, type OptionSpec } from './args.js'
+import { checkpointWorldSpec, loadWorld } from '../worlds/load.js'
+import { deviceOption, hasWorldOptions, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption, type OptionSpec } from './args.js'
 
 /** The model an evolve run starts from unless --model says otherwise. */
 export { BUNDLED_MODEL as DEFAULT_MODEL }
 
 const COMMON_OPTIONS: OptionSpec = {
   method: 'string', model: 'string', config: 'string', 'config-schema': 'boolean', preset: 'string', out: 'string', steps: 'number', seed: 'number',
-  resume: 'string', keep: 'number', threads: 'number', device: 'string', help: 'boolean',
+  resume: 'string', keep: 'number', threads: 'number', device: 'string', help: 'boolean', ...WORLD_OPTIONS,
 }
 
 function usage(): string {
@@ -25,6 +26,7 @@ function usage(): string {
 
   --method NAME     one of:
 ${methods.join('\n')}
+${WORLD_USAGE}
   --model DIR       Hugging Face model folder (default: the bundled models/arith-qwen3-tiny)
   --config FILE     JSON config overriding the preset (unknown keys are errors)
   --config-schema   print the JSON Schema of --config files for the method (and --preset), then exit
@@ -32,7 +34,7 @@ ${methods.join('\n')}
   --out DIR         run folder: metrics.jsonl, checkpoints/, report.html (default runs/NAME-<time>)
   --steps N         override the number of steps (with --resume: run until step N)
   --seed N          override the seed
-  --resume DIR      continue a run folder from its latest checkpoint (the method is read from it)
+  --resume DIR      continue a run folder from its latest checkpoint (the method and the world are read from it)
   --keep N          checkpoints kept in the run folder (default ${DEFAULT_KEEP}; the latest is never removed)
   --threads N       CPU threads for the engine
   --device cpu|cuda where every model of the run is loaded (default cpu; AUTODIDACT_DEVICE too).
@@ -88,7 +90,9 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     const latest = await readLatest(outDir, (name) => methodNamed(name) !== undefined)
     method = methodOf(latest.method)
     if (options.method && options.method !== method.name) throw new InvalidArgumentError('method', `${outDir} is a ${method.name} run, not ${options.method}`)
-    session = await method.resume(latest.checkpoint, { threads, log })
+    // the checkpoint's world unless the command line names one (then the checkpoint must be on it)
+    const spec = hasWorldOptions(options) ? worldSpecOption(options) : ((await checkpointWorldSpec(latest.checkpoint)) ?? { world: 'arith' })
+    session = await method.resume(latest.checkpoint, { world: await loadWorld(spec), outDir, threads, log })
   } else {
     method = methodOf(String(options.method ?? 'cose'))
     const file = options.config ? String(options.config) : undefined
@@ -101,7 +105,8 @@ export async function evolveCommand(argv: string[]): Promise<number> {
       seed: options.seed as number | undefined,
     })
     outDir = resolve(String(options.out ?? join('runs', `${method.name}-${new Date().toISOString().replace(/[:.]/g, '-')}`)))
-    session = await configured.start({ model: resolve(String(options.model ?? BUNDLED_MODEL)), threads, log })
+    const world = await loadWorld(worldSpecOption(options))
+    session = await configured.start({ model: resolve(String(options.model ?? BUNDLED_MODEL)), world, outDir, threads, log })
   }
   let stop = false
   const onSigint = () => {

@@ -1,19 +1,24 @@
-// `autodidact select [--model DIR] [--level 3] [--size 100] [--calibration 50] [--n 8] …`: best-of-n
-// selectors of UID §3 / A.1 (majority, SC, UID-Conj and their Borda variants) on nested pools,
-// calibration fitted on a disjoint unlabeled split; prints the accuracy table, writes JSON.
+// `autodidact select [--world W] [--model DIR] [--benchmark NAME] [--size 100] [--calibration 50] [--n 8] …`:
+// best-of-n selectors of UID §3 / A.1 (majority, SC, UID-Conj and their Borda variants) on nested
+// pools of one benchmark of the world, calibration fitted on a disjoint unlabeled split (the world's
+// training problems); prints the accuracy table, writes JSON where --out says.
 import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { EnginePolicy } from '../methods/common/policy.js'
 import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../methods/solving/selection.js'
 import { SELECTORS } from '../methods/solving/selectors.js'
-import { arithSolveWorld } from '../methods/solving/world.js'
-import { deviceOption, parseArgs } from './args.js'
+import { loadWorld } from '../worlds/load.js'
+import { deviceOption, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
 import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
-export const SELECT_USAGE = `usage: autodidact select [--model DIR] [--format toy|chat] [--level 3] [--offset 0] [--size 100]
-                         [--calibration 50] [--n 8] [--ns 2,4,8] [--temperature 0.7] [--top-p 0.95]
-                         [--max-tokens 64] [--bins 8] [--min-tokens 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]`
+export const SELECT_USAGE = `usage: autodidact select [--world W] [--model DIR] [--benchmark NAME] [--offset 0] [--size 100]
+                         [--calibration 50] [--level 3] [--n 8] [--ns 2,4,8] [--temperature 0.7] [--top-p 0.95]
+                         [--max-tokens 64] [--bins 8] [--min-tokens 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]
+
+${WORLD_USAGE}
+  --benchmark NAME  the evaluated benchmark (default: the world's first)
+  --level L         difficulty hint of the calibration problems (worlds with levels)`
 
 function int(name: string, v: unknown, fallback: number, min: number): number {
   if (v === undefined) return fallback
@@ -30,7 +35,7 @@ export function formatSelectionTable(r: SelectionReport): string {
 
 export async function selectCommand(argv: string[]): Promise<number> {
   const { options } = parseArgs(argv, {
-    model: 'string', format: 'string', level: 'number', offset: 'number', size: 'number', calibration: 'number', n: 'number', ns: 'string',
+    ...WORLD_OPTIONS, model: 'string', benchmark: 'string', level: 'number', offset: 'number', size: 'number', calibration: 'number', n: 'number', ns: 'string',
     temperature: 'number', 'top-p': 'number', 'max-tokens': 'number', bins: 'number', 'min-tokens': 'number', seed: 'number', out: 'string', threads: 'number', device: 'string', help: 'boolean',
   })
   if (options.help) {
@@ -38,17 +43,14 @@ export async function selectCommand(argv: string[]): Promise<number> {
     return 0
   }
   const d = DEFAULT_SELECTION
-  const format = String(options.format ?? 'toy')
-  if (format !== 'toy' && format !== 'chat') throw new InvalidArgumentError('format', "--format must be 'toy' or 'chat'")
-  const level = int('level', options.level, d.eval.level, 1)
-  if (level > 5) throw new InvalidArgumentError('level', '--level must be 1..5')
+  const level = int('level', options.level, d.calibration.level, 1)
   const n = int('n', options.n, d.n, 1)
   const ns = options.ns === undefined ? d.ns.filter((x) => x <= n) : String(options.ns).split(',').map(Number)
   if (!ns.length || !ns.every((x) => Number.isInteger(x) && x >= 1 && x <= n)) throw new InvalidArgumentError('ns', `--ns takes pool sizes in 1..${n}, e.g. 2,4,8`)
   const bins = int('bins', options.bins, d.scoring.bins, 2)
   const o = {
     ...d,
-    eval: { level, offset: int('offset', options.offset, d.eval.offset, 0), size: int('size', options.size, d.eval.size, 1) },
+    eval: { benchmark: options.benchmark === undefined ? d.eval.benchmark : String(options.benchmark), offset: int('offset', options.offset, d.eval.offset, 0), size: int('size', options.size, d.eval.size, 1) },
     calibration: { ...d.calibration, level, size: int('calibration', options.calibration, d.calibration.size, 1) },
     n,
     ns,
@@ -58,13 +60,16 @@ export async function selectCommand(argv: string[]): Promise<number> {
     seed: int('seed', options.seed, d.seed, 0),
     scoring: { ...d.scoring, bins, minTokens: int('min-tokens', options['min-tokens'], Math.max(bins, d.scoring.minTokens), bins) },
   }
+  const world = await loadWorld(worldSpecOption(options))
   const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu' })
   try {
-    const report = await runSelection(new EnginePolicy(model), arithSolveWorld(format), o)
+    const report = await runSelection(new EnginePolicy(model), world, o)
     console.log(formatSelectionTable(report))
-    const out = String(options.out ?? 'select.json')
-    await writeJsonAtomic(out, report, 2)
-    console.log(`wrote ${out}`)
+    if (options.out !== undefined) {
+      const out = String(options.out)
+      await writeJsonAtomic(out, report, 2)
+      console.log(`wrote ${out}`)
+    }
     return 0
   } finally {
     model.dispose()

@@ -14,6 +14,7 @@ import {
   type Equivalence,
   type VoteResult,
 } from '../tasks/vote.js'
+import type { Prompt } from '../engine/model.js'
 import type { EnsembleVariant, VariantSample, VariantSampleOptions } from './types.js'
 
 export type VariantStatus = 'ok' | 'timeout' | 'error'
@@ -98,7 +99,7 @@ function checkShape(samples: VariantSample[][], questions: number, k: number): s
   return null
 }
 
-async function queryVariant(v: EnsembleVariant, index: number, prompts: string[], o: EnsembleQueryOptions): Promise<VariantReport> {
+async function queryVariant(v: EnsembleVariant, index: number, prompts: Prompt[], o: EnsembleQueryOptions): Promise<VariantReport> {
   const started = performance.now()
   const controller = new AbortController()
   const onAbort = () => controller.abort()
@@ -142,7 +143,7 @@ export function judgeQuestion(perVariantAnswers: readonly (readonly Answer[])[],
 }
 
 /** Queries every variant on every prompt concurrently and judges each question (DIS §4.5, Algorithm 1). */
-export async function queryEnsemble(variants: readonly EnsembleVariant[], prompts: string[], o: EnsembleQueryOptions): Promise<EnsembleResult> {
+export async function queryEnsemble(variants: readonly EnsembleVariant[], prompts: Prompt[], o: EnsembleQueryOptions): Promise<EnsembleResult> {
   const reports = await Promise.all(variants.map((v, i) => queryVariant(v, i, prompts, o)))
   const ok = reports.filter((r) => r.status === 'ok')
   const questions = prompts.map((_, q) => judgeQuestion(ok.map((r) => r.answers![q]), o.equivalent ?? exactEquality))

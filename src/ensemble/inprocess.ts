@@ -30,7 +30,7 @@ export class InProcessSampler implements VariantSampler {
     this.owns = options.owns ?? false
   }
 
-  async sample(prompts: string[], o: VariantSampleOptions): Promise<VariantSample[][]> {
+  async sample(prompts: Prompt[], o: VariantSampleOptions): Promise<VariantSample[][]> {
     if (prompts.length === 0) return []
     return this.model.generate(prompts, {
       n: o.n,

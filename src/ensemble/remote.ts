@@ -1,10 +1,13 @@
-// A remote ensemble variant (DIS §4.5): an OpenAI-compatible `/v1/completions` endpoint, such as
-// `autodidact serve`, vLLM or llama.cpp's server. One HTTP request per prompt (every such server
-// accepts a string prompt; concurrent requests are the server's to batch), each with its own
+// A remote ensemble variant (DIS §4.5): an OpenAI-compatible endpoint, such as `autodidact serve`,
+// vLLM or llama.cpp's server — `/v1/completions` for a text (or token-id) prompt, and
+// `/v1/chat/completions` for chat messages, which the server renders with its own chat template
+// (Qwen3's `enable_thinking` passed as vLLM's `chat_template_kwargs`). One HTTP request per
+// prompt (concurrent requests are the server's to batch), each with its own
 // timeout and the caller's AbortSignal. A bad status, a malformed body or a timeout is a
 // RemoteVariantError naming the endpoint; the ensemble turns it into a dropped variant.
 import { AutodidactError, InvalidArgumentError } from '../engine/errors.js'
-import type { FinishReason } from '../engine/model.js'
+import type { FinishReason, Prompt } from '../engine/model.js'
+import type { ChatMessage } from '../engine/tokenizer.js'
 import type { VariantSample, VariantSampleOptions, VariantSampler } from './types.js'
 
 export type RemoteFailure = 'timeout' | 'aborted' | 'network' | 'http-status' | 'bad-response'
@@ -41,9 +44,9 @@ export interface RemoteSamplerOptions {
   fetch?: typeof fetch
 }
 
-/** The fields of an OpenAI completion response this client reads. */
+/** The fields of an OpenAI completion (or chat completion) response this client reads. */
 interface CompletionBody {
-  choices?: Array<{ index?: unknown; text?: unknown; finish_reason?: unknown; logprobs?: { token_logprobs?: unknown } | null }>
+  choices?: Array<{ index?: unknown; text?: unknown; message?: { content?: unknown } | null; finish_reason?: unknown; logprobs?: { token_logprobs?: unknown } | null }>
 }
 
 function normalizeBase(url: string): string {
@@ -58,8 +61,19 @@ function normalizeBase(url: string): string {
 }
 
 /** The request body of one prompt (OpenAI completions; top_k and min_p as vLLM's extensions, only when set). */
-export function completionRequest(model: string, prompt: string, o: VariantSampleOptions, logprobs: boolean): Record<string, unknown> {
+export function completionRequest(model: string, prompt: string | readonly number[], o: VariantSampleOptions, logprobs: boolean): Record<string, unknown> {
   const body: Record<string, unknown> = { model, prompt, n: o.n ?? 1 }
+  return withSampling(body, o, logprobs)
+}
+
+/** The request body of one chat prompt (OpenAI chat completions; the template's enable_thinking as vLLM's chat_template_kwargs). */
+export function chatRequest(model: string, chat: { messages: ChatMessage[]; template?: { enableThinking?: boolean } }, o: VariantSampleOptions): Record<string, unknown> {
+  const body: Record<string, unknown> = { model, messages: chat.messages, n: o.n ?? 1 }
+  if (chat.template?.enableThinking !== undefined) body.chat_template_kwargs = { enable_thinking: chat.template.enableThinking }
+  return withSampling(body, o, false)
+}
+
+function withSampling(body: Record<string, unknown>, o: VariantSampleOptions, logprobs: boolean): Record<string, unknown> {
   if (o.temperature !== undefined) body.temperature = o.temperature
   if (o.topP !== undefined) body.top_p = o.topP
   if (o.topK !== undefined && o.topK > 0) body.top_k = o.topK
@@ -85,8 +99,9 @@ export function parseCompletionChoices(json: unknown, n: number, url: string): V
     const index = c?.index === undefined ? pos : c.index
     if (!Number.isInteger(index) || (index as number) < 0 || (index as number) >= n || out[index as number])
       throw new RemoteVariantError(url, 'bad-response', `${url}: choice index ${JSON.stringify(index)} is not a fresh integer in [0, ${n})`)
-    if (typeof c.text !== 'string') throw new RemoteVariantError(url, 'bad-response', `${url}: choice ${index} has no text`)
-    const sample: VariantSample = { text: c.text, finishReason: finishReason(c.finish_reason) }
+    const text = typeof c.text === 'string' ? c.text : c.message?.content
+    if (typeof text !== 'string') throw new RemoteVariantError(url, 'bad-response', `${url}: choice ${index} has no text`)
+    const sample: VariantSample = { text, finishReason: finishReason(c.finish_reason) }
     const lp = c.logprobs?.token_logprobs
     if (Array.isArray(lp) && lp.every((x) => typeof x === 'number')) sample.logprobs = Float32Array.from(lp as number[])
     out[index as number] = sample
@@ -111,8 +126,8 @@ export class RemoteSampler implements VariantSampler {
     this.fetchImpl = options.fetch ?? fetch
   }
 
-  async sample(prompts: string[], o: VariantSampleOptions): Promise<VariantSample[][]> {
-    return Promise.all(prompts.map((p) => this.complete(p, o)))
+  async sample(prompts: Prompt[], o: VariantSampleOptions): Promise<VariantSample[][]> {
+    return Promise.all(prompts.map((p) => (typeof p === 'string' || Array.isArray(p) ? this.complete(p as string | readonly number[], o) : this.chat(p as Exclude<Prompt, string | readonly number[]>, o))))
   }
 
   /** The served model's id: the configured one, or the first of `GET /v1/models`. */
@@ -131,10 +146,17 @@ export class RemoteSampler implements VariantSampler {
   }
 
   /** One `/v1/completions` request: n samples of one prompt. */
-  async complete(prompt: string, o: VariantSampleOptions): Promise<VariantSample[]> {
+  async complete(prompt: string | readonly number[], o: VariantSampleOptions): Promise<VariantSample[]> {
     const model = await this.modelId(o.signal)
     const json = await this.request('POST', '/v1/completions', completionRequest(model, prompt, o, this.options.logprobs ?? false), o.signal)
     return parseCompletionChoices(json, o.n ?? 1, `${this.baseUrl}/v1/completions`)
+  }
+
+  /** One `/v1/chat/completions` request: n samples of one conversation (the server applies its chat template). */
+  async chat(prompt: { messages: ChatMessage[]; template?: { enableThinking?: boolean } }, o: VariantSampleOptions): Promise<VariantSample[]> {
+    const model = await this.modelId(o.signal)
+    const json = await this.request('POST', '/v1/chat/completions', chatRequest(model, prompt, o), o.signal)
+    return parseCompletionChoices(json, o.n ?? 1, `${this.baseUrl}/v1/chat/completions`)
   }
 
   /** One HTTP request with the per-request timeout; the parsed JSON of a 2xx answer. */

@@ -4,6 +4,7 @@
 // engine's kernels from the ONNX logits, and its onnxruntime work runs off the main thread.
 import { basename } from 'node:path'
 
+import type { Prompt } from '../engine/model.js'
 import type { VariantSample, VariantSampleOptions, VariantSampler } from '../ensemble/types.js'
 import { OnnxCausalLM, type OnnxOpenOptions } from './causal-lm.js'
 
@@ -22,7 +23,7 @@ export class OnnxVariant implements VariantSampler {
     return new OnnxVariant(await OnnxCausalLM.open(path, options), options.name)
   }
 
-  async sample(prompts: string[], options: VariantSampleOptions): Promise<VariantSample[][]> {
+  async sample(prompts: Prompt[], options: VariantSampleOptions): Promise<VariantSample[][]> {
     const { n, temperature, topK, topP, minP, maxTokens, stop, seed, signal, stats } = options
     return this.model.generate(prompts, { n, temperature, topK, topP, minP, maxTokens, stop, seed, signal, stats })
   }

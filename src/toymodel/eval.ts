@@ -6,6 +6,9 @@
 // - Judge: agreement of its verdict with the verifier on the model's own sampled Solver responses.
 // - For both: how well the normalized-entropy confidence of the feedback (COSE Eq. 2–3, mean over
 //   the output tokens of 1 − H_t / log|V|) separates right from wrong verdicts (AUROC).
+// - Chat: greedy Solver accuracy by difficulty when the same held-out question comes as a ChatML
+//   conversation — the toy prompt as the user's message, and the math world's Solver prompt (UID's
+//   rollout prompt) asking for a `\boxed{}` answer.
 // Works on any model that speaks the toy prompts (the bundled one, or one trained from it).
 
 import type { Completion, Model } from '../engine/model.js'
@@ -33,8 +36,13 @@ import {
   subtaskPrompt,
   subtaskValues,
   validatorPrompt,
+  verifyAnswer,
   type EvalItem,
 } from '../worlds/arith/index.js'
+import { chatWorld } from '../worlds/math/world.js'
+
+/** The math world's prompts and answer rules over arithmetic questions (its data plays no part here). */
+const MATH_WORLD = chatWorld({ name: 'math', problems: [], benchmarks: [] })
 
 // Re-exported for callers of the toy evaluation; they live in the statistics toolkit.
 import { auroc, bootstrapMean, type Interval } from '../stats/index.js'
@@ -100,6 +108,8 @@ export interface ToyEvalReport {
   judge: { greedy: FeedbackReport; sampled: FeedbackReport | null; positiveRate: number } | null
   /** The J-Zero / R-Zero roles at the default level (see otherRoles). */
   roles: OtherRolesReport
+  /** Greedy Solver accuracy by level with chat prompts: the toy prompt as a ChatML user message, and the math world's rollout prompt. */
+  chat: { level: number; questions: number; chatml: number; mathPrompt: number }[]
   sampling: { sequences: number; tokens: number; seconds: number; tokensPerSecond: number; n: number; maxBatch: number }
   seconds: number
 }
@@ -321,6 +331,17 @@ export async function evaluateToyModel(model: Model, options: ToyEvalOptions = {
     log(`judge: agreement ${pct(greedyRep.agreement)}  AUROC ${greedyRep.auroc.toFixed(3)}`)
   }
 
+  const chat: ToyEvalReport['chat'] = []
+  for (const level of o.levels) {
+    const items = evalSet(level, Math.min(o.size, level === 1 ? 100 : 1000))
+    const asChat = await model.generate(items.map((it) => ({ messages: [{ role: 'user', content: solverPrompt(it.question).trimEnd() }] })), { temperature: 0, maxTokens, maxBatch: o.maxBatch })
+    const asMath = await model.generate(items.map((it) => MATH_WORLD.solve.solverPrompt(it.question)), { temperature: 0, maxTokens, maxBatch: o.maxBatch })
+    const share = (outs: Completion[][]) => outs.filter(([c], i) => c.finishReason === 'stop' && MATH_WORLD.verifier.verify(items[i], c.text)).length / items.length
+    const lenient = (outs: Completion[][]) => outs.filter(([c], i) => c.finishReason === 'stop' && verifyAnswer(items[i].question, c.text) === true).length / items.length
+    chat.push({ level, questions: items.length, chatml: lenient(asChat), mathPrompt: share(asMath) })
+    log(`chat L${level}: ChatML ${pct(chat.at(-1)!.chatml)}  math-world prompt ${pct(chat.at(-1)!.mathPrompt)}`)
+  }
+
   const roleLevel = o.levels.includes(3) ? 3 : o.levels[0]
   const roles = await evaluateOtherRoles(model, roleLevel, o.size, o.seed + 200, o.maxBatch)
   log(`proposer: good ${pct(roles.proposer.good)}  decompose faithful ${pct(roles.decompose.faithful)}  subtask ${pct(roles.subtask.accuracy)}  compose ${pct(roles.compose.accuracy)}`)
@@ -333,6 +354,7 @@ export async function evaluateToyModel(model: Model, options: ToyEvalOptions = {
     validator,
     judge,
     roles,
+    chat,
     sampling: { ...speed, tokensPerSecond: speed.seconds > 0 ? speed.tokens / speed.seconds : NaN, n: o.k, maxBatch: o.maxBatch },
     seconds: (Date.now() - started) / 1000,
   }
@@ -397,6 +419,15 @@ export function formatToyEvalTable(r: ToyEvalReport): string {
     `| compose | accuracy given the true sub-answers | ${pct(ro.compose.accuracy)} |`,
     '',
   )
+  if (r.chat?.length)
+    lines.push(
+      'Chat formats, greedy Solver accuracy on the same held-out questions (ChatML: the toy prompt as the user message, answer read leniently; math-world prompt: UID\'s rollout prompt, the last \\boxed{} answer):',
+      '',
+      '| level | questions | ChatML | math-world prompt |',
+      '|---|---|---|---|',
+      ...r.chat.map((c) => `| ${c.level} | ${c.questions} | ${pct(c.chatml)} | ${pct(c.mathPrompt)} |`),
+      '',
+    )
   lines.push(
     `Sampling: ${r.sampling.sequences} Solver sequences (n=${r.sampling.n} per prompt, up to ${r.sampling.maxBatch} decoded together), ${r.sampling.tokens} tokens in ${r.sampling.seconds.toFixed(1)} s = ${r.sampling.tokensPerSecond.toFixed(0)} tokens/s. Eval took ${r.seconds.toFixed(0)} s.`,
   )

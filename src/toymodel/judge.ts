@@ -16,8 +16,8 @@ import { loadModel, type Model } from '../engine/model.js'
 import { packageRoot } from '../native.js'
 import { writeJsonAtomic } from '../util/atomic.js'
 import { bradleyTerryBatch, pairMargins, pairwiseAccuracy } from '../methods/jzero/judge.js'
-import { arithJzeroWorld, arithTrainingQuestions, scriptedRightWrong, type HeldOutPreference, type PreferencePair } from '../methods/jzero/world.js'
-import { deriveSeed, parseExpr, Rng as WorldRng, scriptedSolve } from '../worlds/arith/index.js'
+import type { HeldOutPreference, PreferencePair } from '../worlds/types.js'
+import { arithHeldOutPreferences, arithTrainingQuestions, arithWorld, deriveSeed, evalSet, parseExpr, Rng as WorldRng, scriptedRightWrong, scriptedSolve, solverPrompt, verifyAnswer } from '../worlds/arith/index.js'
 import { BUNDLED_JUDGE, BUNDLED_MODEL } from './bundled.js'
 
 /** The bundled toy Judge folder (the recipe's default output). */
@@ -106,11 +106,14 @@ export interface HeldOutJudgeAccuracy {
 }
 
 /** Pairwise accuracy of a Judge on the verifier-ordered held-out preference set. */
+/** The toy world the bundled Judge reads (its toy Judge input). */
+const TOY_WORLD = arithWorld()
+
 export async function heldOutJudgeAccuracy(judge: Model, set: readonly HeldOutPreference[]): Promise<HeldOutJudgeAccuracy> {
-  const margins = await pairMargins(judge, arithJzeroWorld, set)
+  const margins = await pairMargins(judge, TOY_WORLD, set)
   const plain = margins.filter((_, i) => set[i].plain)
   const byLevel: Record<string, number> = {}
-  for (const level of [...new Set(set.map((p) => p.level))]) byLevel[`L${level}`] = pairwiseAccuracy(margins.filter((_, i) => set[i].level === level))
+  for (const group of [...new Set(set.map((p) => p.group))]) byLevel[group] = pairwiseAccuracy(margins.filter((_, i) => set[i].group === group))
   return { accuracy: pairwiseAccuracy(margins), plainAccuracy: pairwiseAccuracy(plain), pairs: margins.length, plainPairs: plain.length, byLevel }
 }
 
@@ -137,14 +140,14 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
   const judge = await loadModel(r.base, { threads: options.threads ?? 2 })
   try {
     await judge.attachScoreHead({ seed: r.seed })
-    const heldOut = arithJzeroWorld.heldOutPreferences(r.evalLevels, r.evalPerLevel)
+    const heldOut = arithHeldOutPreferences(r.evalLevels, r.evalPerLevel)
     const before = await heldOutJudgeAccuracy(judge, heldOut)
     log(`toy Judge: ${r.steps} steps × ${r.batchPairs} pairs, lr ${r.lr}, label noise ${r.noise}; held-out ${heldOut.length} pairs, accuracy before ${before.accuracy.toFixed(3)}`)
     const data = noisyPreferences(r.seed, r.steps * r.batchPairs, r)
     const trainer = await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: r.lr, weightDecay: 0 }, clipGradNorm: 1 })
     const curve: ToyJudgeResult['curve'] = []
     for (let step = 1; step <= r.steps; step++) {
-      const m = await trainer.step(bradleyTerryBatch(judge, arithJzeroWorld, data.slice((step - 1) * r.batchPairs, step * r.batchPairs)))
+      const m = await trainer.step(bradleyTerryBatch(judge, TOY_WORLD, data.slice((step - 1) * r.batchPairs, step * r.batchPairs)))
       const point: ToyJudgeResult['curve'][number] = { step, loss: m.loss }
       if ((r.evalEvery > 0 && step % r.evalEvery === 0) || step === r.steps) {
         point.heldOut = await heldOutJudgeAccuracy(judge, heldOut)
@@ -175,19 +178,18 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
  * pair. This is the distribution the Judge rewards in J-Zero's first iteration.
  */
 export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels: readonly number[], perLevel: number, n = 8, seed = 123): Promise<{ accuracy: number; pairs: number; byLevel: Record<string, number> }> {
-  const w = arithJzeroWorld
   const byLevel: Record<string, number> = {}
   const all: number[] = []
   for (const level of levels) {
-    const items = w.evalSet(level, perLevel)
-    const out = await policy.generate(items.map((q) => w.solverPrompt(q.question)), { n, temperature: 1, maxTokens: 64, seed: seed + level })
+    const items = evalSet(level, perLevel)
+    const out = await policy.generate(items.map((q) => solverPrompt(q.question)), { n, temperature: 1, maxTokens: 64, seed: seed + level })
     const pairs: PreferencePair[] = []
     out.forEach((group, i) => {
-      const right = group.find((c) => w.verify(items[i].question, c.text) === true)
-      const wrong = group.find((c) => w.verify(items[i].question, c.text) !== true)
+      const right = group.find((c) => verifyAnswer(items[i].question, c.text) === true)
+      const wrong = group.find((c) => verifyAnswer(items[i].question, c.text) !== true)
       if (right && wrong) pairs.push({ question: items[i].question, chosen: right.text, rejected: wrong.text })
     })
-    const margins = await pairMargins(judge, w, pairs)
+    const margins = await pairMargins(judge, TOY_WORLD, pairs)
     byLevel[`L${level}`] = pairwiseAccuracy(margins)
     all.push(...margins)
   }
@@ -201,7 +203,7 @@ export async function measureToyJudge(judgeDir: string, perLevel: number, thread
     const policy = await loadModel(BUNDLED_MODEL, { threads })
     try {
       const r = resolveToyJudge({ outDir: judgeDir })
-      const heldOut = await heldOutJudgeAccuracy(judge, arithJzeroWorld.heldOutPreferences(r.evalLevels, perLevel))
+      const heldOut = await heldOutJudgeAccuracy(judge, arithHeldOutPreferences(r.evalLevels, perLevel))
       return { judge: judgeDir, heldOut, onPolicy: await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel) }
     } finally {
       policy.dispose()

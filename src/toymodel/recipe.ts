@@ -4,7 +4,9 @@
 //
 // Each corpus item becomes one training sequence: prompt = its toy role prompt, completion = the
 // teacher's completion + <|im_end|>; the loss is the mean token NLL over completion tokens
-// (prompt tokens are context only). AdamW, linear warmup then cosine decay to a floor, global
+// (prompt tokens are context only). A share of the items (`chat`) is chat-format instead, rendered
+// with the folder's ChatML template (chat-corpus.ts): the same transcript as a ChatML
+// conversation, or a math-style Solver conversation with a `\boxed{}` answer. AdamW, linear warmup then cosine decay to a floor, global
 // gradient-norm clipping. Deterministic in (seed, options, threads): the corpus is a pure function
 // of the seed, batches are consecutive corpus items, the init is seeded and the CPU engine is
 // deterministic for a given thread count (default 2; a different count changes reduction order).
@@ -15,7 +17,10 @@ import { join } from 'node:path'
 
 import { loadModel, type Model } from '../engine/model.js'
 import { writeJsonAtomic } from '../util/atomic.js'
+import { afterThinking, extractBoxed, extractTag } from '../tasks/extract.js'
+import { answersEquivalent } from '../tasks/math.js'
 import { buildCorpus, parseSolution, referenceSolution, solverPrompt, type CorpusItem, type Role } from '../worlds/arith/index.js'
+import { chatSlot, mathChatItem, toyChatItem, type ChatItem } from './chat-corpus.js'
 import { TOY_ARCHITECTURE, writeInitialToyModel, parameterCount, type ToyArchitecture } from './init.js'
 import { TOY_IDS } from './tokenizer.js'
 
@@ -49,6 +54,8 @@ export interface ToyRecipeOptions {
   mix?: Partial<Record<Role, number>>
   /** Weights of levels 1..5 (default TOY_RECIPE_DEFAULTS.levelWeights). */
   levelWeights?: readonly number[]
+  /** Shares of chat items: ChatML transcripts, math-style Solver conversations (of which `wordShare` word problems). */
+  chat?: { chatml: number; math: number; wordShare: number }
   /** Dev metrics (devMetrics; not the held-out sets) every this many steps; 0 = never. Default 250. */
   evalEvery?: number
   /** Dev questions per level (default 40). */
@@ -66,7 +73,7 @@ export interface ToyRecipeResult {
   trainTokens: number
   /** Mean training loss over each logging window. */
   curve: { step: number; loss: number; gradNorm: number; lr: number; tokensPerSecond: number; seconds: number }[]
-  dev: { step: number; accuracy: Record<string, number>; refNll: Record<string, number> }[]
+  dev: { step: number; accuracy: Record<string, number>; refNll: Record<string, number>; chat: Record<string, number> }[]
   model: Model
 }
 
@@ -81,6 +88,8 @@ export const TOY_RECIPE_DEFAULTS = {
   lr: 1e-3,
   mix: { proposer: 0.05, solver: 0.5, validator: 0.1, judge: 0.2, decompose: 0.03, subtask: 0.09, compose: 0.03 } as Partial<Record<Role, number>>,
   levelWeights: [1, 2, 3, 2, 1] as readonly number[],
+  /** One item in ten is a ChatML transcript, one in ten a math-style Solver conversation (half of them word problems). */
+  chat: { chatml: 0.1, math: 0.1, wordShare: 0.5 },
 }
 
 /** The recipe's resolved options (what recipe.json records). */
@@ -100,23 +109,53 @@ export function resolveRecipe(o: ToyRecipeOptions) {
     arch: o.arch ?? TOY_ARCHITECTURE,
     mix: o.mix ?? TOY_RECIPE_DEFAULTS.mix,
     levelWeights: o.levelWeights ?? TOY_RECIPE_DEFAULTS.levelWeights,
+    chat: o.chat ?? TOY_RECIPE_DEFAULTS.chat,
     evalEvery: o.evalEvery ?? 250,
     devSize: o.devSize ?? 40,
   }
 }
 
-function toSequence(model: Model, it: CorpusItem) {
+function toSequence(model: Model, it: CorpusItem | ChatItem) {
   return {
-    prompt: model.tokenizer.encode(it.prompt, { addSpecialTokens: false }),
+    prompt: 'messages' in it && 'kind' in it ? model.encodePrompt({ messages: it.messages }) : model.tokenizer.encode((it as CorpusItem).prompt, { addSpecialTokens: false }),
     completion: [...model.tokenizer.encode(it.completion, { addSpecialTokens: false }), TOY_IDS.imEnd],
   }
+}
+
+/** The training item at index `i`: the toy transcript, or (by chatSlot) its ChatML form or a math-style chat item. */
+function recipeItem(r: ReturnType<typeof resolveRecipe>, corpus: readonly CorpusItem[], i: number): CorpusItem | ChatItem {
+  const slot = chatSlot(r.seed, i, r.chat)
+  if (slot === 'chatml') return toyChatItem(corpus[i])
+  if (slot === 'math') return mathChatItem(r.seed, i, { levelWeights: r.levelWeights, wordShare: r.chat.wordShare })
+  return corpus[i]
+}
+
+/** The answer a chat reply states (`\boxed{}` or `<answer>`, after any thinking). */
+function chatAnswer(text: string): string | null {
+  const after = afterThinking(text)
+  return extractBoxed(after, { afterThink: false }) ?? extractTag(after, 'answer', { afterThink: false })
+}
+
+/** Dev greedy accuracy of the chat formats: ChatML-wrapped level-3 Solver prompts, math-style expressions and word problems. */
+async function chatDevMetrics(model: Model, seed: number, size: number, levelWeights: readonly number[]): Promise<Record<string, number>> {
+  const items: ChatItem[] = [
+    ...buildCorpus({ seed: `toymodel-dev-${seed}`, size, mix: { solver: 1 }, levelWeights: [0, 0, 1, 0, 0] }).map((it) => ({ kind: 'toy-chatml' as const, messages: [{ role: 'user', content: solverPrompt(it.meta.question).trimEnd() }], completion: '', truth: it.meta.truth! })),
+    ...Array.from({ length: 4 * size }, (_, i) => mathChatItem(`toymodel-dev-${seed}`, i, { levelWeights, wordShare: 0.5 })),
+  ]
+  const gen = await model.generate(items.map((it) => ({ messages: it.messages })), { n: 1, temperature: 0, maxTokens: 160 })
+  const out: Record<string, number> = {}
+  for (const kind of ['toy-chatml', 'math-expression', 'math-word'] as const) {
+    const idx = items.map((it, i) => (it.kind === kind ? i : -1)).filter((i) => i >= 0).slice(0, size)
+    out[kind] = idx.filter((i) => answersEquivalent(chatAnswer(gen[i][0].text), items[i].truth)).length / idx.length
+  }
+  return out
 }
 
 /**
  * Dev metrics per level on questions drawn from a seed apart from the corpus and the held-out
  * sets: greedy Solver accuracy, and the mean token NLL of the reference (slip-free) solution.
  */
-export async function devMetrics(model: Model, seed: number, size: number): Promise<{ accuracy: Record<string, number>; refNll: Record<string, number> }> {
+export async function devMetrics(model: Model, seed: number, size: number, levelWeights: readonly number[] = TOY_RECIPE_DEFAULTS.levelWeights): Promise<{ accuracy: Record<string, number>; refNll: Record<string, number>; chat: Record<string, number> }> {
   const accuracy: Record<string, number> = {}
   const refNll: Record<string, number> = {}
   const items: { level: number; question: string; truth: string }[] = []
@@ -139,7 +178,7 @@ export async function devMetrics(model: Model, seed: number, size: number): Prom
     for (const i of idx) for (const lp of scored[i].logprobs) (nll -= lp), n++
     refNll[`L${level}`] = nll / n
   }
-  return { accuracy, refNll }
+  return { accuracy, refNll, chat: await chatDevMetrics(model, seed, size, levelWeights) }
 }
 
 /**
@@ -170,14 +209,14 @@ export async function buildToyModel(options: ToyRecipeOptions): Promise<ToyRecip
       clipGradNorm: r.clipGradNorm,
       microBatchSize: r.microBatchSize,
     })
-    const corpus = buildCorpus({ seed: r.seed, size: r.steps * r.batchSize, mix: r.mix, levelWeights: r.levelWeights })
+    const corpus = buildCorpus({ seed: r.seed, size: r.steps * r.batchSize, mix: r.mix, levelWeights: r.levelWeights, chat: true })
     const curve: ToyRecipeResult['curve'] = []
     const dev: ToyRecipeResult['dev'] = []
     const window = { loss: 0, grad: 0, tokens: 0, seconds: 0, n: 0 }
     const logEvery = Math.max(1, Math.min(50, Math.floor(r.steps / 20)))
     let trainTokens = 0
     for (let step = 1; step <= r.steps; step++) {
-      const batch = corpus.slice((step - 1) * r.batchSize, step * r.batchSize).map((it) => toSequence(model, it))
+      const batch = Array.from({ length: r.batchSize }, (_, k) => toSequence(model, recipeItem(r, corpus, (step - 1) * r.batchSize + k)))
       const t0 = process.hrtime.bigint()
       const m = await trainer.step({ sequences: batch })
       const dt = Number(process.hrtime.bigint() - t0) / 1e9
@@ -204,15 +243,15 @@ export async function buildToyModel(options: ToyRecipeOptions): Promise<ToyRecip
         Object.assign(window, { loss: 0, grad: 0, tokens: 0, seconds: 0, n: 0 })
       }
       if (r.evalEvery > 0 && (step % r.evalEvery === 0 || step === r.steps)) {
-        const d = await devMetrics(model, r.seed, r.devSize)
+        const d = await devMetrics(model, r.seed, r.devSize, r.levelWeights)
         dev.push({ step, ...d })
-        log(`  dev greedy Solver accuracy: ${Object.entries(d.accuracy).map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`).join('  ')}   reference NLL: ${Object.entries(d.refNll).map(([k, v]) => `${k} ${v.toFixed(3)}`).join('  ')}`)
+        log(`  dev greedy Solver accuracy: ${Object.entries(d.accuracy).map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`).join('  ')}   reference NLL: ${Object.entries(d.refNll).map(([k, v]) => `${k} ${v.toFixed(3)}`).join('  ')}   chat: ${Object.entries(d.chat).map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`).join('  ')}`)
       }
     }
     await model.save(options.outDir)
     const seconds = (Date.now() - started) / 1000
     await writeJsonAtomic(join(options.outDir, 'recipe.json'), {
-      recipe: { ...r, corpus: 'buildCorpus({ seed, size: steps * batchSize, mix, levelWeights }) from src/worlds/arith', objective: 'sft', schedule: 'linear warmup, cosine to minLrRatio' },
+      recipe: { ...r, corpus: 'buildCorpus({ seed, size: steps * batchSize, mix, levelWeights }) from src/worlds/arith, a chat share of it replaced by chat items (src/toymodel/chat-corpus.ts)', objective: 'sft', schedule: 'linear warmup, cosine to minLrRatio' },
       parameters,
       trainTokens,
       // losses only: timings vary between runs, the weights and this file do not

@@ -4,9 +4,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it, vi } from 'vitest'
-import { compareCommand, compareRecords } from '../../src/cli/compare.js'
+import { compareCommand, compareRecords, formatComparison } from '../../src/cli/compare.js'
 import { InvalidArgumentError } from '../../src/engine/errors.js'
-import type { EvalRecord } from '../../src/methods/solving/evaluation.js'
+import type { EvalRecord } from '../../src/methods/common/evaluation.js'
 import { pairedPromptBootstrap } from '../../src/stats/bootstrap.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-compare-'))
@@ -69,9 +69,21 @@ describe('autodidact compare', () => {
     expect(await output([run, file, '--replicates', '500'])).toMatch(/L3\s+4\s+62\.50\s+37\.50\s+\+25\.00/)
   })
 
-  it('rejects runs evaluated on different benchmarks or prompts, bad files and a wrong number of runs', async () => {
-    const other = record(1, { L3: [[1, 1], [1, 0], [0, 0], [1, 1]] })
+  it('compares the benchmarks two runs share and names those it left out', async () => {
+    const other = record(1, { L3: [[1, 1], [1, 0], [0, 0], [1, 1]], gsm8k: [[1, 0]] })
+    const c = compareRecords('a', A, 'c', other, { replicates: 500 })
+    expect(Object.keys(c.a.accuracy)).toEqual(['L3'])
+    expect(c.a.accuracy.L3).toBe(62.5)
+    expect(c.a.macro).toBe(62.5) // the macro average over the shared benchmarks only
+    expect(c.bootstrap.perBenchmark.map((p) => p.name)).toEqual(['L3'])
+    expect(c.leftOut).toEqual({ onlyA: ['L2'], onlyB: ['gsm8k'] })
+    expect(formatComparison(c)).toMatch(/left out \(only A was evaluated on them\): L2\nleft out \(only B was evaluated on them\): gsm8k/)
+  })
+
+  it('rejects runs that share no benchmark or were evaluated on different prompts, bad files and a wrong number of runs', async () => {
+    const other = record(1, { gsm8k: [[1, 1], [1, 0]] })
     expect(() => compareRecords('a', A, 'c', other)).toThrow(InvalidArgumentError)
+    expect(() => compareRecords('a', A, 'c', other)).toThrow(/share no benchmark/)
     const shifted = structuredClone(B)
     shifted.benchmarks[0].items[0].id = 'x'
     expect(() => compareRecords('a', A, 'd', shifted)).toThrow(/different prompts/)

@@ -82,7 +82,7 @@ describe('autodidact evolve', () => {
     expect(Object.keys(METHODS)).toContain('grpo')
     const dir = mkdtempSync(join(tmpdir(), 'ad-evolve-grpo-'))
     const cfg = join(dir, 'grpo.json')
-    writeFileSync(cfg, JSON.stringify({ questions: { level: 2, perStep: 4 }, rollout: { n: 4, temperature: 1, topP: 1, maxTokens: 48 }, eval: { every: 1, level: 2, size: 8 }, checkpointEvery: 1 }))
+    writeFileSync(cfg, JSON.stringify({ questions: { level: 2, perStep: 4 }, rollout: { n: 4, temperature: 1, topP: 1, maxTokens: 48 }, eval: { every: 1, size: 8, benchmarks: [] }, checkpointEvery: 1 }))
     const out = join(dir, 'run')
     expect((await quiet(['--method', 'grpo', '--config', cfg, '--steps', '1', '--out', out, '--threads', '1'])).code).toBe(0)
     expect((await quiet(['--resume', out, '--steps', '2', '--threads', '1'])).code).toBe(0)
@@ -122,7 +122,7 @@ describe('autodidact evolve', () => {
   it('a relative --out and --keep: the run folder resumes from any working directory', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ad-evolve-rel-'))
     const cfg = join(dir, 'cose.json')
-    writeFileSync(cfg, JSON.stringify({ proposer: { count: 4, levels: [3], temperature: 1, maxTokens: 32 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 48 }, eval: { every: 1, level: 3, size: 4 }, checkpointEvery: 1 }))
+    writeFileSync(cfg, JSON.stringify({ proposer: { count: 4, levels: [3], temperature: 1, maxTokens: 32 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 48 }, eval: { every: 1, size: 4, benchmarks: [] }, checkpointEvery: 1 }))
     const out = relative(process.cwd(), join(dir, 'run'))
     expect((await quiet(['--method', 'cose', '--config', cfg, '--steps', '2', '--keep', '1', '--out', out, '--threads', '1'])).code).toBe(0)
     expect(readdirSync(join(dir, 'run', 'checkpoints'))).toEqual(['step-000002'])

@@ -6,7 +6,16 @@ import { queryEnsemble, variantStats, type EnsembleQueryOptions } from '../../sr
 import type { EnsembleVariant, VariantSample, VariantSampleOptions, VariantSampler } from '../../src/ensemble/types.js'
 import { resolveRzeroConfig } from '../../src/methods/rzero/config.js'
 import { scoreChallengerBatch } from '../../src/methods/rzero/loop.js'
-import { arithRzeroWorld as w } from '../../src/methods/rzero/world.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
+
+const world = arithWorld()
+/** R-Zero's view of the toy world: its Solver prompt, answers and equivalence, the BLEU text. */
+const w = {
+  solverPrompt: (q: string) => world.rzero.solverPrompt(q) as string,
+  extractAnswer: (t: string) => world.answers.parse(t)?.answer ?? null,
+  equivalent: world.answers.equivalent,
+  bleuText: world.answers.repetitionText,
+}
 
 const solution = (answer: string) => `<think>x</think><answer>${answer}</answer>`
 

@@ -8,7 +8,16 @@ import { DEFAULT_MODEL } from '../../src/cli/evolve.js'
 import { loadModel, type Model } from '../../src/engine/model.js'
 import { queryEnsemble, variantSeed } from '../../src/ensemble/ensemble.js'
 import { InProcessSampler } from '../../src/ensemble/inprocess.js'
-import { arithRzeroWorld as w } from '../../src/methods/rzero/world.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
+
+const world = arithWorld()
+/** R-Zero's view of the toy world: its Solver prompt, answers and equivalence, the BLEU text. */
+const w = {
+  solverPrompt: (q: string) => world.rzero.solverPrompt(q) as string,
+  extractAnswer: (t: string) => world.answers.parse(t)?.answer ?? null,
+  equivalent: world.answers.equivalent,
+  bleuText: world.answers.repetitionText,
+}
 
 describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('InProcessSampler on the bundled model', () => {
   let model: Model

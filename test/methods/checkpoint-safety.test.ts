@@ -17,7 +17,7 @@ import { LATEST_FILE, METRICS_FILE, readLatest } from '../../src/methods/common/
 import { scriptedPolicies, ScriptedPolicy } from '../../src/methods/common/scripted-policy.js'
 import { resolveCoseConfig } from '../../src/methods/cose/config.js'
 import { CoseRun } from '../../src/methods/cose/loop.js'
-import { arithWorld } from '../../src/methods/cose/world.js'
+import { arithWorld as toyWorld } from '../../src/worlds/arith/index.js'
 import { methodNamed } from '../../src/methods/index.js'
 import { fileWriteError, writeFileAtomic } from '../../src/util/atomic.js'
 import { arithScript } from './arith-script.js'
@@ -25,8 +25,9 @@ import { arithScript } from './arith-script.js'
 const root = mkdtempSync(join(tmpdir(), 'ad-ckpt-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 const BASE = join(root, 'fake-base')
+const arithWorld = toyWorld()
 const open = scriptedPolicies({ script: arithScript() })
-const config = resolveCoseConfig({ steps: 3, proposer: { count: 6, levels: [3], temperature: 1, maxTokens: 40 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 64 }, eval: { every: 1, level: 3, size: 4 }, checkpointEvery: 1 })
+const config = resolveCoseConfig({ steps: 3, proposer: { count: 6, levels: [3], temperature: 1, maxTokens: 40 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 64 }, eval: { every: 1, size: 4, benchmarks: [] }, checkpointEvery: 1 })
 const driveTo = (outDir: string, totalSteps: number, keep?: number) => ({ outDir, method: 'cose', totalSteps, evalEvery: 1, checkpointEvery: 1, keep, series: [], describe: () => '' })
 
 let serial = 0
@@ -113,7 +114,7 @@ describe('optimizer moments are checked before anything is loaded (finding 1)', 
   it.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('the engine repro: evolve --method cose, a 1-element model.embed_tokens.weight::v, resume → typed error, no crash', async () => {
     const out = join(root, 'engine-run')
     const cfg = join(root, 'tiny-cose.json')
-    writeFileSync(cfg, JSON.stringify({ proposer: { count: 4, levels: [3], temperature: 1, maxTokens: 32 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 48 }, eval: { every: 1, level: 3, size: 4 } }))
+    writeFileSync(cfg, JSON.stringify({ proposer: { count: 4, levels: [3], temperature: 1, maxTokens: 32 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 48 }, eval: { every: 1, size: 4, benchmarks: [] } }))
     const log = vi.spyOn(console, 'log').mockImplementation(() => {})
     const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true)
     try {

@@ -9,7 +9,9 @@ import { DEFAULT_MODEL } from '../../src/cli/evolve.js'
 import { checkpointDir, drive, type DriveOptions } from '../../src/methods/common/driver.js'
 import { resolveCoseConfig, type CoseConfig } from '../../src/methods/cose/config.js'
 import { CoseRun } from '../../src/methods/cose/loop.js'
-import { arithWorld } from '../../src/methods/cose/world.js'
+import { arithWorld as toyWorld } from '../../src/worlds/arith/index.js'
+
+const arithWorld = toyWorld()
 
 const root = mkdtempSync(join(tmpdir(), 'ad-cose-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -19,7 +21,7 @@ const small = (over: object = {}): CoseConfig =>
     steps: 2,
     proposer: { count: 6, levels: [2, 3], temperature: 1, maxTokens: 40 },
     solver: { questions: 3, n: 3, temperature: 1, maxTokens: 64 },
-    eval: { every: 1, level: 3, size: 8 },
+    eval: { every: 1, size: 8, benchmarks: [] },
     checkpointEvery: 1,
     ...over,
   })
@@ -49,7 +51,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE on 
     const c = small()
     const straightDir = join(root, 'straight')
     const run = await CoseRun.start(DEFAULT_MODEL, c, arithWorld, { threads: 2 })
-    const probe = { prompt: arithWorld.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
+    const probe = { prompt: arithWorld.cose.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
     const [before] = await run.model.score([{ prompt: probe.prompt, completion: probe.completion }])
     const result = await drive(run, driveOptions(straightDir, c))
     const [after] = await run.model.score([{ prompt: probe.prompt, completion: probe.completion }])

@@ -6,7 +6,9 @@ import { join } from 'node:path'
 import { afterAll, expect, it } from 'vitest'
 import { resolveCoseConfig } from '../../src/methods/cose/config.js'
 import { CoseRun } from '../../src/methods/cose/loop.js'
-import { arithWorld } from '../../src/methods/cose/world.js'
+import { arithWorld as toyWorld } from '../../src/worlds/arith/index.js'
+
+const arithWorld = toyWorld()
 import { writeTinyModel } from '../helpers/tiny-model.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-cose-bad-'))

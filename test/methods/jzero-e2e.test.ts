@@ -11,9 +11,10 @@ import { InvalidArgumentError } from '../../src/engine/errors.js'
 import { checkpointDir, drive, type DriveOptions } from '../../src/methods/common/driver.js'
 import { resolveJzeroConfig, type JzeroConfig } from '../../src/methods/jzero/config.js'
 import { JzeroRun } from '../../src/methods/jzero/loop.js'
-import { arithJzeroWorld as world } from '../../src/methods/jzero/world.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
 import { DEFAULT_TOY_JUDGE_DIR } from '../../src/toymodel/judge.js'
 
+const world = arithWorld()
 const root = mkdtempSync(join(tmpdir(), 'ad-jzero-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
@@ -25,7 +26,7 @@ const small = (over: object = {}): JzeroConfig =>
     selection: { pool: 10, keep: 4, samples: 3 },
     solver: { steps: 2, batch: 4, miniBatch: 2, rollouts: 3 },
     judge: { steps: 4, batch: 8, tasks: 12, lr: 1e-4 },
-    eval: { every: 1, level: 3, size: 8, judgeLevels: [3], judgePerLevel: 12 },
+    eval: { every: 1, size: 8, benchmarks: [], judgePairs: 4 },
     checkpointEvery: 1,
     ...over,
   })
@@ -50,8 +51,8 @@ function untimed(row: Record<string, unknown>): unknown {
   return JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' ? undefined : v)))
 }
 
-const probe = { prompt: world.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
-const judgeProbe = world.judgeInput('(12+7)*3', probe.completion)
+const probe = { prompt: world.jzero.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
+const judgeProbe = world.jzero.judgeInput('(12+7)*3', probe.completion)
 
 const haveModels = existsSync(join(DEFAULT_MODEL, 'model.safetensors')) && existsSync(join(DEFAULT_TOY_JUDGE_DIR, 'model.safetensors'))
 

@@ -10,8 +10,13 @@ import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRat
 import { challengerBatchRewards, jzChallengerReward, solverReward } from '../../src/methods/jzero/rewards.js'
 import { selectByDispersion } from '../../src/methods/jzero/select.js'
 import { jzeroFlagsToOverride } from '../../src/methods/jzero/spec.js'
-import { arithJzeroChatWorld, arithJzeroWorld as world, arithWorldFor } from '../../src/methods/jzero/world.js'
+import { verifyPosed } from '../../src/methods/common/world.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
 import { Rng } from '../../src/util/prng.js'
+
+/** The toy world (the bundled model's prompts, strict parsers) and its chat-model style (App. C prompts, lenient parsers). */
+const world = arithWorld()
+const arithJzeroChatWorld = arithWorld({ style: 'chat' })
 
 describe('Challenger reward (JZ Eq. 4–6)', () => {
   it('well-formed task: max(0, 1 − r̄ − r_rep), clamped at 0', () => {
@@ -28,7 +33,7 @@ describe('Challenger reward (JZ Eq. 4–6)', () => {
   it('over a batch: r̄ is the mean of M scores, near-duplicates share a cluster penalty λ|C_k|/N', () => {
     // two identical tasks cluster (BLEU distance 0); the third is far from both; one fails the format check
     // BLEU splits on whitespace: the toy world spaces out an expression's numbers and operators
-    const tasks = ['(12+7)*3-45', '(12+7)*3-45', '98*76+54', null].map((t) => (t === null ? null : world.repetitionText(t)))
+    const tasks = ['(12+7)*3-45', '(12+7)*3-45', '98*76+54', null].map((t) => (t === null ? null : world.answers.repetitionText(t)))
     expect(tasks[0]).toBe('( 12 + 7 ) * 3 - 45')
     const scores = [[0.2, 0.4], [0.6, 0.8], [0.1, 0.1, 0.4], []]
     const r = challengerBatchRewards({ tasks, scores, tau: 0.5, lambda: 1 })
@@ -107,7 +112,7 @@ describe('preference pairs (JZ Eq. 10–12)', () => {
     expect(seen[1][0]).toContain('Known: #1=19')
     expect(seen[1][1]).toContain('Known: #1=?')
     // the transcript is a well-formed Solver answer the verifier checks like any other
-    expect(world.verify('(12+7)*3', (out[0] as { response: string }).response)).toBe(true)
+    expect(verifyPosed(world, '(12+7)*3', (out[0] as { response: string }).response)).toBe(true)
     const raw = await amplify(world, qs.slice(0, 1), samplers, { minSubtasks: 1, maxSubtasks: 5, ampResponse: 'compose-output' })
     expect(raw[0]).toMatchObject({ ok: true, response: '<answer>57</answer>' })
     // App. C's 3–5 bound rejects a 2-subtask list
@@ -165,15 +170,14 @@ describe('preference pairs (JZ Eq. 10–12)', () => {
 
 describe('prompt styles', () => {
   it('chat models get App. C role prompts as messages and lenient parsers; the toy model its strings', () => {
-    expect(arithWorldFor('toy')).toBe(world)
-    expect(arithWorldFor('paper')).toBe(arithJzeroChatWorld)
-    const p = arithJzeroChatWorld.decomposePrompt('(12+7)*3') as { messages: { role: string; content: string }[] }
+    expect([world.name, arithJzeroChatWorld.name]).toEqual(['arith', 'arith-chat'])
+    const p = arithJzeroChatWorld.jzero.decomposePrompt('(12+7)*3') as { messages: { role: string; content: string }[] }
     expect(p.messages.map((m) => m.role)).toEqual(['system', 'user'])
     expect(p.messages[0].content).toMatch(/breaking a hard task into simpler subtasks/)
-    expect(arithJzeroChatWorld.parseTask('Here is one: <question>(12+7)*3</question> Enjoy.')).toEqual({ question: '(12+7)*3', key: '(12+7)*3' })
-    expect(world.parseTask('Here is one: <question>(12+7)*3</question> Enjoy.')).toBeNull()
-    expect(world.parseTask('<question>12 apples</question>')).toBeNull() // no Validator in J-Zero: a non-expression fails Eq. 6's check
-    expect(arithJzeroChatWorld.parseAnswer('So the result is \\boxed{57}.')).toEqual({ think: null, answer: '57' })
+    expect(arithJzeroChatWorld.jzero.parseTask('Here is one: <question>(12+7)*3</question> Enjoy.')).toEqual({ question: '(12+7)*3', key: '(12+7)*3' })
+    expect(world.jzero.parseTask('Here is one: <question>(12+7)*3</question> Enjoy.')).toBeNull()
+    expect(world.jzero.parseTask('<question>12 apples</question>')).toBeNull() // no Validator in J-Zero: a non-expression fails Eq. 6's check
+    expect(arithJzeroChatWorld.answers.parse('So the result is \\boxed{57}.')).toEqual({ think: null, answer: '57' })
   })
 })
 
@@ -187,7 +191,6 @@ describe('J-Zero config', () => {
     expect([c.challenger.rollouts, c.solver.rollouts]).toEqual([4, 5])
     for (const s of [c.challenger, c.solver]) expect([s.clipLow, s.clipHigh, s.temperature, s.topP, s.maxTokens]).toEqual([0.2, 0.28, 1, 0.99, 4096])
     expect([c.judge.minSubtasks, c.judge.maxSubtasks]).toEqual([3, 5])
-    expect([c.prompts, TOY_PRESET.prompts]).toEqual(['paper', 'toy'])
     expect(resolveJzeroConfig(undefined, PAPER_PRESET)).toEqual(PAPER_PRESET)
     expect(resolveJzeroConfig(undefined)).toEqual(TOY_PRESET)
   })

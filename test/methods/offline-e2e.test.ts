@@ -13,12 +13,12 @@ import { OfflineRun } from '../../src/methods/offline/loop.js'
 import { dpoPairs, ensurePool, pairTraceDiagnostics, warmStartExamples, weightTraceDiagnostics, wsftExamples } from '../../src/methods/offline/pool.js'
 import { dpoSpec, wsftSpec } from '../../src/methods/offline/spec.js'
 import { loadModel } from '../../src/engine/model.js'
-import { arithSolveWorld } from '../../src/methods/solving/world.js'
-import { answerOf } from '../../src/worlds/arith/index.js'
+import { answerOf, arithWorld } from '../../src/worlds/arith/index.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-offline-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 const poolDir = join(root, 'pool')
+const world = arithWorld()
 
 const small = (base: OfflineConfig, over: object = {}): OfflineConfig =>
   resolveOfflineConfig(
@@ -26,7 +26,7 @@ const small = (base: OfflineConfig, over: object = {}): OfflineConfig =>
       pool: { ...base.pool, dir: poolDir, prompts: 40, calibrationPrompts: 10, k: 16, maxTokens: 48 },
       warmStart: { lr: 5e-4, batchSize: 16, epochs: 1 },
       train: { ...base.train, batchSize: 8 },
-      eval: { every: 1, benchmarks: [{ name: 'L3', level: 3, offset: 0, size: 6 }], protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 48, seed: 7 } },
+      eval: { every: 1, size: 6, benchmarks: ['L3'], protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 48, seed: 7 } },
       checkpointEvery: 1,
       ...over,
     },
@@ -43,17 +43,16 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
   it('builds a scored pool of distinct verified responses and derives pairs and weights from it', async () => {
     const c = small(DPO_TOY_PRESET)
     const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
-    const world = arithSolveWorld('toy')
-    const { pool } = await ensurePool(c, model, world)
+    const { pool } = await ensurePool(c, model, world, poolDir)
     model.dispose()
     expect(pool.stats.sampled).toBe(40 * 16)
     expect(pool.calibration.count).toBeGreaterThan(50)
     for (const p of pool.prompts) {
       expect(new Set(p.responses.map((r) => r.text)).size).toBe(p.responses.length)
       for (const r of p.responses) {
-        expect(world.verify({ id: p.id, question: p.question, answer: String(answerOf(p.question)) }, r.text)).toBe(true)
+        expect(world.verifier.verify({ id: p.id, question: p.question, answer: String(answerOf(p.question)) }, r.text)).toBe(true)
         for (const q of Object.values(r.scores)) expect(q >= 0 && q <= 1).toBe(true)
-        expect(r.valid).toBe(world.traceValid!(r.text))
+        expect(r.valid).toBe(world.verifier.traceValid!(r.text))
       }
     }
     expect(c.pairs.commonMethods).toEqual(['sc', 'uid-conj'])
@@ -85,7 +84,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
 
   it('DPO from the shared warm start: pairs train, the policy moves away from its reference', async () => {
     const c = small(DPO_TOY_PRESET, { steps: 2, arm: 'uid-conj' })
-    const run = await OfflineRun.start(DEFAULT_MODEL, c, { threads: 2 })
+    const run = await OfflineRun.start(DEFAULT_MODEL, c, world, { threads: 2 })
     expect(run.modelDir).toMatch(/warmstart-/)
     const r1 = await run.runStep()
     const r2 = await run.runStep()
@@ -104,7 +103,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
     expect(wsftSpec.resolveConfig({ arm: 'sc' }, c, 'x').arm).toBe('sc')
     expect(() => wsftSpec.resolveConfig({ arm: 'random' }, c, 'x')).toThrow(/arm/)
     const straight = join(root, 'wsft-straight')
-    const run = await OfflineRun.start(DEFAULT_MODEL, c, { threads: 2 })
+    const run = await OfflineRun.start(DEFAULT_MODEL, c, world, { threads: 2 })
     await drive(run, driveOptions(straight, c))
     run.dispose()
     const rows = metrics(straight)
@@ -112,10 +111,10 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
     expect(rows[1].train.objective.meanWeight).toBeGreaterThan(0)
     expect(existsSync(join(straight, 'evals', 'step-000002.json'))).toBe(true)
     const split = join(root, 'wsft-split')
-    const first = await OfflineRun.start(DEFAULT_MODEL, c, { threads: 2 })
+    const first = await OfflineRun.start(DEFAULT_MODEL, c, world, { threads: 2 })
     await drive(first, driveOptions(split, c, true))
     first.dispose()
-    const resumed = await OfflineRun.resume(checkpointDir(split, 1), { threads: 2 })
+    const resumed = await OfflineRun.resume(checkpointDir(split, 1), world, { threads: 2 })
     await drive(resumed, driveOptions(split, c))
     resumed.dispose()
     expect(metrics(split).map(untimed)).toEqual(rows.map(untimed))

@@ -16,7 +16,9 @@ import { checkpointDir, drive, type DriveOptions } from '../../src/methods/commo
 import { resolveRzeroConfig, type RzeroConfig } from '../../src/methods/rzero/config.js'
 import { RzeroRun, type ChallengerRecord, type SolverRecord } from '../../src/methods/rzero/loop.js'
 import { rzeroFlagsToOverride } from '../../src/methods/rzero/spec.js'
-import { arithRzeroWorld } from '../../src/methods/rzero/world.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
+
+const arithRzeroWorld = arithWorld()
 
 const root = mkdtempSync(join(tmpdir(), 'ad-rzero-'))
 const cacheRoot = join(root, 'cache')
@@ -32,7 +34,7 @@ const small = (over: Record<string, unknown> = {}): RzeroConfig =>
     phases: { challengerSteps: 1, solverSteps: 1 },
     challenger: { batch: 6, levels: [3], temperature: 1, maxTokens: 40 },
     solver: { candidates: 6, band: [0, 1], questions: 3, n: 3, temperature: 1, maxTokens: 64 },
-    eval: { every: 2, level: 3, size: 8 },
+    eval: { every: 2, size: 8, benchmarks: [] },
     checkpointEvery: 2,
     ...over,
     ensemble: { k: 3, maxTokens: 64, second: { model: '', temperature: 0.7, healSteps: 0 }, ...(over.ensemble as object) },
@@ -58,8 +60,8 @@ function untimed(row: Record<string, unknown>): unknown {
   return JSON.parse(JSON.stringify(row, (k, v) => (['seconds', 'tokensPerSecond', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs'].includes(k) ? undefined : v)))
 }
 
-const probe = { prompt: arithRzeroWorld.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
-const qprobe = { prompt: arithRzeroWorld.challengerPrompt(3), completion: '<question>(12+7)*3</question>' }
+const probe = { prompt: arithRzeroWorld.rzero.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
+const qprobe = { prompt: arithRzeroWorld.rzero.challengerPrompt(3), completion: '<question>(12+7)*3</question>' }
 const logprobs = async (run: RzeroRun) => [
   Array.from((await run.challenger.score([qprobe]))[0].logprobs),
   Array.from((await run.solver.score([probe]))[0].logprobs),

@@ -11,10 +11,20 @@ import { loadModel } from '../../src/engine/model.js'
 import { PAPER_PRESET, resolveRzeroConfig, TOY_PRESET, usesEnsemble } from '../../src/methods/rzero/config.js'
 import { phaseOf, phaseSteps, RzeroRun, scoreChallengerBatch } from '../../src/methods/rzero/loop.js'
 import { spread } from '../../src/stats/summary.js'
-import { buildLlamaVariant, ensureLlamaVariant, qwen3ToLlamaTensors } from '../../src/methods/rzero/second-model.js'
+import { buildLlamaVariant, ensureLlamaVariant, qwen3ToLlamaTensors } from '../../src/toymodel/llama-variant.js'
 import { rzeroFlagsToOverride, spec } from '../../src/methods/rzero/spec.js'
-import { arithRzeroWorld as w } from '../../src/methods/rzero/world.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
 import { repetitionPenalty } from '../../src/tasks/cluster.js'
+
+const world = arithWorld()
+/** R-Zero's view of the toy world: its prompts and parser, the Solver's answers and their equivalence, the BLEU text. */
+const w = {
+  solverPrompt: (q: string) => world.rzero.solverPrompt(q) as string,
+  parseQuestion: world.rzero.parseQuestion,
+  extractAnswer: (t: string) => world.answers.parse(t)?.answer ?? null,
+  equivalent: world.answers.equivalent,
+  bleuText: world.answers.repetitionText,
+}
 
 const root = mkdtempSync(join(tmpdir(), 'ad-rzero-unit-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))

@@ -12,18 +12,15 @@ import type { BaseMethodConfig, BaseStepRecord, MethodRun } from '../../src/meth
 import { scriptedPolicies, type ScriptedPolicy, type ScriptedPolicyOptions, type ScriptedTrainer } from '../../src/methods/common/scripted-policy.js'
 import { resolveCoseConfig } from '../../src/methods/cose/config.js'
 import { CoseRun } from '../../src/methods/cose/loop.js'
-import { arithWorld } from '../../src/methods/cose/world.js'
 import { resolveGrpoConfig } from '../../src/methods/grpo/config.js'
 import { GrpoRun } from '../../src/methods/grpo/loop.js'
 import { resolveJzeroConfig } from '../../src/methods/jzero/config.js'
 import { JzeroRun } from '../../src/methods/jzero/loop.js'
 import { challengerBatchRewards } from '../../src/methods/jzero/rewards.js'
-import { arithJzeroWorld } from '../../src/methods/jzero/world.js'
 import { DPO_TOY_PRESET, resolveOfflineConfig, TOY_PRESET, type OfflineConfig } from '../../src/methods/offline/config.js'
 import { OfflineRun } from '../../src/methods/offline/loop.js'
 import { resolveRzeroConfig } from '../../src/methods/rzero/config.js'
 import { RzeroRun, type ChallengerRecord, type SolverRecord } from '../../src/methods/rzero/loop.js'
-import { arithRzeroWorld } from '../../src/methods/rzero/world.js'
 import { resolveTtrlConfig } from '../../src/methods/ttrl/config.js'
 import { TtrlRun } from '../../src/methods/ttrl/loop.js'
 import { computeAdvantages } from '../../src/rl/advantages.js'
@@ -31,12 +28,16 @@ import { sequenceConfidence } from '../../src/signals/confidence.js'
 import { repetitionPenalty } from '../../src/tasks/cluster.js'
 import { coseSolverReward, coseSolverWeight } from '../../src/rl/cose.js'
 import type { TrainSequence } from '../../src/train/trainer.js'
-import { answerOf, verifyAnswer } from '../../src/worlds/arith/index.js'
+import { answerOf, arithWorld as toyWorld, verifyAnswer } from '../../src/worlds/arith/index.js'
 import { arithScript, scriptedJudge, scriptedJudgeScore, scriptedValidatorScore } from './arith-script.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-scripted-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
-const BASE = join(root, 'no-such-base-model') // the fake starts from zero weights wherever it is pointed
+const BASE = join(root, 'no-such-base-model')
+/** The toy world every method runs on here (its prompts are what the scripted actor reads). */
+const arithWorld = toyWorld()
+const arithRzeroWorld = arithWorld
+const arithJzeroWorld = arithWorld // the fake starts from zero weights wherever it is pointed
 
 /** Text of token ids as the fake encodes it (UTF-8 bytes; 0 = end of sequence). */
 const text = (ids: readonly number[]) => Buffer.from(ids.filter((t) => t !== 0)).toString('utf8')
@@ -69,7 +70,7 @@ async function straightAndResumed<C extends BaseMethodConfig, R extends BaseStep
 }
 
 describe('COSE on the scripted policy', () => {
-  const config = resolveCoseConfig({ steps: 2, proposer: { count: 10, levels: [2, 3], temperature: 1, maxTokens: 40 }, solver: { questions: 3, n: 4, temperature: 1, maxTokens: 64 }, eval: { every: 1, level: 3, size: 6 }, checkpointEvery: 1 })
+  const config = resolveCoseConfig({ steps: 2, proposer: { count: 10, levels: [2, 3], temperature: 1, maxTokens: 40 }, solver: { questions: 3, n: 4, temperature: 1, maxTokens: 64 }, eval: { every: 1, size: 6, benchmarks: [] }, checkpointEvery: 1 })
   const script: ScriptedPolicyOptions = { script: arithScript({ solveRate: 0.5, malformedRate: 0.2 }) }
 
   it('validates, fills the replay with accepted questions, rewards by Eq. 7 and trains on GRPO advantages with Eq. 5 weights', async () => {
@@ -125,11 +126,11 @@ describe('COSE on the scripted policy', () => {
 })
 
 describe('GRPO (the example method) on the scripted policy', () => {
-  const config = resolveGrpoConfig({ steps: 2, questions: { level: 3, perStep: 5 }, rollout: { n: 4, temperature: 1, topP: 1, maxTokens: 64 }, eval: { every: 1, level: 3, size: 6 }, checkpointEvery: 1 })
+  const config = resolveGrpoConfig({ steps: 2, questions: { level: 3, perStep: 5 }, rollout: { n: 4, temperature: 1, topP: 1, maxTokens: 64 }, eval: { every: 1, size: 6, benchmarks: [] }, checkpointEvery: 1 })
 
   it('rewards verified answers 1, trains on their GRPO advantages, counts the informative groups', async () => {
     const open = scriptedPolicies({ script: arithScript({ solveRate: 0.5 }) })
-    const run = await GrpoRun.start(BASE, config, { openPolicy: open })
+    const run = await GrpoRun.start(BASE, config, arithWorld, { openPolicy: open })
     const r = await run.runStep()
     const [policy] = open.policies
     expect(open.policies).toHaveLength(1) // no KL: no reference copy
@@ -147,17 +148,17 @@ describe('GRPO (the example method) on the scripted policy', () => {
 
   it('resumes exactly', async () => {
     const open = scriptedPolicies({ script: arithScript({ solveRate: 0.5 }) })
-    const { straight, resumed } = await straightAndResumed('grpo', 2, () => GrpoRun.start(BASE, config, { openPolicy: open }), (dir) => GrpoRun.resume(dir, { openPolicy: open }))
+    const { straight, resumed } = await straightAndResumed('grpo', 2, () => GrpoRun.start(BASE, config, arithWorld, { openPolicy: open }), (dir) => GrpoRun.resume(dir, arithWorld, { openPolicy: open }))
     expect(resumed).toEqual(straight)
   })
 })
 
 describe('TTRL on the scripted policy', () => {
-  const config = resolveTtrlConfig({ steps: 2, prompts: { level: 3, offset: 900, size: 6 }, promptsPerStep: 3, rollout: { n: 5, temperature: 1, topP: 1, maxTokens: 64 }, reward: { arm: 'ttrl' }, eval: { every: 1, benchmarks: [{ name: 'L3', level: 3, offset: 0, size: 4 }], protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 } }, checkpointEvery: 1 })
+  const config = resolveTtrlConfig({ steps: 2, prompts: { offset: 0, size: 6 }, promptsPerStep: 3, rollout: { n: 5, temperature: 1, topP: 1, maxTokens: 64 }, reward: { arm: 'ttrl' }, eval: { every: 1, size: 4, benchmarks: [], adaptation: false, protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 } }, checkpointEvery: 1 })
 
   it('majority-votes pseudo-labels, rewards agreement (arm ttrl), trains the LoRA policy on GRPO advantages', async () => {
     const open = scriptedPolicies({ script: arithScript({ solveRate: 0.7 }) })
-    const run = await TtrlRun.start(BASE, config, { openPolicy: open })
+    const run = await TtrlRun.start(BASE, config, arithWorld, { openPolicy: open })
     const r = await run.runStep()
     const [policy] = open.policies
     expect(open.policies).toHaveLength(1) // LoRA: the reference is the base weights, no copy
@@ -184,7 +185,7 @@ describe('TTRL on the scripted policy', () => {
 
   it('resumes exactly from an adapter checkpoint, eval files included', async () => {
     const open = scriptedPolicies({ script: arithScript({ solveRate: 0.7 }) })
-    const { straight, resumed, splitDir } = await straightAndResumed('ttrl', 2, () => TtrlRun.start(BASE, config, { openPolicy: open }), (dir) => TtrlRun.resume(dir, { openPolicy: open }))
+    const { straight, resumed, splitDir } = await straightAndResumed('ttrl', 2, () => TtrlRun.start(BASE, config, arithWorld, { openPolicy: open }), (dir) => TtrlRun.resume(dir, arithWorld, { openPolicy: open }))
     expect(resumed).toEqual(straight)
     expect(existsSync(join(checkpointDir(splitDir, 2), 'model', 'adapter_model.safetensors'))).toBe(true)
     expect(existsSync(join(splitDir, 'evals', 'step-000002.json'))).toBe(true)
@@ -201,7 +202,7 @@ describe('R-Zero + disagreement on the scripted policy', () => {
     challenger: { batch: 8, levels: [3], temperature: 1, maxTokens: 40 },
     ensemble: { k: 3, maxTokens: 64, second: { model: 'none', temperature: 0.7, healSteps: 0 } },
     solver: { candidates: 6, band: [0, 1], questions: 3, n: 4, temperature: 0.9, maxTokens: 64 },
-    eval: { every: 1, level: 3, size: 6 },
+    eval: { every: 1, size: 6, benchmarks: [] },
     checkpointEvery: 1,
   })
   const challengerOf = (open: ReturnType<typeof scriptedPolicies>) => open.policies.filter((p) => p.trainerOf)[0]
@@ -213,11 +214,11 @@ describe('R-Zero + disagreement on the scripted policy', () => {
     expect(run.variants.map((v) => v.sampler.name)).toEqual(['solver@0.7', 'solver@1'])
     const r = (await run.runStep()) as ChallengerRecord
     const [batchCall] = challengerOf(open).calls
-    const questions = batchCall.outputs[0].map((c) => arithRzeroWorld.parseQuestion(c.text)?.question ?? null)
+    const questions = batchCall.outputs[0].map((c) => arithRzeroWorld.rzero.parseQuestion(c.text)?.question ?? null)
     expect(r.parseRate).toBeCloseTo(questions.filter((q) => q !== null).length / 8, 12)
     expect(r.pHat.min).toBe(1)
     expect(r.rDis.max).toBe(0)
-    const rep = repetitionPenalty(questions.map((q) => (q === null ? null : arithRzeroWorld.bleuText(q))), config.reward.repetition)
+    const rep = repetitionPenalty(questions.map((q) => (q === null ? null : arithRzeroWorld.answers.repetitionText(q))), config.reward.repetition)
     const rewards = questions.map((q, i) => (q === null ? -1 : -rep.penalty[i]))
     expect(r.reward.mean).toBeCloseTo(rewards.reduce((a, b) => a + b, 0) / 8, 12)
     const advantages = computeAdvantages('grpo', rewards, rewards.map(() => 0))
@@ -257,7 +258,7 @@ describe('J-Zero on the scripted policy', () => {
     selection: { pool: 8, keep: 3, samples: 3 },
     solver: { steps: 1, batch: 3, miniBatch: 3, rollouts: 3 },
     judge: { steps: 2, batch: 4, tasks: 8, lr: 1e-2 },
-    eval: { every: 1, level: 3, size: 6, judgeLevels: [3], judgePerLevel: 8 },
+    eval: { every: 1, size: 6, benchmarks: [], judgePairs: 3 },
     checkpointEvery: 1,
   })
   // the policy answers; the Judge (a reward model) scores +2 right / −2 wrong plus what it has learned
@@ -272,13 +273,13 @@ describe('J-Zero on the scripted policy', () => {
     const [judge, challenger, solver] = [open.policies[0], ...open.policies.filter((p) => p.trainerOf && p.scoreLabels === 0)]
     expect(judge.scoreLabels).toBe(1)
     // Challenger: tasks of one instruction, M Solver answers each, r̄ of σ(J), one GRPO group
-    const tasks = challenger.calls[0].outputs.flat().map((c) => arithJzeroWorld.parseTask(c.text)?.question ?? null)
+    const tasks = challenger.calls[0].outputs.flat().map((c) => arithJzeroWorld.jzero.parseTask(c.text)?.question ?? null)
     const answers = solver.calls[0]
     const sigma = (x: number) => 1 / (1 + Math.exp(-x))
     const scores = tasks.map(() => [] as number[])
     const ok = tasks.flatMap((t, i) => (t === null ? [] : [i]))
     answers.outputs.forEach((g, k) => g.forEach((c) => scores[ok[k]].push(sigma(scriptedJudge(`Judge: ${tasks[ok[k]]}\n`, c.text)))))
-    const expected = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : arithJzeroWorld.repetitionText(t))), scores, tau: 0.5, lambda: 1 })
+    const expected = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : arithJzeroWorld.answers.repetitionText(t))), scores, tau: 0.5, lambda: 1 })
     expect(r.challenger.reward.mean).toBeCloseTo(expected.rewards.reduce((a, b) => a + b, 0) / tasks.length, 6)
     const cAdv = computeAdvantages('grpo', expected.rewards, expected.rewards.map(() => 0))
     trainerOf(challenger).batches[0].sequences!.forEach((s, i) => expect(s.advantages).toBeCloseTo(cAdv[i], 6))
@@ -310,7 +311,7 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
         pool: { ...base.pool, dir: poolDir, prompts: 12, calibrationPrompts: 6, k: 6, maxTokens: 64 },
         warmStart: { lr: 1e-2, batchSize: 8, epochs: 1 },
         train: { ...base.train, batchSize: 4 },
-        eval: { every: 1, benchmarks: [{ name: 'L3', level: 3, offset: 0, size: 4 }], protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 } },
+        eval: { every: 1, size: 4, benchmarks: [], protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 } },
         checkpointEvery: 1,
       },
       base,
@@ -320,7 +321,7 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
   it('weighted SFT: a pool of distinct verified responses, weights of mean one per prompt (Eq. 7), resumes exactly', async () => {
     const c = small(TOY_PRESET, join(root, 'pool-wsft'))
     const open = scriptedPolicies(script)
-    const run = await OfflineRun.start(BASE, c, { openPolicy: open })
+    const run = await OfflineRun.start(BASE, c, arithWorld, { openPolicy: open })
     for (const p of run.pool.prompts) {
       expect(new Set(p.responses.map((x) => x.text)).size).toBe(p.responses.length)
       for (const x of p.responses) expect(verifyAnswer(p.question, x.text)).toBe(true)
@@ -332,14 +333,14 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
     for (const u of run.units) if (u.kind === 'sft') byPrompt.set(u.prompt, [...(byPrompt.get(u.prompt) ?? []), u.weight])
     for (const ws of byPrompt.values()) expect(ws.reduce((a, b) => a + b, 0) / ws.length).toBeCloseTo(1, 12)
     run.dispose()
-    const { straight, resumed } = await straightAndResumed('wsft', 2, () => OfflineRun.start(BASE, c, { openPolicy: open }), (dir) => OfflineRun.resume(dir, { openPolicy: open }))
+    const { straight, resumed } = await straightAndResumed('wsft', 2, () => OfflineRun.start(BASE, c, arithWorld, { openPolicy: open }), (dir) => OfflineRun.resume(dir, arithWorld, { openPolicy: open }))
     expect(resumed).toEqual(straight)
   })
 
   it('DPO: the shared warm start is built once and is the reference; pairs reach the trainer', async () => {
     const c = small({ ...DPO_TOY_PRESET, pairs: { minGap: 0, commonMethods: ['sc', 'uid-conj'] } }, join(root, 'pool-dpo'))
     const open = scriptedPolicies(script)
-    const run = await OfflineRun.start(BASE, c, { openPolicy: open })
+    const run = await OfflineRun.start(BASE, c, arithWorld, { openPolicy: open })
     expect(run.modelDir).toMatch(/warmstart-/)
     expect(existsSync(join(run.modelDir, 'model.safetensors'))).toBe(true) // merged (adapterOnly: false)
     await run.runStep()
@@ -349,7 +350,7 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
     expect(batch.sequences!.length).toBe(2 * batch.pairs!.length)
     expect(trainerOf(trained).options.reference).toBe('lora-off')
     run.dispose()
-    const again = await OfflineRun.start(BASE, c, { openPolicy: open })
+    const again = await OfflineRun.start(BASE, c, arithWorld, { openPolicy: open })
     expect(again.modelDir).toBe(run.modelDir)
     again.dispose()
   })

@@ -11,7 +11,7 @@ import { loadModel } from '../../src/engine/model.js'
 import { runSelection } from '../../src/methods/solving/selection.js'
 import { calibratedScores, evaluateSelectors, fitCalibrationOn, SELECTORS, selectAnswer } from '../../src/methods/solving/selectors.js'
 import type { Trajectory } from '../../src/methods/solving/trajectory.js'
-import { arithSolveWorld } from '../../src/methods/solving/world.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
 import { empiricalCdfMidrank, offlineUidFeatures, robustScale } from '../../src/signals/calibration.js'
 
 function t(answer: string | null, bins: number[] | null, sc: number, complete = true): Trajectory {
@@ -72,14 +72,14 @@ describe('selectors (UID A.1)', () => {
 
 describe('the arithmetic world for UID', () => {
   it('extracts normalized answers and reads trace validity (every written step right)', () => {
-    const w = arithSolveWorld('toy')
-    expect(w.answer('<think>35-6=29; 2+29=31</think><answer> 31 </answer>')).toBe('31')
-    expect(w.answer('no answer here')).toBeNull()
-    expect(w.traceValid!('<think>35-6=29; 2+29=31</think><answer>31</answer>')).toBe(true)
-    expect(w.traceValid!('<think>35-6=39; 2+39=31</think><answer>31</answer>')).toBe(false) // right answer, wrong steps
-    expect(w.traceValid!('<answer>31</answer>')).toBeNull()
-    expect(w.verify({ id: 'x', question: '2+(35-6)', answer: '31' }, '<think>35-6=39; 2+39=31</think><answer>31</answer>')).toBe(true)
-    const chat = arithSolveWorld('chat').prompt('1+2') as { messages: { role: string }[] }
+    const w = arithWorld()
+    expect(w.answers.answer('<think>35-6=29; 2+29=31</think><answer> 31 </answer>')).toBe('31')
+    expect(w.answers.answer('no answer here')).toBeNull()
+    expect(w.verifier.traceValid!('<think>35-6=29; 2+29=31</think><answer>31</answer>')).toBe(true)
+    expect(w.verifier.traceValid!('<think>35-6=39; 2+39=31</think><answer>31</answer>')).toBe(false) // right answer, wrong steps
+    expect(w.verifier.traceValid!('<answer>31</answer>')).toBeNull()
+    expect(w.verifier.verify({ id: 'x', question: '2+(35-6)', answer: '31' }, '<think>35-6=39; 2+39=31</think><answer>31</answer>')).toBe(true)
+    const chat = arithWorld({ style: 'chat' }).solve.solverPrompt('1+2') as { messages: { role: string }[] }
     expect(chat.messages.map((m) => m.role)).toEqual(['system', 'user'])
   })
 })
@@ -88,8 +88,8 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('a select
   it('samples pools with sampling-pass statistics, calibrates on a disjoint split and fills the table', async () => {
     const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
     try {
-      const r = await runSelection(model, arithSolveWorld('toy'), {
-        eval: { level: 3, offset: 0, size: 12 },
+      const r = await runSelection(model, arithWorld(), {
+        eval: { benchmark: 'L3', offset: 0, size: 12 },
         calibration: { level: 3, size: 8, seed: 'test-cal' },
         n: 4,
         ns: [2, 4],
@@ -104,7 +104,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('a select
       for (const s of SELECTORS) for (const a of r.table.accuracy[s].byN) expect(a >= 0 && a <= 1).toBe(true)
       expect(formatSelectionTable(r)).toMatch(/uid-conj-borda/)
       // the pools are the engine's seeded samples: a second run gives the same table
-      const again = await runSelection(model, arithSolveWorld('toy'), r.options)
+      const again = await runSelection(model, arithWorld(), r.options)
       expect(again.table).toEqual(r.table)
     } finally {
       model.dispose()

@@ -8,21 +8,23 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { DEFAULT_MODEL } from '../../src/cli/evolve.js'
 import { checkpointDir, drive, type DriveOptions } from '../../src/methods/common/driver.js'
-import { readEvalRecord } from '../../src/methods/solving/evaluation.js'
+import { readEvalRecord } from '../../src/methods/common/evaluation.js'
+import { arithWorld } from '../../src/worlds/arith/index.js'
 import { REWARD_ARMS, resolveTtrlConfig, type TtrlConfig } from '../../src/methods/ttrl/config.js'
 import { TtrlRun } from '../../src/methods/ttrl/loop.js'
 import { spec } from '../../src/methods/ttrl/spec.js'
 
+const world = arithWorld({ benchmarks: ['L3', 'L2'] })
 const root = mkdtempSync(join(tmpdir(), 'ad-ttrl-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
 const small = (over: object = {}): TtrlConfig =>
   resolveTtrlConfig({
     steps: 2,
-    prompts: { level: 3, offset: 900, size: 6 },
+    prompts: { offset: 0, size: 6 },
     promptsPerStep: 3,
     rollout: { n: 4, temperature: 1, topP: 1, maxTokens: 48 },
-    eval: { every: 1, benchmarks: [{ name: 'L3', level: 3, offset: 0, size: 6 }, { name: 'L2', level: 2, offset: 0, size: 4 }], protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 48, seed: 7 } },
+    eval: { every: 1, size: 6, benchmarks: [{ name: 'L3', size: 6 }, { name: 'L2', size: 4 }], adaptation: false, protocol: { samples: 2, temperature: 0.6, topP: 0.95, maxTokens: 48, seed: 7 } },
     checkpointEvery: 1,
     ...over,
   })
@@ -43,8 +45,8 @@ const untimed = (row: unknown) => JSON.parse(JSON.stringify(row, (k, v) => (k ==
 
 describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('TTRL on the bundled model', () => {
   it.each(REWARD_ARMS)('arm %s: one step samples with stats, rewards by Eq. 5 and updates the LoRA policy', async (arm) => {
-    const run = await TtrlRun.start(DEFAULT_MODEL, small({ steps: 1, reward: { arm } }), { threads: 2 })
-    const probe = { prompt: run.world.prompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
+    const run = await TtrlRun.start(DEFAULT_MODEL, small({ steps: 1, reward: { arm } }), world, { threads: 2 })
+    const probe = { prompt: run.world.solve.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }
     const [before] = await run.model.score([probe])
     const r = await run.runStep()
     const [after] = await run.model.score([probe])
@@ -66,7 +68,7 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('TTRL on 
   it('resumes exactly from a mid-run checkpoint and writes per-item eval files', async () => {
     const c = small({ reward: { arm: 'uid-conj', lambda: 0.1, delta: 0.5, minAgreeing: 2 } })
     const straight = join(root, 'straight')
-    const run = await TtrlRun.start(DEFAULT_MODEL, c, { threads: 2 })
+    const run = await TtrlRun.start(DEFAULT_MODEL, c, world, { threads: 2 })
     await drive(run, driveOptions(straight, c))
     run.dispose()
     expect(metrics(straight).map((r) => r.step)).toEqual([0, 1, 2])
@@ -77,10 +79,10 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('TTRL on 
     expect(existsSync(join(checkpointDir(straight, 2), 'eval.json'))).toBe(true)
 
     const split = join(root, 'split')
-    const first = await TtrlRun.start(DEFAULT_MODEL, c, { threads: 2 })
+    const first = await TtrlRun.start(DEFAULT_MODEL, c, world, { threads: 2 })
     await drive(first, driveOptions(split, c, true))
     first.dispose()
-    const resumed = await TtrlRun.resume(checkpointDir(split, 1), { threads: 2 })
+    const resumed = await TtrlRun.resume(checkpointDir(split, 1), world, { threads: 2 })
     expect(resumed.step).toBe(1)
     await drive(resumed, driveOptions(split, c))
     resumed.dispose()

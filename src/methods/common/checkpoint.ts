@@ -27,6 +27,8 @@ import { fileWriteError, fsyncDir, writeJsonAtomic } from '../../util/atomic.js'
 import { Rng } from '../../util/prng.js'
 import type { Policy, PolicyTrainer } from './policy.js'
 import { checkedStep, readJsonObject, recoverCheckpoint, removeStaleTransients } from './run-folder.js'
+import type { WorldRecord } from './world.js'
+import type { TaskWorld } from '../../worlds/types.js'
 
 export const RUN_STATE_FILE = 'run_state.json'
 export const OPTIMIZER_FILE = 'optimizer.safetensors'
@@ -42,6 +44,8 @@ export interface BaseRunState {
   format: string
   version: typeof RUN_STATE_VERSION
   step: number
+  /** The task world the run is on (absent in checkpoints written before worlds were plug-ins). */
+  world?: WorldRecord
 }
 
 /** One policy of a run and its optimizer (null: frozen, e.g. a Judge that does not train). */
@@ -108,6 +112,8 @@ export interface ResumeSpec<S extends BaseRunState> {
   parse(state: BaseRunState & Record<string, unknown>, file: string): S
   /** The roles the checkpoint holds, and whether each has an optimizer state. */
   roles(state: S): { name: string; trained: boolean }[]
+  /** The world the run resumes on: it must be the one the checkpoint was taken on. */
+  world?: TaskWorld
 }
 
 export interface ResumedCheckpoint<S> {
@@ -132,6 +138,7 @@ export async function resumeRun<S extends BaseRunState>(dir: string, spec: Resum
   if (raw.version !== RUN_STATE_VERSION)
     throw new CheckpointError(file, 'version', 'field', `${file}: checkpoint layout version ${JSON.stringify(raw.version)}; this version of autodidact reads layout ${RUN_STATE_VERSION} only (start the run afresh)`)
   checkedStep(raw.step, file)
+  checkWorld(raw.world, spec.world, file)
   const state = spec.parse(raw as BaseRunState & Record<string, unknown>, file)
   for (const role of spec.roles(state)) {
     const paths = rolePaths(dir, role.name)
@@ -139,6 +146,14 @@ export async function resumeRun<S extends BaseRunState>(dir: string, spec: Resum
     if (role.trained) await checkOptimizerState(paths.trainer, await parameterSizes(paths.model))
   }
   return { dir, state, paths: (role) => rolePaths(dir, role) }
+}
+
+/** The checkpoint's world record against the world a resume was given (a mismatch is a CheckpointError). */
+function checkWorld(stored: unknown, world: TaskWorld | undefined, file: string): void {
+  if (stored === undefined || world === undefined) return
+  const name = (stored as { name?: unknown } | null)?.name
+  if (typeof name !== 'string') throw new CheckpointError(file, 'world', 'field', `${file}: world must be { name, spec }`)
+  if (name !== world.name) throw new CheckpointError(file, 'world', 'field', `${file}: the run is on world '${name}', not '${world.name}' (resume it with --world ${name})`)
 }
 
 /** An RNG state stored in a checkpoint (four unsigned 32-bit words, not all zero), else a CheckpointError. */

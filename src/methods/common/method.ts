@@ -2,6 +2,7 @@
 // MethodSpec<Config, Record> into the registry's Method without a cast: the config and record
 // types stay inside the closures that use them.
 import { InvalidArgumentError } from '../../engine/errors.js'
+import type { TaskWorld } from '../../worlds/types.js'
 import type { OpenPolicy } from './policy.js'
 import type { Series } from './report.js'
 import { configJsonSchema, resolveWith, type z } from './schema.js'
@@ -13,6 +14,10 @@ export type { BaseMethodConfig, BaseStepRecord, MethodRun } from './run.js'
 export interface StartOptions {
   /** Model folder the run starts from. */
   model: string
+  /** The task the run is on (src/worlds: the bundled toy world, the math world, a user's module). */
+  world: TaskWorld
+  /** The run folder: files a method builds for itself (a response pool, a Judge's initial head) go inside it. */
+  outDir?: string
   threads?: number
   /** How policies are opened (default: the engine's openPolicy; tests pass a scripted fake). */
   openPolicy?: OpenPolicy

@@ -51,6 +51,8 @@ export interface PolicyRef {
   model: string
   adapter?: string
   threads?: number
+  /** Attach a fresh one-label score head (a scalar reward model on the model's base, JZ §3.1), seeded. */
+  scoreHead?: { seed: number }
 }
 
 /** Opens a policy: the engine's (openPolicy) or a test double's. */
@@ -106,6 +108,7 @@ export const openPolicy: OpenPolicy = async (ref) => {
   const model = await loadModel(ref.model, { threads: ref.threads })
   try {
     if (ref.adapter) await model.loadAdapter(ref.adapter)
+    if (ref.scoreHead) await model.attachScoreHead({ seed: ref.scoreHead.seed })
   } catch (e) {
     model.dispose()
     throw e

@@ -39,7 +39,7 @@ export const ratio = () => z.number().min(0, { error: 'must be in [0, 1)' }).lt(
 export const topP = () => z.number().gt(0, { error: 'must be in (0, 1]' }).max(1, { error: 'must be in (0, 1]' })
 export const temperature = () => nonNegative()
 export const maxTokens = () => intAtLeast(1)
-/** A list of difficulty levels ≥ 1, at least one. */
+/** A list of difficulty levels ≥ 1, at least one (the world's levels; a world without levels ignores them). */
 export const levels = () => z.array(intAtLeast(1)).min(1, { error: 'must list difficulty levels ≥ 1' })
 /** A fixed list of choices, printed in messages as `a | b | c`. */
 export const oneOf = <T extends string>(choices: readonly T[]) => z.enum(choices as readonly [T, ...T[]], { error: `must be one of ${choices.join(' | ')}` })
@@ -71,8 +71,21 @@ export const loraShape = {
 export const policyLossShape = { clip: ratio(), klCoef: nonNegative(), entropyCoef: nonNegative() }
 /** Sampling of one role. */
 export const samplingShape = { temperature: temperature(), maxTokens: maxTokens() }
-/** Greedy held-out accuracy every N steps on `size` questions of a difficulty level. */
-export const greedyEvalSchema = () => z.strictObject({ every: intAtLeast(1), level: intAtLeast(1), size: intAtLeast(1) })
+/** A benchmark of the world by name: all of it up to the block's `size`, or its first `size` problems. */
+export const benchmarkRef = () =>
+  z.union([z.string().min(1, { error: 'must be a benchmark name' }), z.strictObject({ name: z.string().min(1, { error: 'must be a benchmark name' }), size: intAtLeast(1).optional() })], {
+    error: 'must be a benchmark name or { name, size }',
+  })
+/** Which of the world's benchmarks an evaluation reads, and how much of each. */
+export const benchmarksShape = {
+  size: intAtLeast(1).describe('problems evaluated per benchmark (its first N)'),
+  benchmarks: z
+    .array(benchmarkRef())
+    .refine((bs) => new Set(bs.map((b) => (typeof b === 'string' ? b : b.name))).size === bs.length, { error: 'names must be distinct' })
+    .describe("the world's benchmarks by name; [] = every benchmark of the world"),
+}
+/** Greedy held-out accuracy every N steps on the world's benchmarks. */
+export const greedyEvalSchema = () => z.strictObject({ every: intAtLeast(1), ...benchmarksShape })
 /** The run fields every method carries (the driver's conventions). */
 export const runShape = { seed: z.number().int({ error: 'must be an integer' }), steps: intAtLeast(1), checkpointEvery: intAtLeast(1) }
 

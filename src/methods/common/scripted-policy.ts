@@ -346,7 +346,8 @@ export class ScriptedTrainer implements PolicyTrainer {
 export function scriptedPolicies(options: ScriptedPolicyOptions | ((ref: PolicyRef) => ScriptedPolicyOptions)): OpenPolicy & { policies: ScriptedPolicy[] } {
   const policies: ScriptedPolicy[] = []
   const open = async (ref: PolicyRef) => {
-    const p = new ScriptedPolicy(ref.model, typeof options === 'function' ? options(ref) : options)
+    const o = typeof options === 'function' ? options(ref) : options
+    const p = new ScriptedPolicy(ref.model, ref.scoreHead ? { ...o, scoreLabels: 1 } : o)
     await p.load(ref)
     policies.push(p)
     return p

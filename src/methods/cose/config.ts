@@ -77,7 +77,7 @@ export const PAPER_PRESET: CoseConfig = {
   switches: { weighting: true, priority: 'cose' },
   replay: { capacity: 8192, floor: 0.1 },
   ppo: { lr: 1e-6, minLrRatio: 0, warmupSteps: 0, clip: 0.2, klCoef: 0.01, entropyCoef: 0, advantage: 'grpo', microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
-  eval: { every: 20, level: 3, size: 100 },
+  eval: { every: 20, size: 100, benchmarks: [] },
   checkpointEvery: 20,
 }
 
@@ -92,7 +92,7 @@ export const TOY_PRESET: CoseConfig = {
   // lr: 3e-4 collapsed held-out accuracy 0.60 → 0.04 in 20 steps (Adam's normalized steps swamp a 1.2M-parameter
   // model); 3e-5 keeps it (0.60 → 0.58), 1e-5 barely moves the policy (KL ≈ 1e-4).
   ppo: { ...PAPER_PRESET.ppo, lr: 3e-5, warmupSteps: 2, klCoef: 0.01, microBatchSize: 16, loraRank: 0 },
-  eval: { every: 5, level: 3, size: 50 },
+  eval: { every: 5, size: 50, benchmarks: [] },
   checkpointEvery: 5,
 }
 

@@ -5,7 +5,7 @@
 // PPO update on Proposer and Solver trajectories only (Validator and Judge are inference-only).
 import { join, resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
-import type { Completion } from '../../engine/model.js'
+import type { Completion, Prompt } from '../../engine/model.js'
 import { PrioritizedReplay } from '../../replay/index.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { coseProposerReward, coseProposerWeight, coseSolverReward, coseSolverWeight, solveRate } from '../../rl/cose.js'
@@ -13,14 +13,15 @@ import { sequenceConfidence } from '../../signals/confidence.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import { EvalLog, evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../common/evaluation.js'
 import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { readJsonObject } from '../common/run-folder.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
-import type { CoseWorld } from './world.js'
+import type { Benchmark, TaskWorld } from '../../worlds/types.js'
+import { checkLevels, worldRecord } from '../common/world.js'
 
 export interface QuestionItem {
   question: string
@@ -81,9 +82,12 @@ async function loadReplay(file: string): Promise<PrioritizedReplay<QuestionItem>
 }
 
 export class CoseRun {
+  private readonly benchmarks: Benchmark[]
+  private readonly evals = new EvalLog()
+
   private constructor(
     readonly config: CoseConfig,
-    readonly world: CoseWorld,
+    readonly world: TaskWorld,
     readonly model: Policy,
     private readonly trainer: PolicyTrainer,
     readonly replay: PrioritizedReplay<QuestionItem>,
@@ -91,10 +95,13 @@ export class CoseRun {
     private rng: Rng,
     private stepIndex: number,
     readonly baseModel: string,
-  ) {}
+  ) {
+    this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
+  }
 
   /** A fresh run on the model folder `baseModel`. */
-  static async start(baseModel: string, config: CoseConfig, world: CoseWorld, o: RunOptions = {}): Promise<CoseRun> {
+  static async start(baseModel: string, config: CoseConfig, world: TaskWorld, o: RunOptions = {}): Promise<CoseRun> {
+    checkLevels(world, config.proposer.levels, 'proposer.levels')
     const base = resolve(baseModel)
     const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
     const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: trainingPlan(config) })
@@ -102,9 +109,10 @@ export class CoseRun {
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
-  static async resume(dir: string, world: CoseWorld, o: RunOptions = {}): Promise<CoseRun> {
+  static async resume(dir: string, world: TaskWorld, o: RunOptions = {}): Promise<CoseRun> {
     const ckpt = await resumeRun<CoseRunState>(dir, {
       format: FORMAT,
+      world,
       parse: (s, file) => ({ ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), config: resolveCoseConfig(s.config, TOY_PRESET, file) }),
       roles: () => [{ name: ROLE, trained: true }],
     })
@@ -133,7 +141,7 @@ export class CoseRun {
     })
   }
 
-  private async sample(prompts: string[], o: { n: number; temperature: number; maxTokens: number }, call: number): Promise<Sample[][]> {
+  private async sample(prompts: Prompt[], o: { n: number; temperature: number; maxTokens: number }, call: number): Promise<Sample[][]> {
     if (!prompts.length) return []
     const topK = this.config.confidence === 'self-certainty-topk' ? 25 : 0
     const out = await this.model.generate(prompts, { ...o, seed: samplingSeed(this.config.seed, this.stepIndex, call), stats: { topK } })
@@ -144,7 +152,7 @@ export class CoseRun {
   async runStep(): Promise<CoseStepRecord> {
     const started = process.hrtime.bigint()
     const c = this.config
-    const w = this.world
+    const w = this.world.cose
     const weighting = { enabled: c.switches.weighting }
     let generatedTokens = 0
     const count = (groups: Sample[][]) => groups.forEach((g) => g.forEach((t) => (generatedTokens += t.completion.tokens.length)))
@@ -158,8 +166,8 @@ export class CoseRun {
       const proposed = await this.sample(levels.map((l) => w.proposerPrompt(l)), { n: 1, temperature: c.proposer.temperature, maxTokens: c.proposer.maxTokens }, CALL.proposer)
       count(proposed)
       for (const [traj] of proposed) {
-        const parsed = w.parseQuestion(traj.completion.text)
-        proposals.push({ traj, fP: parsed.ok, question: parsed.question, key: parsed.key, v: 0, cV: 0, accepted: false })
+        const parsed = w.parseProposal(traj.completion.text)
+        proposals.push({ traj, fP: parsed !== null, question: parsed?.question ?? null, key: parsed?.key ?? null, v: 0, cV: 0, accepted: false })
       }
       const wellFormed = proposals.filter((p) => p.fP)
       const verdicts = await this.sample(wellFormed.map((p) => w.validatorPrompt(p.question!)), { n: 1, temperature: c.validator.temperature, maxTokens: c.validator.maxTokens }, CALL.validator)
@@ -240,20 +248,24 @@ export class CoseRun {
     }
   }
 
-  /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
-  async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    return accuracyOf(await this.evaluateItems(level, size))
+  /** Greedy held-out Solver accuracy (macro over the benchmarks; ground truth from the world's verifier), kept for the step's eval file. */
+  async evaluate(): Promise<number> {
+    const solver = { prompt: (q: string) => this.world.cose.solverPrompt(q), verifier: this.world.verifier }
+    return this.evals.add(await evaluateBenchmarks(this.model, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
   }
 
-  /** Per held-out question: does the greedy Solver answer it correctly? */
-  evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
-    return greedyVerdicts(this.model, this.world, { level, size, maxTokens: this.config.solver.maxTokens })
-  }
-
-  /** Writes the policy, its optimizer, the replay buffer and the RNG under `dir` (checkpointRun). */
+  /** Writes the policy, its optimizer, the replay buffer, the RNG and the evaluations since the last checkpoint under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: CoseRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
-    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => this.replay.save(join(tmp, REPLAY_FILE)) })
+    const state: CoseRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
+    await checkpointRun(dir, {
+      state,
+      roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }],
+      extra: async (tmp) => {
+        await this.replay.save(join(tmp, REPLAY_FILE))
+        await this.evals.intoCheckpoint(tmp, this.stepIndex)
+      },
+    })
+    await this.evals.flush(dir)
   }
 }
 

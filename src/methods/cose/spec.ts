@@ -3,7 +3,6 @@ import { defineMethod } from '../common/method.js'
 import { fmt } from '../common/format.js'
 import { coseSchema, PRESETS } from './config.js'
 import { CoseRun } from './loop.js'
-import { arithWorld } from './world.js'
 
 export const spec = defineMethod({
   name: 'cose',
@@ -11,8 +10,8 @@ export const spec = defineMethod({
   schema: coseSchema,
   presets: PRESETS,
   defaultPreset: 'toy',
-  start: (config, o) => CoseRun.start(o.model, config, arithWorld, o),
-  resume: (dir, o) => CoseRun.resume(dir, arithWorld, o),
+  start: (config, o) => CoseRun.start(o.model, config, o.world, o),
+  resume: (dir, o) => CoseRun.resume(dir, o.world, o),
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
     { title: 'Solver reward r_S (Eq. 7)', path: 'rewardSolver.mean' },

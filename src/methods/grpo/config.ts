@@ -3,13 +3,13 @@
 // bench/grpo-verifier.mjs runs by hand on the bundled model.
 import { advantageEstimators } from '../../rl/advantages.js'
 import { greedyEvalSchema, intAtLeast, loraShape, optimizerShape, policyLossShape, registered, resolveWith, runShape, samplingShape, topP, warmupStepsShape, z } from '../common/schema.js'
-import { promptFormatSchema } from '../solving/config.js'
 
 export function grpoSchema() {
   return z.strictObject({
     ...runShape,
-    format: promptFormatSchema(),
-    questions: z.strictObject({ level: intAtLeast(1).max(5, { error: 'must be a level 1..5' }), perStep: intAtLeast(1) }).describe('fresh training questions per step (never held-out ones)'),
+    questions: z
+      .strictObject({ level: intAtLeast(1).describe("difficulty hint (ignored by a world without levels)"), perStep: intAtLeast(1) })
+      .describe("the world's labeled training problems per step (never held-out ones)"),
     rollout: z.strictObject({ n: intAtLeast(2, ' (a GRPO group)'), ...samplingShape, topP: topP() }),
     ppo: z.strictObject({ ...optimizerShape, ...warmupStepsShape, ...policyLossShape, ...loraShape, advantage: registered(advantageEstimators) }),
     eval: greedyEvalSchema(),
@@ -22,11 +22,10 @@ export type GrpoConfig = z.infer<ReturnType<typeof grpoSchema>>
 export const TOY_PRESET: GrpoConfig = {
   seed: 0,
   steps: 30,
-  format: 'toy',
   questions: { level: 3, perStep: 16 },
   rollout: { n: 8, temperature: 1, topP: 1, maxTokens: 64 },
   ppo: { lr: 3e-5, warmupSteps: 2, minLrRatio: 0.1, clip: 0.2, klCoef: 0, entropyCoef: 0, advantage: 'grpo', microBatchSize: 32, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
-  eval: { every: 10, level: 3, size: 100 },
+  eval: { every: 10, size: 100, benchmarks: [] },
   checkpointEvery: 10,
 }
 

@@ -10,7 +10,9 @@ import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed } from '../common/training.js'
-import { arithSolveWorld, heldOutSlice, trainingQuestions, type SolveWorld } from '../solving/world.js'
+import type { Benchmark, TaskWorld } from '../../worlds/types.js'
+import { EvalLog, evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../common/evaluation.js'
+import { checkLevels, worldRecord } from '../common/world.js'
 import { resolveGrpoConfig, TOY_PRESET, type GrpoConfig } from './config.js'
 
 export interface GrpoStepRecord extends BaseStepRecord {
@@ -33,32 +35,39 @@ const FORMAT = 'autodidact.grpo.run'
 const ROLE = 'model'
 
 export class GrpoRun {
+  private readonly benchmarks: Benchmark[]
+  private readonly evals = new EvalLog()
+
   private constructor(
     readonly config: GrpoConfig,
-    readonly world: SolveWorld,
+    readonly world: TaskWorld,
     readonly model: Policy,
     private readonly trainer: PolicyTrainer,
     private readonly policies: PolicySet,
     private stepIndex: number,
     readonly baseModel: string,
-  ) {}
-
-  static async start(baseModel: string, config: GrpoConfig, o: { threads?: number; openPolicy?: OpenPolicy } = {}): Promise<GrpoRun> {
-    return GrpoRun.open(config, resolve(baseModel), null, 0, o)
+  ) {
+    this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
   }
 
-  static async resume(dir: string, o: { threads?: number; openPolicy?: OpenPolicy } = {}): Promise<GrpoRun> {
+  static async start(baseModel: string, config: GrpoConfig, world: TaskWorld, o: { threads?: number; openPolicy?: OpenPolicy } = {}): Promise<GrpoRun> {
+    checkLevels(world, [config.questions.level], 'questions.level')
+    return GrpoRun.open(config, world, resolve(baseModel), null, 0, o)
+  }
+
+  static async resume(dir: string, world: TaskWorld, o: { threads?: number; openPolicy?: OpenPolicy } = {}): Promise<GrpoRun> {
     const ckpt = await resumeRun<GrpoRunState>(dir, {
       format: FORMAT,
+      world,
       parse: (s, file) => ({ ...s, format: FORMAT, baseModel: checkedPath(s.baseModel, file, 'baseModel'), config: resolveGrpoConfig(s.config, TOY_PRESET, file) }),
       roles: () => [{ name: ROLE, trained: true }],
     })
-    return GrpoRun.open(ckpt.state.config, ckpt.state.baseModel, ckpt.paths(ROLE), ckpt.state.step, o)
+    return GrpoRun.open(ckpt.state.config, world, ckpt.state.baseModel, ckpt.paths(ROLE), ckpt.state.step, o)
   }
 
-  private static async open(c: GrpoConfig, base: string, checkpoint: { model: string; trainer: string } | null, step: number, o: { threads?: number; openPolicy?: OpenPolicy }): Promise<GrpoRun> {
+  private static async open(c: GrpoConfig, world: TaskWorld, base: string, checkpoint: { model: string; trainer: string } | null, step: number, o: { threads?: number; openPolicy?: OpenPolicy }): Promise<GrpoRun> {
     const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, checkpoint: checkpoint ?? undefined, plan: ppoPlan(c.ppo, c.steps) })
-    return new GrpoRun(c, arithSolveWorld(c.format), policy, trainer, policies, step, base)
+    return new GrpoRun(c, world, policy, trainer, policies, step, base)
   }
 
   get step(): number {
@@ -68,10 +77,10 @@ export class GrpoRun {
   async runStep(): Promise<GrpoStepRecord> {
     const started = process.hrtime.bigint()
     const c = this.config
-    const items = trainingQuestions(`grpo-${c.seed}-step-${this.stepIndex}`, c.questions.level, c.questions.perStep)
-    const prompts = items.map((it) => this.world.prompt(it.question))
+    const items = this.world.data.trainingProblems({ seed: `grpo-${c.seed}-step-${this.stepIndex}`, count: c.questions.perStep, level: c.questions.level })
+    const prompts = items.map((it) => this.world.solve.solverPrompt(it.question))
     const groups = await this.model.generate(prompts, { ...c.rollout, seed: samplingSeed(c.seed, this.stepIndex, 0) })
-    const rewards = groups.flatMap((g, qi) => g.map((s) => (s.finishReason === 'stop' && this.world.verify(items[qi], s.text) ? 1 : 0)))
+    const rewards = groups.flatMap((g, qi) => g.map((s) => (s.finishReason === 'stop' && this.world.verifier.verify(items[qi], s.text) ? 1 : 0)))
     const advantages = computeAdvantages(c.ppo.advantage, rewards, groups.flatMap((g, qi) => g.map(() => qi)))
     const flat = groups.flatMap((g, qi) => g.map((s) => ({ prompt: this.model.encodePrompt(prompts[qi]), s })))
     const sequences = flat.map(({ prompt, s }, i) => sampledSequence(prompt, s, advantages[i])).filter((q) => q.completion.length > 0)
@@ -88,16 +97,16 @@ export class GrpoRun {
     }
   }
 
-  /** Greedy held-out accuracy (the first `size` reserved questions of the level). */
+  /** Greedy held-out accuracy on the world's benchmarks (macro), kept for the step's eval file. */
   async evaluate(): Promise<number> {
-    const items = heldOutSlice({ level: this.config.eval.level, offset: 0, size: this.config.eval.size })
-    const out = await this.model.generate(items.map((it) => this.world.prompt(it.question)), { temperature: 0, maxTokens: this.config.rollout.maxTokens })
-    return out.filter((g, i) => this.world.verify(items[i], g[0].text)).length / items.length
+    const solver = { prompt: (q: string) => this.world.solve.solverPrompt(q), verifier: this.world.verifier }
+    return this.evals.add(await evaluateBenchmarks(this.model, this.benchmarks, solver, greedyProtocol(this.config.rollout.maxTokens), this.stepIndex))
   }
 
   async checkpoint(dir: string): Promise<void> {
-    const state: GrpoRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, baseModel: this.baseModel, config: this.config }
-    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }] })
+    const state: GrpoRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), baseModel: this.baseModel, config: this.config }
+    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex) })
+    await this.evals.flush(dir)
   }
 
   dispose(): void {

@@ -10,8 +10,8 @@ export const spec = defineMethod({
   schema: grpoSchema,
   presets: PRESETS,
   defaultPreset: 'toy',
-  start: (config, o) => GrpoRun.start(o.model, config, o),
-  resume: (dir, o) => GrpoRun.resume(dir, o),
+  start: (config, o) => GrpoRun.start(o.model, config, o.world, o),
+  resume: (dir, o) => GrpoRun.resume(dir, o.world, o),
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
     { title: 'verifier reward', path: 'reward.mean' },

@@ -2,9 +2,7 @@
 // down for the bundled toy models on 2 CPU cores. Ablations are switches (JZ Table 3).
 import { LOSS_AGGREGATIONS } from '../../train/objectives.js'
 import { advantageEstimators } from '../../rl/advantages.js'
-import { intAtLeast, nonNegative, oneOf, positive, ratio, registered, resolveWith, runShape, temperature, topP, maxTokens, z } from '../common/schema.js'
-
-const level = () => intAtLeast(1).max(5, { error: 'must be a level 1..5' })
+import { benchmarksShape, intAtLeast, nonNegative, oneOf, positive, ratio, registered, resolveWith, runShape, temperature, topP, maxTokens, z } from '../common/schema.js'
 
 /** Sampling and GRPO settings of one policy (Challenger or Solver). */
 const stageShape = {
@@ -21,13 +19,12 @@ const stageShape = {
 export function jzeroSchema() {
   return z.strictObject({
     ...runShape,
-    prompts: oneOf(['toy', 'paper']).describe("'toy': the toy world's prompt formats (the bundled model); 'paper': JZ App. C's prompts as chat messages (chat models)"),
     challenger: z.strictObject({
       ...stageShape,
       batch: intAtLeast(1).describe('task-generation prompts per step (Table 4 "training batch size")'),
       rollouts: intAtLeast(1).describe('tasks sampled per prompt; all batch·rollouts tasks answer one instruction: one GRPO group (JZ §3.1)'),
       solverSamples: intAtLeast(1).describe('M: Solver responses per task whose mean Judge score is r̄_i (Eq. 4)'),
-      level: level().describe('difficulty the task prompt asks for'),
+      level: intAtLeast(1).describe("difficulty the task prompt asks for (one of the world's levels; ignored by a world without levels)"),
       repetition: z
         .strictObject({ tau: positive().max(1, { error: 'must be in (0, 1]' }), lambda: nonNegative() })
         .describe("repetition penalty (Eq. 5): BLEU-distance threshold τ and strength λ (R-Zero's 0.5 and 1)"),
@@ -49,7 +46,7 @@ export function jzeroSchema() {
       .refine((s) => s.miniBatch <= s.batch, { error: 'must be an integer in 1..solver.batch', path: ['miniBatch'] }),
     judge: z
       .strictObject({
-        model: z.string().nullable().describe('Judge folder (a *ForSequenceClassification model); null: the bundled toy Judge'),
+        model: z.string().nullable().describe("Judge folder (a *ForSequenceClassification model); null: the default — the bundled toy Judge on the bundled toy model, else a fresh score head on the policy's base"),
         steps: intAtLeast(0).describe('Bradley–Terry steps per iteration (Table 4)'),
         batch: intAtLeast(1).describe('preference pairs per step'),
         lr: positive(),
@@ -74,10 +71,8 @@ export function jzeroSchema() {
     }),
     eval: z.strictObject({
       every: intAtLeast(1),
-      level: level(),
-      size: intAtLeast(1),
-      judgeLevels: z.array(level()).describe("held-out preference set for the Judge's pairwise accuracy: levels"),
-      judgePerLevel: intAtLeast(1).describe('pairs per level'),
+      ...benchmarksShape,
+      judgePairs: intAtLeast(1).describe("pairs per group of the world's verifier-ordered held-out preference set (the Judge's pairwise accuracy)"),
     }),
   })
 }
@@ -93,7 +88,6 @@ export type PolicyStage = Pick<JzeroConfig['solver'], keyof typeof stageShape>
  */
 export const PAPER_PRESET: JzeroConfig = {
   seed: 0,
-  prompts: 'paper',
   steps: 10,
   challenger: {
     steps: 5,
@@ -115,14 +109,13 @@ export const PAPER_PRESET: JzeroConfig = {
   judge: { model: null, steps: 8, batch: 64, lr: 5e-7, tasks: 512, minSubtasks: 3, maxSubtasks: 5, ampResponse: 'compose-output' },
   switches: { trainJudge: true, rolePairs: true, ampPairs: true },
   ppo: { advantage: 'grpo', aggregation: 'seq-mean-token-mean', microBatchSize: 8, clipGradNorm: 1 },
-  eval: { every: 1, level: 3, size: 100, judgeLevels: [2, 3, 4], judgePerLevel: 100 },
+  eval: { every: 1, size: 100, benchmarks: [], judgePairs: 100 },
   checkpointEvery: 1,
 }
 
 /** The same loop sized for the bundled tiny policy and Judge on 2 CPU cores (a few seconds an iteration). */
 export const TOY_PRESET: JzeroConfig = {
   ...PAPER_PRESET,
-  prompts: 'toy',
   steps: 8,
   challenger: { ...PAPER_PRESET.challenger, steps: 2, batch: 8, rollouts: 1, solverSamples: 4, level: 3, topP: 1, maxTokens: 40, lr: 3e-5 },
   selection: { pool: 24, keep: 8, samples: 4 },
@@ -132,7 +125,7 @@ export const TOY_PRESET: JzeroConfig = {
   // tasks moves it measurably (74.0 → 78.0% in 8), the rate its recipe (src/toymodel/judge.ts) uses
   judge: { model: null, steps: 4, batch: 16, lr: 3e-5, tasks: 64, minSubtasks: 1, maxSubtasks: 5, ampResponse: 'transcript' },
   ppo: { ...PAPER_PRESET.ppo, microBatchSize: 16 },
-  eval: { every: 1, level: 3, size: 50, judgeLevels: [2, 3, 4], judgePerLevel: 50 },
+  eval: { every: 1, size: 50, benchmarks: [], judgePairs: 50 },
   checkpointEvery: 2,
 }
 

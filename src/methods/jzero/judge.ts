@@ -5,12 +5,12 @@ import { InvalidArgumentError } from '../../engine/errors.js'
 import { sigmoid } from '../../train/objectives.js'
 import type { TrainSequence } from '../../train/trainer.js'
 import type { Policy, PolicyRef, PolicySet } from '../common/policy.js'
-import type { JzeroWorld, PreferencePair } from './world.js'
+import type { PreferencePair, TaskWorld } from '../../worlds/types.js'
 
 /** What the Judge functions need of a reward model. */
 type Judge = Pick<Policy, 'rewardScores' | 'encodePrompt' | 'tokenizer'>
 
-/** Opens a Judge folder into `set`; it must carry a one-label score head. */
+/** Opens a Judge folder into `set` (or the base with a fresh score head, `ref.scoreHead`); it must carry a one-label score head. */
 export async function openJudge(set: PolicySet, ref: PolicyRef): Promise<Policy> {
   const judge = await set.open(ref)
   if (judge.scoreLabels !== 1)
@@ -19,9 +19,9 @@ export async function openJudge(set: PolicySet, ref: PolicyRef): Promise<Policy>
 }
 
 /** Raw Judge scores J_φ(x, y) of (question, response) pairs. */
-export async function rawJudgeScores(judge: Judge, world: JzeroWorld, items: readonly { question: string; response: string }[]): Promise<Float64Array> {
+export async function rawJudgeScores(judge: Judge, world: TaskWorld, items: readonly { question: string; response: string }[]): Promise<Float64Array> {
   if (!items.length) return new Float64Array(0)
-  const raw = await judge.rewardScores(items.map((it) => world.judgeInput(it.question, it.response)))
+  const raw = await judge.rewardScores(items.map((it) => world.jzero.judgeInput(it.question, it.response)))
   const out = Float64Array.from(raw)
   out.forEach((s, i) => {
     if (!Number.isFinite(s)) throw new RangeError(`the Judge returned a non-finite score (${s}) for item ${i}`)
@@ -35,12 +35,12 @@ export function judgeReward(raw: number): number {
 }
 
 /** σ-mapped Judge scores r^S of (question, response) pairs. */
-export async function judgeRewards(judge: Judge, world: JzeroWorld, items: readonly { question: string; response: string }[]): Promise<number[]> {
+export async function judgeRewards(judge: Judge, world: TaskWorld, items: readonly { question: string; response: string }[]): Promise<number[]> {
   return Array.from(await rawJudgeScores(judge, world, items), judgeReward)
 }
 
 /** Per pair, J(x, y⁺) − J(x, y⁻) (positive: the Judge orders the pair as labelled). */
-export async function pairMargins(judge: Judge, world: JzeroWorld, pairs: readonly PreferencePair[]): Promise<number[]> {
+export async function pairMargins(judge: Judge, world: TaskWorld, pairs: readonly PreferencePair[]): Promise<number[]> {
   const raw = await rawJudgeScores(judge, world, pairs.flatMap((p) => [{ question: p.question, response: p.chosen }, { question: p.question, response: p.rejected }]))
   return pairs.map((_, i) => raw[2 * i] - raw[2 * i + 1])
 }
@@ -55,12 +55,12 @@ export function pairwiseAccuracy(margins: readonly number[]): number {
  * A Bradley–Terry batch (Eq. 13) for the trainer: each pair's chosen and rejected sequence, tokens
  * from the Judge's own tokenizer, and the [chosen, rejected] index pairs.
  */
-export function bradleyTerryBatch(judge: Judge, world: JzeroWorld, pairs: readonly PreferencePair[]): { sequences: TrainSequence[]; pairs: [number, number][] } {
+export function bradleyTerryBatch(judge: Judge, world: TaskWorld, pairs: readonly PreferencePair[]): { sequences: TrainSequence[]; pairs: [number, number][] } {
   const sequences: TrainSequence[] = []
   const idx: [number, number][] = []
   for (const p of pairs) {
     for (const response of [p.chosen, p.rejected]) {
-      const input = world.judgeInput(p.question, response)
+      const input = world.jzero.judgeInput(p.question, response)
       const completion = typeof input.completion === 'string' ? judge.tokenizer.encode(input.completion, { addSpecialTokens: false }) : [...input.completion]
       sequences.push({ prompt: judge.encodePrompt(input.prompt), completion })
     }

@@ -17,7 +17,7 @@ import { computeAdvantages } from '../../rl/advantages.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import { EvalLog, evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../common/evaluation.js'
 import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
@@ -27,7 +27,8 @@ import { bradleyTerryBatch, judgeRewards, openJudge, pairMargins, pairwiseAccura
 import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRate, type JudgePair, type WinRate } from './pairs.js'
 import { challengerBatchRewards } from './rewards.js'
 import { selectByDispersion } from './select.js'
-import type { HeldOutPreference, JzeroWorld } from './world.js'
+import type { Benchmark, HeldOutPreference, TaskWorld } from '../../worlds/types.js'
+import { checkLevels, verifyPosed, worldRecord } from '../common/world.js'
 
 const mean = (xs: readonly number[]) => spread(xs).mean
 
@@ -124,7 +125,8 @@ export interface JzeroRunState extends BaseRunState {
   format: 'autodidact.jzero.run'
   rng: [number, number, number, number]
   baseModel: string
-  judgeModel: string
+  /** The Judge's initial folder, or null: a fresh score head on the base (seeded by the run's seed). */
+  judgeModel: string | null
   judgeAccuracy: number
   config: JzeroConfig
 }
@@ -139,10 +141,12 @@ type Role = 'challenger' | 'solver' | 'judge'
 
 export class JzeroRun {
   private readonly heldOutPreferences: HeldOutPreference[]
+  private readonly benchmarks: Benchmark[]
+  private readonly evals = new EvalLog()
 
   private constructor(
     readonly config: JzeroConfig,
-    readonly world: JzeroWorld,
+    readonly world: TaskWorld,
     readonly challenger: Policy,
     readonly solver: Policy,
     readonly judge: Policy,
@@ -153,29 +157,37 @@ export class JzeroRun {
     private rng: Rng,
     private stepIndex: number,
     readonly baseModel: string,
-    readonly judgeModel: string,
+    readonly judgeModel: string | null,
     private judgeAccuracy: number,
   ) {
-    this.heldOutPreferences = world.heldOutPreferences(config.eval.judgeLevels, config.eval.judgePerLevel)
+    this.heldOutPreferences = world.data.heldOutPreferences?.(config.eval.judgePairs) ?? []
+    this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
   }
 
-  /** A fresh run: Challenger and Solver start from `baseModel`, the Judge from `judgeModel`. */
-  static async start(baseModel: string, judgeModel: string, config: JzeroConfig, world: JzeroWorld, o: RunOptions = {}): Promise<JzeroRun> {
+  /**
+   * A fresh run: Challenger and Solver start from `baseModel`; the Judge from `judgeModel`, or
+   * (null) from `baseModel` with a fresh score head (JZ §3.1: J_φ is a scalar reward model).
+   */
+  static async start(baseModel: string, judgeModel: string | null, config: JzeroConfig, world: TaskWorld, o: RunOptions = {}): Promise<JzeroRun> {
+    checkLevels(world, [config.challenger.level], 'challenger.level')
     const set = new PolicySet(o.openPolicy ?? openPolicy)
     return set.build(async () => {
-      const run = await JzeroRun.open(set, config, world, { baseModel: resolve(baseModel), judgeModel: resolve(judgeModel), checkpoint: null, step: 0, rng: new Rng(config.seed), judgeAccuracy: NaN }, o)
+      const run = await JzeroRun.open(set, config, world, { baseModel: resolve(baseModel), judgeModel: judgeModel === null ? null : resolve(judgeModel), checkpoint: null, step: 0, rng: new Rng(config.seed), judgeAccuracy: NaN }, o)
       run.judgeAccuracy = (await run.judgeHeldOut()).accuracy
       return run
     })
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
-  static async resume(dir: string, world: JzeroWorld | ((prompts: JzeroConfig['prompts']) => JzeroWorld), o: RunOptions = {}): Promise<JzeroRun> {
+  static async resume(dir: string, world: TaskWorld, o: RunOptions = {}): Promise<JzeroRun> {
     const ckpt = await resumeRun<JzeroRunState>(dir, {
       format: FORMAT,
+      world,
       parse: (s, file) => {
-        if (typeof s.judgeAccuracy !== 'number') throw new CheckpointError(file, 'judgeAccuracy', 'field', `${file}: judgeAccuracy must be a number`)
-        return { ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), judgeModel: checkedPath(s.judgeModel, file, 'judgeModel'), judgeAccuracy: s.judgeAccuracy, config: resolveJzeroConfig(s.config, TOY_PRESET, file) }
+        // JSON writes NaN (a world without a held-out preference set) as null
+        if (typeof s.judgeAccuracy !== 'number' && s.judgeAccuracy !== null) throw new CheckpointError(file, 'judgeAccuracy', 'field', `${file}: judgeAccuracy must be a number`)
+        const judgeModel = s.judgeModel === null ? null : checkedPath(s.judgeModel, file, 'judgeModel')
+        return { ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), judgeModel, judgeAccuracy: s.judgeAccuracy ?? NaN, config: resolveJzeroConfig(s.config, TOY_PRESET, file) }
       },
       roles: (s) => [
         { name: 'challenger', trained: true },
@@ -184,21 +196,21 @@ export class JzeroRun {
       ],
     })
     const { state } = ckpt
-    const w = typeof world === 'function' ? world(state.config.prompts) : world
     const set = new PolicySet(o.openPolicy ?? openPolicy)
-    return set.build(() => JzeroRun.open(set, state.config, w, { baseModel: state.baseModel, judgeModel: state.judgeModel, checkpoint: ckpt.paths, step: state.step, rng: Rng.fromState(state.rng), judgeAccuracy: state.judgeAccuracy }, o))
+    return set.build(() => JzeroRun.open(set, state.config, world, { baseModel: state.baseModel, judgeModel: state.judgeModel, checkpoint: ckpt.paths, step: state.step, rng: Rng.fromState(state.rng), judgeAccuracy: state.judgeAccuracy }, o))
   }
 
   private static async open(
     set: PolicySet,
     c: JzeroConfig,
-    world: JzeroWorld,
-    s: { baseModel: string; judgeModel: string; checkpoint: ((role: Role) => { model: string; trainer: string }) | null; step: number; rng: Rng; judgeAccuracy: number },
+    world: TaskWorld,
+    s: { baseModel: string; judgeModel: string | null; checkpoint: ((role: Role) => { model: string; trainer: string }) | null; step: number; rng: Rng; judgeAccuracy: number },
     o: RunOptions,
   ): Promise<JzeroRun> {
     // the Judge first: a folder that is not a reward model fails before the policies load
     const judgePaths = s.checkpoint?.('judge')
-    const judge = await openJudge(set, { model: judgePaths?.model ?? s.judgeModel, threads: o.threads })
+    const judgeRef = judgePaths ? { model: judgePaths.model } : s.judgeModel !== null ? { model: s.judgeModel } : { model: s.baseModel, scoreHead: { seed: c.seed } }
+    const judge = await openJudge(set, { ...judgeRef, threads: o.threads })
     const judgeTrainer = c.switches.trainJudge ? await judge.trainer(trainerOptions(judgePlan(c), null)) : null
     if (judgeTrainer && judgePaths) await judgeTrainer.loadState(judgePaths.trainer)
     const challengerPlan = stagePlan(c.challenger, c)
@@ -229,11 +241,11 @@ export class JzeroRun {
 
   /** Well-formed, distinct tasks from the Challenger's instruction (n samples of one prompt). */
   private async sampleTasks(n: number, call: number, exclude: ReadonlySet<string> = new Set()): Promise<{ tasks: string[]; outputs: number; tokens: number }> {
-    const [group] = await this.sample(this.challenger, [this.world.challengerPrompt(this.config.challenger.level)], n, this.config.challenger, call)
+    const [group] = await this.sample(this.challenger, [this.world.jzero.challengerPrompt(this.config.challenger.level)], n, this.config.challenger, call)
     const seen = new Set(exclude)
     const tasks: string[] = []
     for (const t of group) {
-      const p = this.world.parseTask(t.completion.text)
+      const p = this.world.jzero.parseTask(t.completion.text)
       if (p && !seen.has(p.key)) {
         seen.add(p.key)
         tasks.push(p.question)
@@ -258,7 +270,7 @@ export class JzeroRun {
   // ---- Stage 1: Challenger GRPO steps (Eq. 4–7)
   private async challengerStage(counter: { tokens: number }): Promise<JzeroStepRecord['challenger']> {
     const c = this.config.challenger
-    const w = this.world
+    const w = this.world.jzero
     const steps: StepMetrics[] = []
     let last = { tasks: 0, formatRate: NaN, reward: spread([]), meanJudgeScore: spread([]), repetition: spread([]), distinctRate: NaN }
     for (let s = 0; s < c.steps; s++) {
@@ -270,10 +282,10 @@ export class JzeroRun {
       const answers = await this.sample(this.solver, ok.map((i) => w.solverPrompt(tasks[i]!)), c.solverSamples, this.config.solver, CALL.challengerSolver(s))
       counter.tokens += answers.reduce((a, g) => a + tokens(g), 0)
       const flat = answers.flatMap((g, k) => g.map((t) => ({ question: tasks[ok[k]]!, response: t.completion.text })))
-      const scores = await judgeRewards(this.judge, w, flat)
+      const scores = await judgeRewards(this.judge, this.world, flat)
       const perTask: number[][] = tasks.map(() => [])
       flat.forEach((_, j) => perTask[ok[Math.floor(j / c.solverSamples)]].push(scores[j]))
-      const r = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : w.repetitionText(t))), scores: perTask, tau: c.repetition.tau, lambda: c.repetition.lambda })
+      const r = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : this.world.answers.repetitionText(t))), scores: perTask, tau: c.repetition.tau, lambda: c.repetition.lambda })
       // all N tasks answer one instruction: one GRPO group (JZ §3.1)
       const advantages = computeAdvantages(this.config.ppo.advantage, r.rewards, r.rewards.map(() => 0))
       const sequences = trajs.map((t, i) => sampledSequence(t.prompt, t.completion, advantages[i])).filter((q) => q.completion.length > 0)
@@ -296,7 +308,7 @@ export class JzeroRun {
     const o = this.config.selection
     const pool = await this.sampleTasks(o.pool, CALL.poolTasks)
     counter.tokens += pool.tokens
-    const answers = await this.sample(this.solver, pool.tasks.map((q) => this.world.solverPrompt(q)), o.samples, this.config.solver, CALL.poolSolver)
+    const answers = await this.sample(this.solver, pool.tasks.map((q) => this.world.jzero.solverPrompt(q)), o.samples, this.config.solver, CALL.poolSolver)
     counter.tokens += answers.reduce((a, g) => a + tokens(g), 0)
     const flat = answers.flatMap((g, i) => g.map((t) => ({ question: pool.tasks[i], response: t.completion.text })))
     const scores = await judgeRewards(this.judge, this.world, flat)
@@ -325,7 +337,7 @@ export class JzeroRun {
     if (kept.length) {
       for (let s = 0; s < o.steps; s++) {
         const tasks = Array.from({ length: Math.min(o.batch, kept.length) }, (_, k) => kept[(s * o.batch + k) % kept.length])
-        const groups = await this.sample(this.solver, tasks.map((q) => this.world.solverPrompt(q)), o.rollouts, o, CALL.solver(s))
+        const groups = await this.sample(this.solver, tasks.map((q) => this.world.jzero.solverPrompt(q)), o.rollouts, o, CALL.solver(s))
         counter.tokens += groups.reduce((a, g) => a + tokens(g), 0)
         const items = groups.flatMap((g, i) => g.map((t) => ({ question: tasks[i], response: t.completion.text })))
         const r = await judgeRewards(this.judge, this.world, items)
@@ -354,7 +366,7 @@ export class JzeroRun {
     const answerStage = { ...c.solver }
     const { tasks, tokens: taskTokens } = await this.sampleTasks(c.judge.tasks, CALL.judgeTasks, solverTasks)
     counter.tokens += taskTokens
-    const prompts = tasks.map((q) => w.solverPrompt(q))
+    const prompts = tasks.map((q) => w.jzero.solverPrompt(q))
     const oneShot = (await this.sample(this.solver, prompts, 1, answerStage, CALL.judgeOneShot)).map((g) => g[0])
     const challengerAnswers = (await this.sample(this.challenger, prompts, 1, { ...answerStage, temperature: c.challenger.temperature, topP: c.challenger.topP }, CALL.judgeChallengerAnswer)).map((g) => g[0])
     counter.tokens += tokens(oneShot) + tokens(challengerAnswers)
@@ -409,14 +421,15 @@ export class JzeroRun {
     return { accuracy: pairwiseAccuracy(margins), plain: pairwiseAccuracy(margins.filter((_, i) => this.heldOutPreferences[i].plain)) }
   }
 
-  /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
-  async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    return accuracyOf(await greedyVerdicts(this.solver, this.world, { level, size, maxTokens: this.config.solver.maxTokens }))
+  /** Greedy held-out Solver accuracy (macro over the benchmarks; ground truth from the world's verifier), kept for the step's eval file. */
+  async evaluate(): Promise<number> {
+    const solver = { prompt: (q: string) => this.world.jzero.solverPrompt(q), verifier: this.world.verifier }
+    return this.evals.add(await evaluateBenchmarks(this.solver, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
   }
 
   /** Writes the three models, their optimizer states, the RNG and the config under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: JzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
+    const state: JzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
     await checkpointRun(dir, {
       state,
       roles: [
@@ -424,7 +437,9 @@ export class JzeroRun {
         { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
         { name: 'judge', policy: this.judge, trainer: this.judgeTrainer },
       ],
+      extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex),
     })
+    await this.evals.flush(dir)
   }
 }
 
@@ -432,8 +447,8 @@ function tokens(trajs: readonly Sample[]): number {
   return trajs.reduce((a, t) => a + t.completion.tokens.length, 0)
 }
 
-function verifierAccuracy(world: JzeroWorld, items: readonly { question: string; response: string }[]): number {
-  const v = items.map((it) => world.verify(it.question, it.response)).filter((x): x is boolean => x !== null)
+function verifierAccuracy(world: TaskWorld, items: readonly { question: string; response: string }[]): number {
+  const v = items.map((it) => verifyPosed(world, it.question, it.response)).filter((x): x is boolean => x !== null)
   return v.length ? v.filter(Boolean).length / v.length : NaN
 }
 

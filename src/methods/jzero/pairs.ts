@@ -8,7 +8,8 @@
 // type's chosen side is right by the world's verifier (the toy counterpart of JZ Figure 2).
 import type { Prompt } from '../../engine/model.js'
 import type { Rng } from '../../util/prng.js'
-import type { JzeroWorld, PreferencePair } from './world.js'
+import type { PreferencePair, TaskWorld } from '../../worlds/types.js'
+import { verifyPosed } from '../common/world.js'
 
 export type PairKind = 'role' | 'amp'
 
@@ -52,28 +53,29 @@ export interface AmplifyOptions {
 // answered index by index, one batched call per index. A malformed decomposition or composition
 // leaves the task without an amplified answer; a malformed sub-answer becomes '?' for what follows
 // (the Compose prompt asks to fix obvious subtask errors).
-export async function amplify(world: JzeroWorld, questions: readonly string[], samplers: AmplifySamplers, o: AmplifyOptions): Promise<Amplification[]> {
-  const decompositions = (await samplers.decompose(questions.map((q) => world.decomposePrompt(q)))).map((out) => world.parseDecomposition(out, o.minSubtasks, o.maxSubtasks))
+export async function amplify(world: TaskWorld, questions: readonly string[], samplers: AmplifySamplers, o: AmplifyOptions): Promise<Amplification[]> {
+  const roles = world.jzero
+  const decompositions = (await samplers.decompose(questions.map((q) => roles.decomposePrompt(q)))).map((out) => roles.parseDecomposition(out, o.minSubtasks, o.maxSubtasks))
   const answers: string[][] = questions.map(() => [])
   const work: (string | null)[][] = questions.map(() => [])
   for (let k = 1; k <= o.maxSubtasks; k++) {
     const open = questions.map((_, i) => i).filter((i) => (decompositions[i]?.length ?? 0) >= k)
     if (!open.length) break
-    const outs = await samplers.subtask(open.map((i) => world.subtaskPrompt(questions[i], k, decompositions[i]![k - 1], answers[i])))
+    const outs = await samplers.subtask(open.map((i) => roles.subtaskPrompt(questions[i], k, decompositions[i]![k - 1], answers[i])))
     open.forEach((i, j) => {
-      const a = world.parseAnswer(outs[j])
+      const a = roles.parseSubtaskAnswer(outs[j])
       answers[i].push(a?.answer ?? '?')
       work[i].push(a?.think ?? null)
     })
   }
   const decomposed = questions.map((_, i) => i).filter((i) => decompositions[i] !== null)
-  const composed = await samplers.compose(decomposed.map((i) => world.composePrompt(questions[i], answers[i])))
+  const composed = await samplers.compose(decomposed.map((i) => roles.composePrompt(questions[i], answers[i].map((answer, k) => ({ subtask: decompositions[i]![k], answer })))))
   const out: Amplification[] = questions.map(() => ({ ok: false, stage: 'decompose', subtasks: [] }))
   decomposed.forEach((i, j) => {
-    const a = world.parseAnswer(composed[j])
+    const a = world.answers.parse(composed[j])
     const subtasks = decompositions[i]!
     if (a === null) out[i] = { ok: false, stage: 'compose', subtasks }
-    else out[i] = { ok: true, subtasks, subAnswers: answers[i], response: o.ampResponse === 'transcript' ? world.amplifiedResponse(work[i], a.answer) : composed[j].trim() }
+    else out[i] = { ok: true, subtasks, subAnswers: answers[i], response: o.ampResponse === 'transcript' ? roles.amplifiedResponse(work[i], a.answer) : composed[j].trim() }
   })
   return out
 }
@@ -125,13 +127,13 @@ export interface WinRate {
 }
 
 /** How often the chosen side wins by the world's verifier (JZ Figure 2, with the verifier as the external judge). */
-export function verifierWinRate(world: JzeroWorld, pairs: readonly PreferencePair[]): WinRate {
+export function verifierWinRate(world: TaskWorld, pairs: readonly PreferencePair[]): WinRate {
   let wins = 0
   let losses = 0
   let ties = 0
   for (const p of pairs) {
-    const c = world.verify(p.question, p.chosen)
-    const r = world.verify(p.question, p.rejected)
+    const c = verifyPosed(world, p.question, p.chosen)
+    const r = verifyPosed(world, p.question, p.rejected)
     if (c === null || r === null || c === r) ties++
     else if (c) wins++
     else losses++

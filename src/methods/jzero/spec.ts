@@ -1,11 +1,10 @@
 // `autodidact evolve --method jzero [--judge DIR] [--frozen-judge] [--no-role-pairs] [--no-amp-pairs]`:
 // J-Zero's presets, runs and report charts for the evolve command.
-import { BUNDLED_JUDGE } from '../../toymodel/bundled.js'
+import { toyJudge } from '../../toymodel/bundled.js'
 import { fmt } from '../common/format.js'
 import { defineMethod, type FlagValues } from '../common/method.js'
 import { jzeroSchema, PRESETS, type JzeroConfig } from './config.js'
 import { JzeroRun } from './loop.js'
-import { arithWorldFor } from './world.js'
 
 /** Command-line switches → a config override (JZ Table 3 ablations, the Judge folder). */
 export function jzeroFlagsToOverride(flags: FlagValues): unknown {
@@ -25,9 +24,9 @@ export const spec = defineMethod({
   presets: PRESETS,
   defaultPreset: 'toy',
   schema: jzeroSchema,
-  start: (config, o) => JzeroRun.start(o.model, config.judge.model ?? BUNDLED_JUDGE, config, arithWorldFor(config.prompts), o),
-  // the checkpoint's config names the prompt style, and so the world
-  resume: (dir, o) => JzeroRun.resume(dir, (style) => arithWorldFor(style), o),
+  // the default Judge: the bundled toy Judge on the bundled toy model, a fresh score head on the base otherwise
+  start: (config, o) => JzeroRun.start(o.model, config.judge.model ?? toyJudge(o.model), config, o.world, o),
+  resume: (dir, o) => JzeroRun.resume(dir, o.world, o),
   flags: { judge: 'string', 'frozen-judge': 'boolean', 'no-role-pairs': 'boolean', 'no-amp-pairs': 'boolean' },
   flagsToOverride: jzeroFlagsToOverride,
   series: [

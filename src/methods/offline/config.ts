@@ -3,7 +3,7 @@
 // verifier-correct responses (and the random-pair control) from a shared SFT warm start; weighted
 // SFT w = m·softmax(αq) against uniform weights on the same responses.
 import { intAtLeast, loraShape, maxTokens, nonNegative, oneOf, optimizerShape, positive, requireThat, resolveWith, topP, warmupRatioShape, z } from '../common/schema.js'
-import { benchmarkEvalSchema, promptFormatSchema, scoringSchema } from '../solving/config.js'
+import { benchmarkEvalSchema, scoringSchema } from '../solving/config.js'
 
 export const DPO_ARMS = ['random', 'sc', 'uid-conj', 'uid-mix'] as const
 export const WSFT_ARMS = ['uniform', 'sc', 'uid-conj', 'uid-mix'] as const
@@ -13,9 +13,9 @@ export type ScoreMethod = (typeof SCORE_METHODS)[number]
 
 function poolSchema() {
   return z.strictObject({
-    dir: z.string().describe("pool folder; '' = a cache folder under runs/uid-pools keyed by the model and this section"),
-    level: intAtLeast(1).max(5, { error: 'must be a level 1..5' }),
-    prompts: intAtLeast(1).describe('training prompts (fresh questions, disjoint from every held-out set)'),
+    dir: z.string().describe("pool folder (share one between the arms of a comparison); '' = pool/ in the run folder"),
+    level: intAtLeast(1).describe("difficulty hint for the world's training problems (ignored by a world without levels)"),
+    prompts: intAtLeast(1).describe("training prompts (the world's labeled training problems, disjoint from every benchmark)"),
     calibrationPrompts: intAtLeast(1).describe('unlabeled calibration prompts (disjoint from the training prompts)'),
     k: intAtLeast(2).describe('responses per prompt (UID C.1: 8)'),
     temperature: positive(),
@@ -35,7 +35,6 @@ export function offlineSchema() {
     epochs: intAtLeast(1),
     objective: oneOf(['dpo', 'wsft']),
     arm: z.string(),
-    format: promptFormatSchema(),
     pool: poolSchema(),
     pairs: z
       .strictObject({ minGap: nonNegative(), commonMethods: z.array(oneOf(SCORE_METHODS)).min(1, { error: `must list methods of ${SCORE_METHODS.join(' | ')}` }) })
@@ -65,17 +64,14 @@ export const PAPER_PRESET: OfflineConfig = {
   epochs: 1,
   objective: 'wsft',
   arm: 'uid-conj',
-  format: 'chat',
   pool: { dir: '', level: 3, prompts: 706, calibrationPrompts: 88, k: 8, temperature: 0.7, topP: 0.95, maxTokens: 16384, seed: 'uid-offline', scoring: { topK: 25, bins: 32, minTokens: 32 } },
   pairs: { minGap: 0.05, commonMethods: ['sc', 'uid-conj', 'uid-mix'] },
   warmStart: { lr: 5e-5, batchSize: 32, epochs: 1 },
   train: { lr: 5e-5, batchSize: 32, warmupRatio: 0.03, minLrRatio: 0.1, beta: 0.1, alpha: 2, loraRank: 64, loraAlpha: 64, microBatchSize: 1, clipGradNorm: 1 },
   eval: {
     every: 25,
-    benchmarks: [
-      { name: 'L3', level: 3, offset: 0, size: 100 },
-      { name: 'L4', level: 4, offset: 0, size: 100 },
-    ],
+    size: 100,
+    benchmarks: [],
     protocol: { samples: 5, temperature: 0.6, topP: 0.95, maxTokens: 16384, seed: 7 },
   },
   checkpointEvery: 25,
@@ -89,17 +85,13 @@ export const TOY_PRESET: OfflineConfig = {
   ...PAPER_PRESET,
   seed: 0,
   epochs: 2,
-  format: 'toy',
   pool: { dir: '', level: 3, prompts: 400, calibrationPrompts: 60, k: 16, temperature: 1, topP: 0.95, maxTokens: 64, seed: 'uid-offline', scoring: { topK: 25, bins: 8, minTokens: 8 } },
   warmStart: { lr: 5e-4, batchSize: 32, epochs: 1 },
   train: { ...PAPER_PRESET.train, lr: 5e-4, loraRank: 16, loraAlpha: 32, microBatchSize: 32 },
   eval: {
     every: 1000,
-    benchmarks: [
-      { name: 'L3', level: 3, offset: 0, size: 100 },
-      { name: 'L2', level: 2, offset: 0, size: 100 },
-      { name: 'L4', level: 4, offset: 0, size: 100 },
-    ],
+    size: 100,
+    benchmarks: [],
     protocol: { samples: 4, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 },
   },
   checkpointEvery: 1000,

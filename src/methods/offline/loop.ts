@@ -6,16 +6,18 @@ import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
+import { ConfigError } from '../../engine/errors.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { learningRateSchedule, openTrainee, type TrainingPlan } from '../common/training.js'
-import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
-import { arithSolveWorld, type SolveWorld } from '../solving/world.js'
+import type { Benchmark, TaskWorld } from '../../worlds/types.js'
+import { EvalLog, evaluateBenchmarks, selectBenchmarks } from '../common/evaluation.js'
+import { checkLevels, worldRecord } from '../common/world.js'
 import { DPO_ARMS, resolveOfflineConfig, type OfflineConfig } from './config.js'
-import { dpoPairs, ensurePool, POOL_FILE, readPool, warmStartExamples, wsftExamples, type ResponsePool } from './pool.js'
+import { dpoPairs, ensurePool, POOL_FILE, poolDirOf, readPool, warmStartExamples, wsftExamples, type ResponsePool } from './pool.js'
 
 /** One training unit: a weighted SFT example, or a DPO pair (chosen, rejected) of one prompt. */
 type Unit = { kind: 'sft'; prompt: number; response: number; weight: number } | { kind: 'dpo'; prompt: number; chosen: number; rejected: number }
@@ -42,6 +44,8 @@ export interface OfflineRunState extends BaseRunState {
 export interface RunOptions {
   threads?: number
   openPolicy?: OpenPolicy
+  /** The run folder (the pool goes to pool/ in it unless pool.dir names one). */
+  outDir?: string
 }
 
 const FORMAT = 'autodidact.offline.run'
@@ -84,8 +88,8 @@ export function batchAt(units: readonly Unit[], batchSize: number, step: number,
 }
 
 /** Sequences and DPO pair indices of a batch. */
-function toBatch(model: Policy, world: SolveWorld, pool: ResponsePool, units: readonly Unit[]): { sequences: TrainSequence[]; pairs?: [number, number][] } {
-  const prompt = (pi: number) => model.encodePrompt(world.prompt(pool.prompts[pi].question))
+function toBatch(model: Policy, world: TaskWorld, pool: ResponsePool, units: readonly Unit[]): { sequences: TrainSequence[]; pairs?: [number, number][] } {
+  const prompt = (pi: number) => model.encodePrompt(world.solve.poolPrompt(pool.prompts[pi].question))
   const sequences: TrainSequence[] = []
   const pairs: [number, number][] = []
   for (const u of units) {
@@ -104,7 +108,7 @@ function toBatch(model: Policy, world: SolveWorld, pool: ResponsePool, units: re
  * The shared DPO warm start (UID B.3): LoRA SFT on the union of every DPO arm's pair responses,
  * merged into the weights and saved as a full model folder in the pool folder (built once).
  */
-export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: OfflineConfig, baseModel: string, world: SolveWorld, o: RunOptions = {}): Promise<string> {
+export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: OfflineConfig, baseModel: string, world: TaskWorld, o: RunOptions = {}): Promise<string> {
   const key = createHash('sha256').update(JSON.stringify({ w: c.warmStart, p: c.pairs, s: c.seed, l: [c.train.loraRank, c.train.loraAlpha] })).digest('hex').slice(0, 10)
   const dir = join(poolDir, `warmstart-${key}`)
   if (existsSync(join(dir, 'config.json'))) return dir
@@ -127,11 +131,12 @@ export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: Of
 }
 
 export class OfflineRun {
-  private pendingEvals: EvalRecord[] = []
+  private readonly evals = new EvalLog()
+  private readonly benchmarks: Benchmark[]
 
   private constructor(
     readonly config: OfflineConfig,
-    readonly world: SolveWorld,
+    readonly world: TaskWorld,
     readonly model: Policy,
     private readonly trainer: PolicyTrainer,
     private readonly policies: PolicySet,
@@ -140,22 +145,27 @@ export class OfflineRun {
     private stepIndex: number,
     readonly modelDir: string,
     readonly poolDir: string,
-  ) {}
+  ) {
+    this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
+  }
 
   /** Resolves `steps` = 0 to `epochs` passes over the arm's units. */
   static resolveSteps(c: OfflineConfig, units: number): OfflineConfig {
-    if (units === 0) throw new RangeError(`the pool gives arm '${c.arm}' no ${c.objective === 'dpo' ? 'preference pairs' : 'examples'}: sample more prompts or responses (pool.prompts, pool.k)`)
+    if (units === 0)
+      throw new ConfigError('(config)', 'pool', `the pool gives arm '${c.arm}' no ${c.objective === 'dpo' ? 'preference pairs' : 'examples'} (it holds no verified response to learn from): sample more prompts or responses (pool.prompts, pool.k), or start from a model that solves some`)
     return c.steps > 0 ? c : { ...c, steps: Math.ceil(units / c.train.batchSize) * c.epochs }
   }
 
-  static async start(baseModel: string, config: OfflineConfig, o: RunOptions = {}): Promise<OfflineRun> {
+  static async start(baseModel: string, config: OfflineConfig, world: TaskWorld, o: RunOptions = {}): Promise<OfflineRun> {
+    checkLevels(world, [config.pool.level], 'pool.level')
+    selectBenchmarks(world, config.eval.benchmarks, config.eval.size) // a bad benchmark name fails before the pool is built
     const base = resolve(baseModel)
-    const world = arithSolveWorld(config.format)
+    const dir = poolDirOf(config, o.outDir)
     const open = o.openPolicy ?? openPolicy
     const scorer = await open({ model: base, threads: o.threads })
     let pooled
     try {
-      pooled = await ensurePool(config, scorer, world)
+      pooled = await ensurePool(config, scorer, world, dir)
     } finally {
       scorer.dispose()
     }
@@ -171,9 +181,10 @@ export class OfflineRun {
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
-  static async resume(dir: string, o: RunOptions = {}): Promise<OfflineRun> {
+  static async resume(dir: string, world: TaskWorld, o: RunOptions = {}): Promise<OfflineRun> {
     const ckpt = await resumeRun<OfflineRunState>(dir, {
       format: FORMAT,
+      world,
       parse: (s, file) => ({ ...s, format: FORMAT, modelDir: checkedPath(s.modelDir, file, 'modelDir'), poolDir: checkedPath(s.poolDir, file, 'poolDir'), config: resolveOfflineConfig(s.config, s.config as OfflineConfig, file) }),
       roles: () => [{ name: ROLE, trained: true }],
     })
@@ -182,7 +193,7 @@ export class OfflineRun {
     const set = new PolicySet(o.openPolicy ?? openPolicy)
     return set.build(async () => {
       const { policy, trainer } = await openTrainee(set, { base: state.modelDir, checkpoint: ckpt.paths(ROLE), threads: o.threads, plan: runPlan(state.config), reference: null })
-      return new OfflineRun(state.config, arithSolveWorld(state.config.format), policy, trainer, set, pool, armUnits(pool, state.config), state.step, state.modelDir, state.poolDir)
+      return new OfflineRun(state.config, world, policy, trainer, set, pool, armUnits(pool, state.config), state.step, state.modelDir, state.poolDir)
     })
   }
 
@@ -214,16 +225,14 @@ export class OfflineRun {
   }
 
   async evaluate(): Promise<number> {
-    const r = await evaluateBenchmarks(this.model, this.world, this.config.eval.benchmarks, this.config.eval.protocol, this.stepIndex)
-    this.pendingEvals = [...this.pendingEvals.filter((e) => e.step !== r.step), r]
-    return macroAccuracy(r)
+    const solver = { prompt: (q: string) => this.world.solve.solverPrompt(q), verifier: this.world.verifier }
+    return this.evals.add(await evaluateBenchmarks(this.model, this.benchmarks, solver, this.config.eval.protocol, this.stepIndex))
   }
 
   /** The adapter, its optimizer and the evaluations since the last checkpoint (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: OfflineRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, modelDir: this.modelDir, poolDir: this.poolDir, config: this.config }
-    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => writeCheckpointEval(tmp, this.stepIndex, this.pendingEvals) })
-    await writeRunEvals(dir, this.pendingEvals)
-    this.pendingEvals = []
+    const state: OfflineRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), modelDir: this.modelDir, poolDir: this.poolDir, config: this.config }
+    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex) })
+    await this.evals.flush(dir)
   }
 }

@@ -3,10 +3,9 @@
 // model is the scoring model, so no rescoring pass is needed), a calibration fitted on a disjoint
 // unlabeled split, and per prompt the deduplicated, complete, UID-eligible, verifier-correct
 // responses with their calibrated SC, UID-Conj and UID-Mix scores. Pairs and weights derive from it.
-import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { mkdir, readFile } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { ConfigError } from '../../engine/errors.js'
 import { writeJsonAtomic } from '../../util/atomic.js'
 import type { Policy } from '../common/policy.js'
@@ -15,7 +14,7 @@ import type { UidCalibration } from '../../signals/calibration.js'
 import { Rng } from '../../util/prng.js'
 import { samplePools } from '../solving/selection.js'
 import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../solving/selectors.js'
-import { trainingQuestions, type SolveWorld } from '../solving/world.js'
+import type { TaskWorld } from '../../worlds/types.js'
 import type { OfflineConfig, PoolConfig, ScoreMethod } from './config.js'
 
 export interface PoolResponse {
@@ -36,30 +35,26 @@ export interface PoolPrompt {
 
 export interface ResponsePool {
   format: 'autodidact.uid-pool'
-  version: 1
+  version: 2
   model: string
-  promptFormat: string
+  /** The task world whose prompts and verifier built it. */
+  world: string
   config: PoolConfig
   calibration: UidCalibration
   prompts: PoolPrompt[]
   stats: { sampled: number; complete: number; correct: number; eligibleCorrect: number; distinctEligibleCorrect: number }
 }
 
-/** The default cache folder of a pool: keyed by the model folder, the prompt format and the pool section. */
-export function defaultPoolDir(model: string, format: string, p: PoolConfig): string {
-  const key = createHash('sha256').update(JSON.stringify({ model: resolve(model), format, ...p, dir: '' })).digest('hex').slice(0, 12)
-  return join('runs', 'uid-pools', key)
-}
-
 export const POOL_FILE = 'pool.json'
 
-export async function buildPool(model: Policy, world: SolveWorld, p: PoolConfig): Promise<ResponsePool> {
-  const train = trainingQuestions(p.seed, p.level, p.prompts)
+export async function buildPool(model: Policy, world: TaskWorld, p: PoolConfig): Promise<ResponsePool> {
+  const train = world.data.trainingProblems({ seed: p.seed, count: p.prompts, level: p.level })
   const taken = new Set(train.map((t) => t.question))
-  const calibrationItems = trainingQuestions(`${p.seed}-calibration`, p.level, p.calibrationPrompts).filter((c) => !taken.has(c.question)) // disjoint splits (C.1)
+  const calibrationItems = world.data.trainingProblems({ seed: `${p.seed}-calibration`, count: p.calibrationPrompts, level: p.level }).filter((c) => !taken.has(c.question)) // disjoint splits (C.1)
   const sampling = { n: p.k, temperature: p.temperature, topP: p.topP, maxTokens: p.maxTokens, seed: 11, scoring: p.scoring }
-  const calibration = fitCalibrationOn(await samplePools(model, world, calibrationItems, sampling, 10_000_000))
-  const pools = await samplePools(model, world, train, sampling)
+  const poolPrompt = (q: string) => world.solve.poolPrompt(q) // UID Tables 17–18
+  const calibration = fitCalibrationOn(await samplePools(model, world, calibrationItems, sampling, 10_000_000, poolPrompt))
+  const pools = await samplePools(model, world, train, sampling, 0, poolPrompt)
   const stats = { sampled: 0, complete: 0, correct: 0, eligibleCorrect: 0, distinctEligibleCorrect: 0 }
   const prompts: PoolPrompt[] = []
   for (const [qi, group] of pools.entries()) {
@@ -70,24 +65,24 @@ export async function buildPool(model: Policy, world: SolveWorld, p: PoolConfig)
     group.forEach((t, i) => {
       stats.sampled++
       if (t.complete) stats.complete++
-      const correct = t.complete && world.verify(item, t.text)
+      const correct = t.complete && world.verifier.verify(item, t.text)
       if (correct) stats.correct++
       // UID B.1 eligibility for training: complete, UID-eligible, correct, finite scores for every method
       if (!correct || !isScoreEligible(t) || scores.sc[i] === null || scores.conj[i] === null || scores.mix[i] === null) return
       stats.eligibleCorrect++
       if (seen.has(t.text)) return // UID B.3: identical response strings are deduplicated within a prompt
       seen.add(t.text)
-      responses.push({ text: t.text, completion: t.tokenIds, scores: { sc: scores.sc[i]!, 'uid-conj': scores.conj[i]!, 'uid-mix': scores.mix[i]! }, valid: world.traceValid?.(t.text) ?? null })
+      responses.push({ text: t.text, completion: t.tokenIds, scores: { sc: scores.sc[i]!, 'uid-conj': scores.conj[i]!, 'uid-mix': scores.mix[i]! }, valid: world.verifier.traceValid?.(t.text) ?? null })
     })
     stats.distinctEligibleCorrect += responses.length
     prompts.push({ id: item.id, question: item.question, responses })
   }
-  return { format: 'autodidact.uid-pool', version: 1, model: model.dir, promptFormat: world.format, config: p, calibration, prompts, stats }
+  return { format: 'autodidact.uid-pool', version: 2, model: model.dir, world: world.name, config: p, calibration, prompts, stats }
 }
 
 function isPool(x: unknown): x is ResponsePool {
   const p = x as Partial<ResponsePool> | null
-  return p !== null && typeof p === 'object' && p.format === 'autodidact.uid-pool' && p.version === 1 && Array.isArray(p.prompts) && typeof p.config === 'object'
+  return p !== null && typeof p === 'object' && p.format === 'autodidact.uid-pool' && p.version === 2 && Array.isArray(p.prompts) && typeof p.config === 'object'
 }
 
 /** A pool file, or a ConfigError naming it (unreadable, not JSON, not a response pool). */
@@ -102,15 +97,21 @@ export async function readPool(file: string): Promise<ResponsePool> {
   return parsed
 }
 
-/** The pool of `c` (built and cached on first use). */
-export async function ensurePool(c: OfflineConfig, model: Policy, world: SolveWorld): Promise<{ dir: string; pool: ResponsePool }> {
-  const dir = c.pool.dir || defaultPoolDir(model.dir, c.format, c.pool)
+/** Where the pool of `c` lives: its pool.dir, else pool/ in the run folder `outDir` (nothing is written outside it). */
+export function poolDirOf(c: OfflineConfig, outDir: string | undefined): string {
+  if (c.pool.dir) return c.pool.dir
+  if (outDir === undefined) throw new ConfigError('(config)', 'pool.dir', "(config): pool.dir: '' puts the pool in the run folder, and this run has none: name a pool folder")
+  return join(outDir, 'pool')
+}
+
+/** The pool of `c` in `dir` (built there on first use). */
+export async function ensurePool(c: OfflineConfig, model: Policy, world: TaskWorld, dir: string): Promise<{ dir: string; pool: ResponsePool }> {
   const file = join(dir, POOL_FILE)
   if (existsSync(file)) {
     const pool = await readPool(file)
     const want = JSON.stringify({ ...c.pool, dir: '' })
-    if (JSON.stringify({ ...pool.config, dir: '' }) !== want || pool.promptFormat !== c.format)
-      throw new ConfigError(file, 'pool', `${file}: the pool there was built with another pool config; choose another pool.dir`)
+    if (JSON.stringify({ ...pool.config, dir: '' }) !== want || pool.model !== model.dir || pool.world !== world.name)
+      throw new ConfigError(file, 'pool', `${file}: the pool there was built with another model, world or pool config; choose another pool.dir`)
     return { dir, pool }
   }
   const pool = await buildPool(model, world, c.pool)

@@ -12,8 +12,8 @@ function offlineSpec(name: 'dpo' | 'wsft', presets: Record<string, OfflineConfig
     presets,
     defaultPreset: 'toy',
     check: checkOfflineConfig,
-    start: (config, o) => OfflineRun.start(o.model, config, o),
-    resume: (dir, o) => OfflineRun.resume(dir, o),
+    start: (config, o) => OfflineRun.start(o.model, config, o.world, o),
+    resume: (dir, o) => OfflineRun.resume(dir, o.world, o),
     flags: { arm: 'string', pool: 'string' },
     flagsToOverride: (f) => {
       const over: Record<string, unknown> = {}

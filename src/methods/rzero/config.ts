@@ -45,7 +45,7 @@ export function rzeroSchema() {
       solverOnly: z.strictObject({ temperature: temperature(), k: intAtLeast(1) }).describe("the Solver alone (mode 'solver', plain R-Zero): temperature and samples m (R-Zero: m = 10)"),
       second: z
         .strictObject({ model: z.string(), temperature: temperature(), healSteps: intAtLeast(0) })
-        .describe("DIS §4.2 S_c: '' = the Llama-architecture variant built from the base model; 'none' = no second model; else a model folder"),
+        .describe("DIS §4.2 S_c: '' = the default (on the bundled toy model its Llama-architecture variant; on any other model none: the ensemble is the Solver at its temperatures); 'none' = no second model; else a model folder"),
       remote: z.array(remoteVariantSchema()),
       timeoutMs: positive().describe('per-variant timeout in ms (DIS §4.5: 30 s)'),
       maxTokens: intAtLeast(1),
@@ -87,7 +87,7 @@ export const PAPER_PRESET: RzeroConfig = {
   },
   solver: { candidates: 64, band: [0.3, 0.8], questions: 16, n: 10, temperature: 1, maxTokens: 1024 },
   grpo: { lr: 1e-6, warmupSteps: 0, clip: 0.2, klCoef: 0.01, microBatchSize: 8, clipGradNorm: 1 },
-  eval: { every: 13, level: 3, size: 100 },
+  eval: { every: 13, size: 100, benchmarks: [] },
   checkpointEvery: 13,
 }
 
@@ -101,7 +101,7 @@ export const TOY_PRESET: RzeroConfig = {
   solver: { candidates: 16, band: [0.3, 0.8], questions: 8, n: 4, temperature: 1, maxTokens: 64 },
   // COSE's toy finding carries over: lr 3e-5 moves the 1.2M model without collapsing it.
   grpo: { lr: 3e-5, warmupSteps: 2, clip: 0.2, klCoef: 0.01, microBatchSize: 16, clipGradNorm: 1 },
-  eval: { every: 5, level: 3, size: 50 },
+  eval: { every: 5, size: 50, benchmarks: [] },
   checkpointEvery: 5,
 }
 

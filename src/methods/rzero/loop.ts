@@ -22,14 +22,15 @@ import { repetitionPenalty } from '../../tasks/cluster.js'
 import { spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
-import { accuracyOf, greedyVerdicts } from '../common/evaluation.js'
+import { EvalLog, evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../common/evaluation.js'
 import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { openReference, openTrainee, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
 import { resolveRzeroConfig, TOY_PRESET, usesEnsemble, type RzeroConfig } from './config.js'
-import { DEFAULT_LLAMA_RECIPE, ensureLlamaVariant } from './second-model.js'
-import type { RzeroWorld } from './world.js'
+import { toySecondModel } from '../../toymodel/llama-variant.js'
+import type { Benchmark, TaskWorld } from '../../worlds/types.js'
+import { checkLevels, isReferenceAnswer, verifyPosed, worldRecord } from '../common/world.js'
 
 
 
@@ -145,6 +146,12 @@ function ensembleRecord(results: EnsembleResult[]): EnsembleRecord {
   }
 }
 
+/** The share of true verdicts among the known ones (null: unverifiable), NaN when none is known. */
+function shareTrue(verdicts: readonly (boolean | null)[]): number {
+  const known = verdicts.filter((v): v is boolean => v !== null)
+  return known.length ? known.filter(Boolean).length / known.length : NaN
+}
+
 function tokensOf(result: EnsembleResult | null): number {
   let n = 0
   for (const v of result?.variants ?? []) for (const g of v.samples ?? []) for (const s of g) n += s.tokens?.length ?? 0
@@ -191,9 +198,12 @@ export function scoreChallengerBatch(
 }
 
 export class RzeroRun {
+  private readonly benchmarks: Benchmark[]
+  private readonly evals = new EvalLog()
+
   private constructor(
     readonly config: RzeroConfig,
-    readonly world: RzeroWorld,
+    readonly world: TaskWorld,
     readonly challenger: Policy,
     readonly solver: Policy,
     private readonly challengerTrainer: PolicyTrainer,
@@ -205,17 +215,21 @@ export class RzeroRun {
     private stepIndex: number,
     readonly baseModel: string,
     private readonly secondDir: string | null,
-  ) {}
+  ) {
+    this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
+  }
 
   /** A fresh run: Challenger and Solver both start from `baseModel`. */
-  static async start(baseModel: string, config: RzeroConfig, world: RzeroWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
+  static async start(baseModel: string, config: RzeroConfig, world: TaskWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
+    checkLevels(world, config.challenger.levels, 'challenger.levels')
     return RzeroRun.open(config, world, o, { baseModel: resolve(baseModel), checkpoint: null, secondModel: undefined, step: 0, rng: new Rng(config.seed) })
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
-  static async resume(dir: string, world: RzeroWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
+  static async resume(dir: string, world: TaskWorld, o: RzeroRunOptions = {}): Promise<RzeroRun> {
     const ckpt = await resumeRun<RzeroRunState>(dir, {
       format: FORMAT,
+      world,
       parse: (s, file) => {
         if (s.secondModel !== null && typeof s.secondModel !== 'string') throw new CheckpointError(file, 'secondModel', 'field', `${file}: secondModel must be a folder path or null`)
         return { ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), secondModel: s.secondModel, config: resolveRzeroConfig(s.config, TOY_PRESET, file) }
@@ -228,7 +242,7 @@ export class RzeroRun {
 
   private static async open(
     config: RzeroConfig,
-    world: RzeroWorld,
+    world: TaskWorld,
     o: RzeroRunOptions,
     s: { baseModel: string; checkpoint: ((role: string) => { model: string; trainer: string }) | null; secondModel: string | null | undefined; step: number; rng: Rng },
   ): Promise<RzeroRun> {
@@ -249,11 +263,15 @@ export class RzeroRun {
     })
   }
 
-  /** The folder of DIS's S_c: the configured one, the cached Llama variant of the base, or none. */
+  /**
+   * The folder of DIS's S_c: the configured one; by default ('') the cached Llama variant when the
+   * base is the bundled toy model, and none on any other model (its ensemble is then the Solver
+   * at several temperatures).
+   */
   private static async secondModelDir(c: RzeroConfig, baseModel: string, o: RzeroRunOptions): Promise<string | null> {
     if (!usesEnsemble(c) || c.ensemble.second.model === 'none') return null
     if (c.ensemble.second.model !== '') return c.ensemble.second.model
-    return ensureLlamaVariant(baseModel, { ...DEFAULT_LLAMA_RECIPE, healSteps: c.ensemble.second.healSteps }, { cacheRoot: o.cacheRoot, threads: o.threads, log: o.log, openPolicy: o.openPolicy })
+    return toySecondModel(baseModel, c.ensemble.second.healSteps, { cacheRoot: o.cacheRoot, threads: o.threads, log: o.log, openPolicy: o.openPolicy })
   }
 
   /** DIS §4.2: the current Solver at two temperatures, the second model, and any remote endpoints; or the Solver alone. */
@@ -285,9 +303,10 @@ export class RzeroRun {
 
   /** Asks the ensemble about parsed questions (never throws for a variant's failure). */
   private async askEnsemble(questions: string[], role: number): Promise<EnsembleResult> {
-    return queryEnsemble(this.variants, questions.map((q) => this.world.solverPrompt(q)), {
-      extract: (t) => this.world.extractAnswer(t),
-      equivalent: this.world.equivalent,
+    const answers = this.world.answers
+    return queryEnsemble(this.variants, questions.map((q) => this.world.rzero.solverPrompt(q)), {
+      extract: (t) => answers.parse(t)?.answer ?? null,
+      equivalent: (a, b) => answers.equivalent(a, b),
       maxTokens: this.config.ensemble.maxTokens,
       seed: seedOf(this.config, this.stepIndex, role),
       timeoutMs: this.config.ensemble.timeoutMs,
@@ -304,7 +323,7 @@ export class RzeroRun {
   private async challengerStep(): Promise<ChallengerRecord> {
     const started = process.hrtime.bigint()
     const c = this.config
-    const w = this.world
+    const w = this.world.rzero
     const level = c.challenger.levels[this.rng.nextInt(c.challenger.levels.length)]
     const prompt = w.challengerPrompt(level)
     const [group] = await this.challenger.generate([prompt], { n: c.challenger.batch, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedOf(c, this.stepIndex, CALL.challengerBatch) })
@@ -315,7 +334,7 @@ export class RzeroRun {
     generatedTokens += tokensOf(ens)
     const verdicts = parsed.map(() => null as QuestionVerdict | null)
     valid.forEach((i, j) => (verdicts[i] = ens!.questions[j]))
-    const { rewards, rUnc, rDis, rRep, pHat } = scoreChallengerBatch(parsed.map((p) => p?.question ?? null), verdicts, c.reward, (q) => w.bleuText(q))
+    const { rewards, rUnc, rDis, rRep, pHat } = scoreChallengerBatch(parsed.map((p) => p?.question ?? null), verdicts, c.reward, (q) => this.world.answers.repetitionText(q))
     // If no variant answered, parsed questions have no measured reward: skip the update, keep the record.
     const silent = ens !== null && ens.variants.every((v) => v.status !== 'ok')
     let train: StepMetrics | null = null
@@ -327,7 +346,7 @@ export class RzeroRun {
       if (sequences.length) train = await this.challengerTrainer.step({ sequences })
       else skipped = 'no completion tokens'
     }
-    const infos = valid.map((i) => w.questionInfo(parsed[i]!.question))
+    const infos = valid.flatMap((i) => this.world.verifier.questionInfo?.(parsed[i]!.question) ?? [])
     this.stepIndex++
     return {
       step: this.stepIndex,
@@ -341,7 +360,7 @@ export class RzeroRun {
       rRep: spread(rRep),
       pHat: spread(pHat),
       reward: spread(rewards),
-      questionGoodRate: infos.length ? infos.filter((x) => x.good).length / infos.length : NaN,
+      questionGoodRate: infos.length ? infos.filter((x) => x.wellPosed).length / infos.length : NaN,
       questionLevel: spread(infos.flatMap((x) => (x.level === null ? [] : [x.level]))),
       ensemble: ensembleRecord(ens ? [ens] : []),
       skipped,
@@ -355,7 +374,7 @@ export class RzeroRun {
   private async solverStep(): Promise<SolverRecord> {
     const started = process.hrtime.bigint()
     const c = this.config
-    const w = this.world
+    const w = this.world.rzero
     const prompts = Array.from({ length: c.solver.candidates }, () => w.challengerPrompt(c.challenger.levels[this.rng.nextInt(c.challenger.levels.length)]))
     const proposed = await this.challenger.generate(prompts, { n: 1, temperature: c.challenger.temperature, maxTokens: c.challenger.maxTokens, seed: seedOf(c, this.stepIndex, CALL.solverCandidates) })
     let generatedTokens = proposed.reduce((a, g) => a + g[0].tokens.length, 0)
@@ -383,9 +402,9 @@ export class RzeroRun {
         const encoded = this.solver.encodePrompt(w.solverPrompt(kept[qi].q))
         for (const t of g) {
           generatedTokens += t.tokens.length
-          const a = w.extractAnswer(t.text)
-          rewards.push(a !== null && w.equivalent(a, label) ? 1 : 0) // R-Zero Solver reward: agreement with the pseudo-label
-          if (w.verify(kept[qi].q, t.text)) right++
+          const a = this.world.answers.parse(t.text)?.answer ?? null
+          rewards.push(a !== null && this.world.answers.equivalent(a, label) ? 1 : 0) // R-Zero Solver reward: agreement with the pseudo-label
+          if (verifyPosed(this.world, kept[qi].q, t.text)) right++
           groups.push(qi)
           flat.push({ prompt: encoded, t })
         }
@@ -404,8 +423,8 @@ export class RzeroRun {
       kept: kept.length,
       keptRate: questions.length ? kept.length / questions.length : NaN,
       pHat: spread(ens ? ens.questions.map((v) => v.pHat) : []),
-      pseudoLabelAccuracy: kept.length ? kept.filter(({ q, v }) => w.isRightAnswer(q, v.vote.answer as string)).length / kept.length : NaN,
-      rolloutAccuracy: rewards.length ? right / rewards.length : NaN,
+      pseudoLabelAccuracy: shareTrue(kept.map(({ q, v }) => isReferenceAnswer(this.world, q, v.vote.answer as string))),
+      rolloutAccuracy: rewards.length && kept.every(({ q }) => this.world.verifier.referenceAnswer(q) !== null) ? right / rewards.length : NaN,
       reward: spread(rewards),
       ensemble: ensembleRecord(ens ? [ens] : []),
       train,
@@ -414,25 +433,23 @@ export class RzeroRun {
     }
   }
 
-  /** Greedy held-out Solver accuracy (ground truth from the world's verifier). */
-  async evaluate(level = this.config.eval.level, size = this.config.eval.size): Promise<number> {
-    return accuracyOf(await this.evaluateItems(level, size))
+  /** Greedy held-out Solver accuracy (macro over the benchmarks; ground truth from the world's verifier), kept for the step's eval file. */
+  async evaluate(): Promise<number> {
+    const solver = { prompt: (q: string) => this.world.rzero.solverPrompt(q), verifier: this.world.verifier }
+    return this.evals.add(await evaluateBenchmarks(this.solver, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
   }
 
-  /** Per held-out question: is the greedy Solver right? */
-  evaluateItems(level = this.config.eval.level, size = this.config.eval.size): Promise<boolean[]> {
-    return greedyVerdicts(this.solver, this.world, { level, size, maxTokens: this.config.solver.maxTokens })
-  }
-
-  /** Writes both models, both optimizers and the RNG under `dir` (checkpointRun). */
+  /** Writes both models, both optimizers, the RNG and the evaluations since the last checkpoint under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: RzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
+    const state: RzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
     await checkpointRun(dir, {
       state,
       roles: [
         { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
         { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
       ],
+      extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex),
     })
+    await this.evals.flush(dir)
   }
 }

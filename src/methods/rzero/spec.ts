@@ -5,7 +5,6 @@ import { fmt } from '../common/format.js'
 import { defineMethod, type FlagValues } from '../common/method.js'
 import { PRESETS, rzeroSchema } from './config.js'
 import { RzeroRun } from './loop.js'
-import { arithRzeroWorld } from './world.js'
 
 /** --beta, --alpha, --uncertainty, --remote → a config override. */
 export function rzeroFlagsToOverride(flags: FlagValues): unknown {
@@ -28,8 +27,8 @@ export const spec = defineMethod({
   presets: PRESETS,
   defaultPreset: 'toy',
   schema: rzeroSchema,
-  start: (config, o) => RzeroRun.start(o.model, config, arithRzeroWorld, o),
-  resume: (dir, o) => RzeroRun.resume(dir, arithRzeroWorld, o),
+  start: (config, o) => RzeroRun.start(o.model, config, o.world, o),
+  resume: (dir, o) => RzeroRun.resume(dir, o.world, o),
   flags: { beta: 'number', alpha: 'number', uncertainty: 'string', remote: 'string' },
   flagsToOverride: rzeroFlagsToOverride,
   series: [

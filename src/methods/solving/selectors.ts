@@ -2,6 +2,7 @@
 // Borda-added variants of the two scores, on nested prefixes n ∈ {2, 4, 8} of one sampled pool.
 // Scores are calibrated: the robust scale and the empirical midrank CDFs are fitted once on a
 // split without labels (complete, UID-eligible responses) and then frozen.
+import { InvalidArgumentError } from '../../engine/errors.js'
 import { fitUidCalibration, scoreOfflineUid, type UidCalibration } from '../../signals/calibration.js'
 import { bordaVote, majorityVote, selectTopScored } from '../../tasks/vote.js'
 import type { Trajectory } from './trajectory.js'
@@ -17,6 +18,8 @@ export function isScoreEligible(t: Trajectory): boolean {
 /** Fits the frozen calibration on eligible responses of an unlabeled split (UID A.1, B.1 "Offline scoring"). */
 export function fitCalibrationOn(pool: readonly (readonly Trajectory[])[]): UidCalibration {
   const samples = pool.flat().filter(isScoreEligible).map((t) => ({ bins: t.bins!, selfCertainty: t.selfCertainty }))
+  if (!samples.length)
+    throw new InvalidArgumentError('calibration', `the calibration split gave no eligible response (complete, with the UID token threshold) among ${pool.flat().length}: the model never finished an answer; sample more tokens, or start from a model that finishes its answers`)
   return fitUidCalibration(samples)
 }
 

@@ -8,7 +8,7 @@ import type { Policy } from '../common/policy.js'
 import { maskExcludingTokens } from '../../signals/mask.js'
 import { UID_TOP_K } from '../../signals/topk.js'
 import { responseTrajectory } from '../../signals/uid.js'
-import type { SolveWorld } from './world.js'
+import type { AnswerRules } from '../../worlds/types.js'
 
 /** How trajectories are scored: top-k support, bins and the UID eligibility threshold (UID B.1). */
 export interface ScoringOptions {
@@ -49,7 +49,7 @@ export function unscoredTokenIds(model: Policy): Set<number> {
 }
 
 /** A response's trajectory from its sampling-pass statistics. Throws when top-K logits are missing. */
-export function trajectoryOf(c: Completion, world: SolveWorld, unscored: ReadonlySet<number>, o: ScoringOptions): Trajectory {
+export function trajectoryOf(c: Completion, answers: Pick<AnswerRules, 'answer'>, unscored: ReadonlySet<number>, o: ScoringOptions): Trajectory {
   if (!c.topK) throw new RangeError('trajectory scoring needs per-token top-K logits: generate with stats: { topK }')
   const complete = c.finishReason === 'stop'
   const mask = maskExcludingTokens(c.tokens, unscored)
@@ -57,7 +57,7 @@ export function trajectoryOf(c: Completion, world: SolveWorld, unscored: Readonl
   return {
     text: c.text,
     tokenIds: Array.from(c.tokens),
-    answer: complete ? world.answer(c.text) : null,
+    answer: complete ? answers.answer(c.text) : null,
     complete,
     tokens: t.tokens,
     bins: t.bins,

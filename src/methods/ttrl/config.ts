@@ -2,7 +2,7 @@
 // and a preset scaled down for the bundled toy model. The reward arm (original TTRL, SC, UID-Conj,
 // UID-Mix and the random and permuted-UID controls) is one switch.
 import { intAtLeast, loraShape, maxTokens, nonNegative, oneOf, optimizerShape, policyLossShape, positive, resolveWith, runShape, topP, warmupRatioShape, z } from '../common/schema.js'
-import { benchmarkEvalSchema, promptFormatSchema, scoringSchema, sliceSchema } from '../solving/config.js'
+import { benchmarkEvalShape, scoringSchema } from '../solving/config.js'
 
 /** UID §4.2, B.2.1, D.2–D.3: the reward arms. */
 export const REWARD_ARMS = ['ttrl', 'sc', 'uid-conj', 'uid-mix', 'random', 'permuted-uid'] as const
@@ -11,8 +11,9 @@ export type RewardArm = (typeof REWARD_ARMS)[number]
 export function ttrlSchema() {
   return z.strictObject({
     ...runShape,
-    prompts: sliceSchema().describe('the unlabeled test-time prompts (a held-out slice; its answers are read by diagnostics only)'),
-    format: promptFormatSchema(),
+    prompts: z
+      .strictObject({ offset: intAtLeast(0), size: intAtLeast(1) })
+      .describe("the unlabeled test-time prompts: items [offset, offset + size) of the world's prompt stream (--data; answers, when present, are read by diagnostics only)"),
     promptsPerStep: intAtLeast(1),
     rollout: z.strictObject({ n: intAtLeast(2, ' (a group needs two responses)'), temperature: positive(), topP: topP(), maxTokens: maxTokens() }),
     scoring: scoringSchema(),
@@ -32,7 +33,10 @@ export function ttrlSchema() {
         miniBatchPrompts: intAtLeast(1).describe('prompts per optimizer update (UID C.3: one prompt\'s 8 responses); one epoch over the rollout batch'),
       })
       .refine((p) => p.loraRank === 0 || p.loraAlpha > 0, { error: 'must be positive with LoRA', path: ['loraAlpha'] }),
-    eval: benchmarkEvalSchema(),
+    eval: z.strictObject({
+      ...benchmarkEvalShape(),
+      adaptation: z.boolean().describe("also evaluate the test-time prompts themselves as benchmark 'adapt' when they carry reference answers (UID §5.1: the adaptation benchmark)"),
+    }),
   })
 }
 
@@ -42,8 +46,7 @@ export type TtrlConfig = z.infer<ReturnType<typeof ttrlSchema>>
 export const PAPER_PRESET: TtrlConfig = {
   seed: 42,
   steps: 2,
-  prompts: { level: 3, offset: 900, size: 30 },
-  format: 'chat',
+  prompts: { offset: 0, size: 30 },
   promptsPerStep: 30,
   rollout: { n: 8, temperature: 1, topP: 1, maxTokens: 16384 },
   scoring: { topK: 25, bins: 32, minTokens: 32 },
@@ -51,18 +54,16 @@ export const PAPER_PRESET: TtrlConfig = {
   ppo: { lr: 5e-7, warmupRatio: 0.03, minLrRatio: 0, clip: 0.2, dualClip: 3, klCoef: 1e-3, entropyCoef: 0, miniBatchPrompts: 1, microBatchSize: 1, clipGradNorm: 1, loraRank: 16, loraAlpha: 32 },
   eval: {
     every: 1,
-    benchmarks: [
-      { name: 'adapt-L3', level: 3, offset: 900, size: 30 },
-      { name: 'L3', level: 3, offset: 0, size: 100 },
-      { name: 'L4', level: 4, offset: 0, size: 100 },
-    ],
+    size: 100,
+    benchmarks: [],
+    adaptation: true,
     protocol: { samples: 5, temperature: 0.6, topP: 0.95, maxTokens: 16384, seed: 7 },
   },
   checkpointEvery: 1,
 }
 
 /**
- * The same loop sized for the bundled 1.2M-parameter model on 2 CPU cores: 64 unlabeled level-3
+ * The same loop sized for the bundled 1.2M-parameter model on 2 CPU cores: 64 unlabeled
  * prompts, 4 epochs of 16 prompts per step, 8 bins with an 8-token UID threshold (its Solver
  * outputs are ~20 scored tokens, under the paper's 32).
  */
@@ -70,20 +71,16 @@ export const TOY_PRESET: TtrlConfig = {
   ...PAPER_PRESET,
   seed: 0,
   steps: 16,
-  prompts: { level: 3, offset: 900, size: 64 },
-  format: 'toy',
+  prompts: { offset: 0, size: 64 },
   promptsPerStep: 16,
   rollout: { n: 8, temperature: 1, topP: 1, maxTokens: 64 },
   scoring: { topK: 25, bins: 8, minTokens: 8 },
   ppo: { ...PAPER_PRESET.ppo, lr: 3e-4, miniBatchPrompts: 4, microBatchSize: 32 }, // lr 1e-3 lowered held-out mean@4 0.47 → 0.40 in 16 steps; 3e-4 kept it (0.47 → 0.47)
   eval: {
     every: 8,
-    benchmarks: [
-      { name: 'adapt-L3', level: 3, offset: 900, size: 64 },
-      { name: 'L3', level: 3, offset: 0, size: 100 },
-      { name: 'L2', level: 2, offset: 0, size: 100 },
-      { name: 'L4', level: 4, offset: 0, size: 100 },
-    ],
+    size: 100,
+    benchmarks: [],
+    adaptation: true,
     protocol: { samples: 4, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 },
   },
   checkpointEvery: 8,

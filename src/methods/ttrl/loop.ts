@@ -12,9 +12,11 @@ import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
-import { evaluateBenchmarks, macroAccuracy, writeCheckpointEval, writeRunEvals, type EvalRecord } from '../solving/evaluation.js'
+import { ConfigError } from '../../engine/errors.js'
+import type { Benchmark, LabeledProblem, Problem, TaskWorld } from '../../worlds/types.js'
+import { EvalLog, evaluateBenchmarks, selectBenchmarks, type EvalRecord } from '../common/evaluation.js'
+import { worldRecord } from '../common/world.js'
 import { trajectoryOf, unscoredTokenIds, type Trajectory } from '../solving/trajectory.js'
-import { arithSolveWorld, heldOutSlice, type Item, type SolveWorld } from '../solving/world.js'
 import { resolveTtrlConfig, TOY_PRESET, type TtrlConfig } from './config.js'
 import { groupRewards } from './rewards.js'
 
@@ -29,7 +31,7 @@ export interface TtrlStepRecord extends BaseStepRecord {
   unanimousGroups: number
   /** Groups with no answer at all (all rewards equal: no signal). */
   abstainedGroups: number
-  /** Diagnostics only (UID C.1: reference answers retained for diagnostics): pseudo-label accuracy and rollout accuracy. */
+  /** Diagnostics only (UID C.1: reference answers retained for diagnostics): pseudo-label accuracy and rollout accuracy (NaN for unlabeled prompts). */
   labelAccuracy: number
   rolloutAccuracy: number
   completeRate: number
@@ -62,8 +64,8 @@ const ROLE = 'model'
 const ROLLOUT_CALL = 5
 
 /** The prompts of step s: epoch-wise seeded shuffles of the prompt set, consumed in order. */
-export function stepPrompts(items: readonly Item[], perStep: number, step: number, seed: number): Item[] {
-  const out: Item[] = []
+export function stepPrompts<P>(items: readonly P[], perStep: number, step: number, seed: number): P[] {
+  const out: P[] = []
   const N = items.length
   for (let j = 0; j < perStep; j++) {
     const g = step * perStep + j
@@ -82,12 +84,13 @@ export function ttrlTrainingPlan(c: TtrlConfig): TrainingPlan {
 
 export class TtrlRun {
   private readonly unscored: Set<number>
-  private readonly items: Item[]
-  private pendingEvals: EvalRecord[] = []
+  private readonly items: Problem[]
+  private readonly benchmarks: Benchmark[]
+  private readonly evals = new EvalLog()
 
   private constructor(
     readonly config: TtrlConfig,
-    readonly world: SolveWorld,
+    readonly world: TaskWorld,
     readonly model: Policy,
     private readonly trainer: PolicyTrainer,
     private readonly policies: PolicySet,
@@ -96,25 +99,28 @@ export class TtrlRun {
     readonly baseModel: string,
   ) {
     this.unscored = unscoredTokenIds(model)
-    this.items = heldOutSlice(config.prompts)
+    this.items = testTimePrompts(world, config)
+    this.benchmarks = [...adaptationBenchmark(this.items, config), ...selectBenchmarks(world, config.eval.benchmarks, config.eval.size)]
   }
 
-  static async start(baseModel: string, config: TtrlConfig, o: RunOptions = {}): Promise<TtrlRun> {
+  static async start(baseModel: string, config: TtrlConfig, world: TaskWorld, o: RunOptions = {}): Promise<TtrlRun> {
+    testTimePrompts(world, config) // a config that asks for more prompts than the world has fails before any model loads
     const base = resolve(baseModel)
     const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: ttrlTrainingPlan(config) })
-    return new TtrlRun(config, arithSolveWorld(config.format), policy, trainer, policies, new Rng(`ttrl-${config.seed}`), 0, base)
+    return new TtrlRun(config, world, policy, trainer, policies, new Rng(`ttrl-${config.seed}`), 0, base)
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
-  static async resume(dir: string, o: RunOptions = {}): Promise<TtrlRun> {
+  static async resume(dir: string, world: TaskWorld, o: RunOptions = {}): Promise<TtrlRun> {
     const ckpt = await resumeRun<TtrlRunState>(dir, {
       format: FORMAT,
+      world,
       parse: (s, file) => ({ ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), config: resolveTtrlConfig(s.config, TOY_PRESET, file) }),
       roles: () => [{ name: ROLE, trained: true }],
     })
     const { state } = ckpt
     const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: ttrlTrainingPlan(state.config) })
-    return new TtrlRun(state.config, arithSolveWorld(state.config.format), policy, trainer, policies, Rng.fromState(state.rng), state.step, state.baseModel)
+    return new TtrlRun(state.config, world, policy, trainer, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 
   get step(): number {
@@ -130,7 +136,7 @@ export class TtrlRun {
     const started = process.hrtime.bigint()
     const c = this.config
     const batch = stepPrompts(this.items, c.promptsPerStep, this.stepIndex, c.seed)
-    const prompts = batch.map((it) => this.world.prompt(it.question))
+    const prompts = batch.map((it) => this.world.solve.solverPrompt(it.question))
     const groups: Completion[][] = await this.model.generate(prompts, {
       n: c.rollout.n,
       temperature: c.rollout.temperature,
@@ -139,7 +145,7 @@ export class TtrlRun {
       seed: samplingSeed(c.seed, this.stepIndex, ROLLOUT_CALL),
       stats: { topK: c.scoring.topK }, // UID B.1: top-25 raw logits from the sampling pass
     })
-    const trajectories: Trajectory[][] = groups.map((g) => g.map((comp) => trajectoryOf(comp, this.world, this.unscored, c.scoring)))
+    const trajectories: Trajectory[][] = groups.map((g) => g.map((comp) => trajectoryOf(comp, this.world.answers, this.unscored, c.scoring)))
     const rewarded = trajectories.map((g) => groupRewards(g, c.reward, this.rng))
     // UID Eq. 16: GRPO within each prompt group (sample std + 1e-6)
     const advantages = rewarded.map((r) => grpoAdvantages(r.rewards, Array.from(r.rewards, () => 0)))
@@ -160,7 +166,8 @@ export class TtrlRun {
 
     const flat = trajectories.flat()
     const agreeAll = rewarded.flatMap((r) => Array.from(r.agree))
-    const truth: number[] = trajectories.flatMap((g, qi) => g.map((t) => (t.complete && this.world.verify(batch[qi], t.text) ? 1 : 0)))
+    const labeled = batch.every((p): p is LabeledProblem => p.answer !== null)
+    const truth: number[] = labeled ? trajectories.flatMap((g, qi) => g.map((t) => (t.complete && this.world.verifier.verify(batch[qi] as LabeledProblem, t.text) ? 1 : 0))) : []
     const applied = train.filter((m) => !m.skipped)
     const kls = applied.map((m) => m.objective.kl).filter((x): x is number => typeof x === 'number')
     return {
@@ -171,8 +178,8 @@ export class TtrlRun {
       agreeRate: agreeAll.reduce((a, b) => a + b, 0) / agreeAll.length,
       unanimousGroups: rewarded.filter((r) => r.agree.every((g) => g === 1)).length,
       abstainedGroups: rewarded.filter((r) => r.label === null).length,
-      labelAccuracy: rewarded.filter((r, qi) => r.label !== null && r.label === batch[qi].answer).length / batch.length,
-      rolloutAccuracy: truth.reduce((a, b) => a + b, 0) / truth.length,
+      labelAccuracy: labeled ? rewarded.filter((r, qi) => r.label !== null && this.world.answers.equivalent(r.label, batch[qi].answer!)).length / batch.length : NaN,
+      rolloutAccuracy: labeled ? truth.reduce((a, b) => a + b, 0) / truth.length : NaN,
       completeRate: flat.filter((t) => t.complete).length / flat.length,
       uidEligibleRate: flat.filter((t) => t.bins !== null).length / flat.length,
       reward: spread(rewarded.flatMap((r) => Array.from(r.rewards))),
@@ -189,20 +196,32 @@ export class TtrlRun {
 
   /** Macro-average held-out accuracy (per-item records are kept for the step's eval file). */
   async evaluate(): Promise<number> {
-    const r = await this.evaluateRecord()
-    this.pendingEvals = [...this.pendingEvals.filter((e) => e.step !== r.step), r]
-    return macroAccuracy(r)
+    return this.evals.add(await this.evaluateRecord())
   }
 
   async evaluateRecord(): Promise<EvalRecord> {
-    return evaluateBenchmarks(this.model, this.world, this.config.eval.benchmarks, this.config.eval.protocol, this.stepIndex)
+    const solver = { prompt: (q: string) => this.world.solve.solverPrompt(q), verifier: this.world.verifier }
+    return evaluateBenchmarks(this.model, this.benchmarks, solver, this.config.eval.protocol, this.stepIndex)
   }
 
   /** Adapter (or model), optimizer, RNG and the evaluations since the last checkpoint (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
-    const state: TtrlRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
-    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => writeCheckpointEval(tmp, this.stepIndex, this.pendingEvals) })
-    await writeRunEvals(dir, this.pendingEvals)
-    this.pendingEvals = []
+    const state: TtrlRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
+    await checkpointRun(dir, { state, roles: [{ name: ROLE, policy: this.model, trainer: this.trainer }], extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex) })
+    await this.evals.flush(dir)
   }
+}
+
+/** The run's test-time prompts: items [offset, offset + size) of the world's unlabeled stream; a ConfigError when it is shorter. */
+export function testTimePrompts(world: TaskWorld, c: TtrlConfig): Problem[] {
+  const all = world.data.unlabeledPrompts()
+  const { offset, size } = c.prompts
+  if (offset + size > all.length) throw new ConfigError('(config)', 'prompts', `(config): prompts: offset + size = ${offset + size}, but world '${world.name}' has ${all.length} unlabeled prompts`)
+  return all.slice(offset, offset + size)
+}
+
+/** UID §5.1's adaptation benchmark: the test-time prompts themselves, when every one carries a reference answer. */
+function adaptationBenchmark(items: readonly Problem[], c: TtrlConfig): Benchmark[] {
+  if (!c.eval.adaptation || !items.every((p): p is LabeledProblem => p.answer !== null)) return []
+  return [{ name: 'adapt', problems: items as LabeledProblem[] }]
 }

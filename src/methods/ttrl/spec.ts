@@ -10,8 +10,8 @@ export const spec = defineMethod({
   presets: PRESETS,
   defaultPreset: 'toy',
   schema: ttrlSchema,
-  start: (config, o) => TtrlRun.start(o.model, config, o),
-  resume: (dir, o) => TtrlRun.resume(dir, o),
+  start: (config, o) => TtrlRun.start(o.model, config, o.world, o),
+  resume: (dir, o) => TtrlRun.resume(dir, o.world, o),
   flags: { arm: 'string', lambda: 'number' },
   flagsToOverride: (f) => {
     const reward: Record<string, unknown> = {}

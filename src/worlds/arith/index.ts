@@ -1,7 +1,8 @@
 // The arithmetic toy world: integer expressions with +, −, × and parentheses at five difficulty
 // levels, an exact verifier, the role formats of COSE / R-Zero / J-Zero for the bundled toy model
 // (and ChatML variants for chat models), scripted imperfect teachers that write its SFT corpus,
-// and held-out evaluation sets fixed by seed. Pure, deterministic TypeScript; no I/O.
+// held-out evaluation sets fixed by seed, and the world as a TaskWorld (world.ts). Pure,
+// deterministic TypeScript; no I/O.
 
 export * from './prng.js'
 export * from './expr.js'
@@ -11,3 +12,4 @@ export * from './verify.js'
 export * from './teachers.js'
 export * from './evalset.js'
 export * from './corpus.js'
+export * from './world.js'

@@ -13,13 +13,14 @@ import { createHash } from 'node:crypto'
 import { existsSync } from 'node:fs'
 import { copyFile, mkdir, readFile, rename, rm } from 'node:fs/promises'
 import { homedir } from 'node:os'
-import { join } from 'node:path'
-import { InvalidArgumentError } from '../../engine/errors.js'
-import { readSafetensorsRefs, readTensorFloat32, writeSafetensors, type TensorToWrite } from '../../engine/hf/safetensors.js'
-import { writeJsonAtomic } from '../../util/atomic.js'
-import { openPolicy, type OpenPolicy } from '../common/policy.js'
-import { learningRateSchedule } from '../common/training.js'
-import { buildCorpus } from '../../worlds/arith/index.js'
+import { join, resolve } from 'node:path'
+import { InvalidArgumentError } from '../engine/errors.js'
+import { readSafetensorsRefs, readTensorFloat32, writeSafetensors, type TensorToWrite } from '../engine/hf/safetensors.js'
+import { writeJsonAtomic } from '../util/atomic.js'
+import { openPolicy, type OpenPolicy } from '../methods/common/policy.js'
+import { learningRateSchedule } from '../methods/common/training.js'
+import { buildCorpus } from '../worlds/arith/index.js'
+import { BUNDLED_MODEL } from './bundled.js'
 
 export interface LlamaVariantRecipe {
   /** SFT steps after the conversion (0: the bare converted copy). */
@@ -124,4 +125,14 @@ export async function ensureLlamaVariant(sourceDir: string, recipe: LlamaVariant
     await rm(tmp, { recursive: true, force: true })
   }
   return dir
+}
+
+/**
+ * R-Zero's default S_c (DIS §4.2) when the policy is the bundled toy model: its cached Llama
+ * variant. Null for any other model: a user's model gets no second model built from the toy's
+ * vocabulary (its ensemble is the Solver at several temperatures, or a folder the config names).
+ */
+export async function toySecondModel(baseModel: string, healSteps: number, o: VariantBuildOptions & { cacheRoot?: string } = {}): Promise<string | null> {
+  if (resolve(baseModel) !== resolve(BUNDLED_MODEL)) return null
+  return ensureLlamaVariant(baseModel, { ...DEFAULT_LLAMA_RECIPE, healSteps }, o)
 }
