@@ -22,8 +22,6 @@
 #include <mutex>
 #include <new>
 
-#include <xmmintrin.h>
-
 #include "cpu/gemm_kernels.h"
 
 namespace ad::cpu {
@@ -32,6 +30,7 @@ using namespace gemm;
 
 constexpr int64_t kDotDepthBlock = 1024;  // depth of one dot block: an X panel (16 KiB) stays in L1
 constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
+constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
 constexpr int64_t kOuterDepthBlock = 256; // depth of one outer block: B panel 16 KiB in L1
 constexpr int64_t kOuterRowBlock = 72;    // A rows packed at a time: 72 × 256 × 4 B = 72 KiB in L2
 constexpr int64_t kOuterColBlock = 256;   // B columns packed at a time: 256 × 256 × 4 B = 256 KiB in L2
@@ -121,15 +120,15 @@ void run_parts(ThreadPool& pool, int parts, const Body& body) {
 // tile is stored, after its depth loop (rows of Y are far apart: no prefetcher guesses them).
 inline void prefetch_rows(const float* y, int64_t ldy, int rows, int cols) {
   for (int r = 0; r < rows; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(y + r * ldy), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(y + r * ldy + cols - 1), _MM_HINT_T0);
+    __builtin_prefetch(y + r * ldy, 1, 3);
+    __builtin_prefetch(y + r * ldy + cols - 1, 1, 3);
   }
 }
 
 // Asks for `rows` rows × `depth` floats of an operand read in place (the next W panel).
 inline void prefetch_panel(const float* w, int64_t ldw, int rows, int64_t depth) {
   for (int r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < depth; k += kLineFloats) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw + k), _MM_HINT_T0);
+    for (int64_t k = 0; k < depth; k += kLineFloats) __builtin_prefetch(w + r * ldw + k, 0, 3);
 }
 
 // Y = (accumulate ? Y : 0) + bias: the whole product when the depth is zero.
@@ -189,27 +188,34 @@ constexpr const DotTileFn* kDotTiles[kDotRows] = {kDotRowOf<1>, kDotRowOf<2>, kD
 
 // Y rows `rows` × columns `cols`. Per depth block: X is packed once; a block of W rows (read in
 // place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels.
+// With few rows (decode) W is the traffic and every X panel meets a W panel while it is in L1.
 void dot_part(const DotProduct& p, Range rows, Range cols) {
   const int64_t panel_floats = (kDotDepthBlock / kDepthLanes) * kDotStep;
   const int64_t panels = (rows.end - rows.begin + kDotRows - 1) / kDotRows;
   float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
+  const auto tile = [&](int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
+    const DotTileFn* row_of = kDotTiles[std::min<int64_t>(kDotRows, rows.end - m) - 1];
+    row_of[std::min<int64_t>(kDotCols, ne - n) - 1](p, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
+  };
   for (int64_t k0 = 0; k0 < p.depth; k0 += kDotDepthBlock) {
     const int64_t depth = std::min(kDotDepthBlock, p.depth - k0);
     for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
       pack_dot_panel(p.x + m * p.ldx + k0, p.ldx, static_cast<int>(std::min<int64_t>(kDotRows, rows.end - m)), depth,
                      packed + (m - rows.begin) / kDotRows * panel_floats);
+    if (rows.end - rows.begin <= kDotFewRows) {
+      for (int64_t n = cols.begin; n < cols.end; n += kDotCols)
+        for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(m, n, cols.end, k0, depth);
+      continue;
+    }
     for (int64_t nb = cols.begin; nb < cols.end; nb += kDotColBlock) {
       const int64_t ne = std::min(cols.end, nb + kDotColBlock);
-      for (int64_t m = rows.begin; m < rows.end; m += kDotRows) {
-        const float* panel = packed + (m - rows.begin) / kDotRows * panel_floats;
-        const DotTileFn* row_of = kDotTiles[std::min<int64_t>(kDotRows, rows.end - m) - 1];
+      for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
         for (int64_t n = nb; n < ne; n += kDotCols) {
           // The first panel of X brings the W block from memory: ask for the next W panel now.
           if (m == rows.begin && n + kDotCols < cols.end)
             prefetch_panel(p.w + (n + kDotCols) * p.ldw + k0, p.ldw, static_cast<int>(std::min<int64_t>(kDotCols, cols.end - n - kDotCols)), depth);
-          row_of[std::min<int64_t>(kDotCols, ne - n) - 1](p, panel, m, n, k0, depth);
+          tile(m, n, ne, k0, depth);
         }
-      }
     }
   }
 }
@@ -284,7 +290,7 @@ class BlockPrefetch {
   void step() {
     for (int64_t e = std::min(total_, done_ + per_tile_); done_ < e; ++done_) {
       const int64_t k = done_ / lines_per_row_, line = done_ % lines_per_row_;
-      _mm_prefetch(reinterpret_cast<const char*>(src_.p + k * src_.ds + line * kLineFloats), _MM_HINT_T1);
+      __builtin_prefetch(src_.p + k * src_.ds + line * kLineFloats, 0, 2);  // to L2
     }
   }
 
