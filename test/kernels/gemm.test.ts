@@ -95,11 +95,17 @@ function check(c: Case, seed: number): void {
   gemm.multiply(c.v, { x, ldx, w, ldw, bias, y, ldy, rows: c.rows, cols: c.cols, depth: c.depth, accumulate: c.accumulate, threads: c.threads })
   const at = label(c, seed)
   const gamma = (c.depth + 2) * U
+  // the operands as float64 rows along the depth: a[i][k] = x(i, k), b[j][k] = w(j, k)
+  const a = new Float64Array(c.rows * c.depth), b = new Float64Array(c.cols * c.depth)
+  for (let k = 0; k < c.depth; k++) {
+    for (let i = 0; i < c.rows; i++) a[i * c.depth + k] = xAt(i, k)
+    for (let j = 0; j < c.cols; j++) b[j * c.depth + k] = wAt(j, k)
+  }
   for (let i = 0; i < c.rows; i++) {
     for (let j = 0; j < c.cols; j++) {
       let sum = 0, magnitude = 0
-      for (let k = 0; k < c.depth; k++) {
-        const t = xAt(i, k) * wAt(j, k)
+      for (let k = 0, ai = i * c.depth, bj = j * c.depth; k < c.depth; k++) {
+        const t = a[ai + k] * b[bj + k]
         sum += t
         magnitude += Math.abs(t)
       }
