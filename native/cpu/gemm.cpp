@@ -281,22 +281,23 @@ class BlockPrefetch {
  public:
   void aim(Strided src, int64_t depth, int64_t floats, int64_t tiles) {
     src_ = src;
-    depth_ = depth;
     lines_per_row_ = (floats + kLineFloats - 1) / kLineFloats;
-    total_ = src.rs == 1 ? depth * lines_per_row_ : 0;  // only row-contiguous sources (B) stream this way
-    done_ = 0;
-    per_tile_ = tiles > 0 ? (total_ + tiles - 1) / tiles : total_;
+    left_ = src.rs == 1 ? depth * lines_per_row_ : 0;  // only row-contiguous sources (B) stream this way
+    per_tile_ = tiles > 0 ? (left_ + tiles - 1) / tiles : left_;
+    row_ = src.p;
+    line_ = 0;
   }
   void step() {
-    for (int64_t e = std::min(total_, done_ + per_tile_); done_ < e; ++done_) {
-      const int64_t k = done_ / lines_per_row_, line = done_ % lines_per_row_;
-      __builtin_prefetch(src_.p + k * src_.ds + line * kLineFloats, 0, 2);  // to L2
+    for (int64_t n = std::min(left_, per_tile_); n > 0; --n, --left_) {
+      __builtin_prefetch(row_ + line_ * kLineFloats, 0, 2);  // to L2
+      if (++line_ == lines_per_row_) line_ = 0, row_ += src_.ds;
     }
   }
 
  private:
   Strided src_{};
-  int64_t depth_ = 0, lines_per_row_ = 0, total_ = 0, done_ = 0, per_tile_ = 0;
+  const float* row_ = nullptr;
+  int64_t lines_per_row_ = 0, left_ = 0, per_tile_ = 0, line_ = 0;
 };
 
 // Y rows `rows` × columns `cols`. Per depth block: A is packed once (all its rows when they fit
