@@ -4,9 +4,10 @@
 //
 //  - dot_tile (Y = X·Wᵀ: both operands run along the depth; the forward, the LM head, decode).
 //    kDotRows × kDotCols accumulators of kDepthLanes lanes each: lane l sums the depth indices
-//    ≡ l (mod 8) of one depth block in order, then the lanes meet in one fixed tree (lane_sums).
-//    The order of every sum depends only on K, never on the tile, the batch or the thread, so a
-//    row's result does not depend on which rows share its batch (generate's batch invariance).
+//    ≡ l (mod 8) of one depth block in order, then the lanes meet in one fixed tree (lane_sums)
+//    and the block's sum is added to Y. The order of every sum depends only on K (the blocks are
+//    fixed by K), never on the tile, the batch or the thread, so a row's result does not depend
+//    on which rows share its batch (generate's batch invariance).
 //  - outer_tile (Y = X·W and Y = Xᵀ·W: B runs along the output columns; the backward).
 //    kOuterRows × kOuterCols accumulators, one depth index per step: a broadcast of A times a row
 //    of B (the BLIS 6×16 shape), on panels packed with zero padding to the full tile.
@@ -46,11 +47,6 @@ inline __m256i first_lanes(int n) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + 8 - n));
 }
 
-inline __m128i first_lanes4(int n) {
-  alignas(16) static const int32_t bits[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + 4 - n));
-}
-
 // [Σa, Σb, Σc, Σd], each lane set added in the tree ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
 inline __m128 lane_sums(__m256 a, __m256 b, __m256 c, __m256 d) {
   const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
@@ -85,7 +81,7 @@ inline void dot_step(const float* a, int64_t a_row, const float* b, int64_t b_ro
 // Lanes past the tail are masked to zero on load, so nothing past the block is read.
 template <int R, int C>
 inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const float* b, int64_t b_row, int64_t b_step,
-                     int64_t steps, int tail, __m128 sums[R]) {
+                     int64_t steps, int tail, Sums4 sums[R]) {
   __m256 acc[R][C];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
