@@ -84,17 +84,22 @@ const peakBefore = fmaPeak()
 const record = { bench: 'gemm', date: new Date().toISOString(), cpu: os.cpus()[0]?.model, threads: THREADS, kernel: gemm.kernel, reps: REPS, loadBefore: os.loadavg(), peakBefore, models: {} }
 console.log(`FMA peak (register-only loop): 1 thread ${(peakBefore.one / 1e9).toFixed(1)} GFLOP/s, ${THREADS} threads ${(peakBefore.all / 1e9).toFixed(1)} GFLOP/s; load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`)
 
+// Per model and layout: ours on every shape, then PyTorch's process on the same shapes, so the two
+// sides of a row are minutes apart at most.
 for (const name of models) {
-  const cases = []
-  for (const variant of VARIANTS) for (const l of linears(MODELS[name])) for (const M of ROWS) cases.push({ variant, linear: l.name, M, weightBytes: 4 * l.out * l.in, ...product(variant, l, M) })
-  for (const c of cases) {
-    c.seconds = Array.from(gemm.time(c.variant, c.rows, c.cols, c.depth, THREADS, REPS))
-    process.stderr.write('.')
+  record.models[name] = []
+  for (const variant of VARIANTS) {
+    const cases = []
+    for (const l of linears(MODELS[name])) for (const M of ROWS) cases.push({ variant, linear: l.name, M, weightBytes: 4 * l.out * l.in, ...product(variant, l, M) })
+    for (const c of cases) {
+      c.seconds = Array.from(gemm.time(c.variant, c.rows, c.cols, c.depth, THREADS, REPS))
+      process.stderr.write('.')
+    }
+    const theirs = torchTimes(cases)
+    cases.forEach((c, i) => (c.torchSeconds = theirs ? theirs[i] : null))
+    process.stderr.write(` ${name} ${variant}\n`)
+    record.models[name].push(...cases)
   }
-  process.stderr.write('\n')
-  const theirs = torchTimes(cases)
-  cases.forEach((c, i) => (c.torchSeconds = theirs ? theirs[i] : null))
-  record.models[name] = cases
 }
 const peakAfter = fmaPeak()
 const peak = Math.max(peakBefore.all, peakAfter.all) // the higher of the two: the stricter %

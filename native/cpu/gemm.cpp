@@ -31,6 +31,7 @@ using namespace gemm;
 constexpr int64_t kDotDepthBlock = 1024;  // depth of one dot block: an X panel (16 KiB) stays in L1
 constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
 constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
+constexpr int64_t kDotRowChunk = 512;     // rows of X packed at once: 512 × 1024 × 4 B = 2 MiB
 constexpr int64_t kOuterDepthBlock = 256; // depth of one outer block: B panel 16 KiB in L1
 constexpr int64_t kOuterRowBlock = 72;    // A rows packed at a time: 72 × 256 × 4 B = 72 KiB in L2
 constexpr int64_t kOuterColBlock = 256;   // B columns packed at a time: 256 × 256 × 4 B = 256 KiB in L2
@@ -189,7 +190,7 @@ constexpr const DotTileFn* kDotTiles[kDotRows] = {kDotRowOf<1>, kDotRowOf<2>, kD
 // Y rows `rows` × columns `cols`. Per depth block: X is packed once; a block of W rows (read in
 // place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels.
 // With few rows (decode) W is the traffic and every X panel meets a W panel while it is in L1.
-void dot_part(const DotProduct& p, Range rows, Range cols) {
+void dot_rows(const DotProduct& p, Range rows, Range cols) {
   const int64_t panel_floats = (kDotDepthBlock / kDepthLanes) * kDotStep;
   const int64_t panels = (rows.end - rows.begin + kDotRows - 1) / kDotRows;
   float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
@@ -218,6 +219,11 @@ void dot_part(const DotProduct& p, Range rows, Range cols) {
         }
     }
   }
+}
+
+// At most kDotRowChunk rows at a time, so the packed X (one chunk × one depth block) stays small.
+void dot_part(const DotProduct& p, Range rows, Range cols) {
+  for (int64_t m = rows.begin; m < rows.end; m += kDotRowChunk) dot_rows(p, {m, std::min(rows.end, m + kDotRowChunk)}, cols);
 }
 
 // ---------------------------------------------------------------------------------------- outer

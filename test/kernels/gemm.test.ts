@@ -148,6 +148,7 @@ describe(`gemm vs float64 (seed ${SEED})`, () => {
     ['nt', 37, 100, 1030], // two depth blocks, the second 6 deep; columns split by 48
     ['nt', 8, 290, 257], // decode-like: 8 rows, W panels across the block edge
     ['nt', 61, 5, 300], // too few columns to share: rows split
+    ['nt', 1100, 100, 20], // rows packed 512 at a time
     ['nn', 23, 300, 531], // columns past one 256-column block, three depth blocks
     ['nn', 3, 300, 1900], // B of 2.2 MiB: the next block's lines are prefetched
     ['nn', 130, 40, 270],
