@@ -1,9 +1,10 @@
 // The CPU GEMM: packed panels, cache blocking and the thread split around the micro-kernels of
 // cpu/gemm_kernels.h (the Goto/BLIS structure, blocks sized for Zen 3's 32 KiB L1 and 512 KiB L2).
 //
-//  - gemm_nt (Y = X·Wᵀ, the forward): the dot kernel. X is packed per depth block; W (HF [out, in]
-//    weights: already depth-contiguous) is read in place, never copied: in decode W is the
-//    traffic. A block of 48 W rows stays in L2 while each 4-row panel of X, in L1, meets it.
+//  - gemm_nt (Y = X·Wᵀ, the forward): the dot kernel. X is packed per depth block, 128 rows at a
+//    time; W (HF [out, in] weights: already depth-contiguous) is read in place, never copied: in
+//    decode W is the traffic. A block of 48 W rows stays in L2 while each 4-row panel of X, in L1,
+//    meets it, and the lines of the next W block are requested meanwhile.
 //  - gemm_nn (dX = dY·W) and gemm_tn (dW = dYᵀ·X): the outer kernel on panels packed with zero
 //    padding; a 256-column block of B in L2, each 16-column panel of it in L1 while the 6-row
 //    panels of A pass over it. B comes from memory once per product: the lines of the next block
@@ -31,7 +32,7 @@ using namespace gemm;
 constexpr int64_t kDotDepthBlock = 1024;  // depth of one dot block: an X panel (16 KiB) stays in L1
 constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
 constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
-constexpr int64_t kDotRowChunk = 512;     // rows of X packed at once: 512 × 1024 × 4 B = 2 MiB
+constexpr int64_t kDotRowChunk = 128;     // rows of X packed at once (512 KiB): X panels stream past the W block
 constexpr int64_t kOuterDepthBlock = 256; // depth of one outer block: B panel 16 KiB in L1
 constexpr int64_t kOuterRowBlock = 72;    // A rows packed at a time: 72 × 256 × 4 B = 72 KiB in L2
 constexpr int64_t kOuterColBlock = 256;   // B columns packed at a time: 256 × 256 × 4 B = 256 KiB in L2
@@ -126,17 +127,44 @@ inline void prefetch_rows(const float* y, int64_t ldy, int rows, int cols) {
   }
 }
 
-// Asks for `rows` rows × `depth` floats of an operand read in place (the next W panel).
-inline void prefetch_panel(const float* w, int64_t ldw, int rows, int64_t depth) {
-  for (int r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < depth; k += kLineFloats) __builtin_prefetch(w + r * ldw + k, 0, 3);
-}
-
 // Y = (accumulate ? Y : 0) + bias: the whole product when the depth is zero.
 void fill_without_depth(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias, bool accumulate) {
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = 0; n < cols; ++n) y[m * ldy + n] = (accumulate ? y[m * ldy + n] : 0.f) + (bias ? bias[n] : 0.f);
 }
+
+// An operand of the outer kernel: element (i, k) at p[i·rs + k·ds].
+struct Strided {
+  const float* p;
+  int64_t rs, ds;
+};
+
+// Walks the cache lines of the next block of an operand that comes from memory (W of the dot
+// kernel, B of the outer one), a few per tile, into L2 while the current block computes; else
+// the first pass over a block (or its packing) waits on every line. The block is `rows` rows of
+// `floats` contiguous floats, ds apart.
+class BlockPrefetch {
+ public:
+  void aim(Strided src, int64_t rows, int64_t floats, int64_t tiles) {
+    src_ = src;
+    lines_per_row_ = (floats + kLineFloats - 1) / kLineFloats;
+    left_ = src.rs == 1 ? rows * lines_per_row_ : 0;  // only sources contiguous along a row stream this way
+    per_tile_ = tiles > 0 ? (left_ + tiles - 1) / tiles : left_;
+    row_ = src.p;
+    line_ = 0;
+  }
+  void step() {
+    for (int64_t n = std::min(left_, per_tile_); n > 0; --n, --left_) {
+      __builtin_prefetch(row_ + line_ * kLineFloats, 0, 2);  // to L2
+      if (++line_ == lines_per_row_) line_ = 0, row_ += src_.ds;
+    }
+  }
+
+ private:
+  Strided src_{};
+  const float* row_ = nullptr;
+  int64_t lines_per_row_ = 0, left_ = 0, per_tile_ = 0, line_ = 0;
+};
 
 // ------------------------------------------------------------------------------------------ dot
 
@@ -188,12 +216,14 @@ constexpr DotTileFn kDotRowOf[kDotCols] = {dot_tile_into_y<R, 1>, dot_tile_into_
 constexpr const DotTileFn* kDotTiles[kDotRows] = {kDotRowOf<1>, kDotRowOf<2>, kDotRowOf<3>, kDotRowOf<4>};
 
 // Y rows `rows` × columns `cols`. Per depth block: X is packed once; a block of W rows (read in
-// place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels.
-// With few rows (decode) W is the traffic and every X panel meets a W panel while it is in L1.
+// place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels,
+// and the next W block is requested meanwhile. With few rows (decode) W is the traffic and every
+// X panel meets a W panel while it is in L1.
 void dot_rows(const DotProduct& p, Range rows, Range cols) {
   const int64_t panel_floats = (kDotDepthBlock / kDepthLanes) * kDotStep;
   const int64_t panels = (rows.end - rows.begin + kDotRows - 1) / kDotRows;
   float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
+  BlockPrefetch next_w;
   const auto tile = [&](int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
     const DotTileFn* row_of = kDotTiles[std::min<int64_t>(kDotRows, rows.end - m) - 1];
     row_of[std::min<int64_t>(kDotCols, ne - n) - 1](p, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
@@ -210,11 +240,18 @@ void dot_rows(const DotProduct& p, Range rows, Range cols) {
     }
     for (int64_t nb = cols.begin; nb < cols.end; nb += kDotColBlock) {
       const int64_t ne = std::min(cols.end, nb + kDotColBlock);
+      {  // the next W block: the next rows of W, else the first ones of the next depth block
+        const int64_t next_n = ne < cols.end ? ne : cols.begin, next_k0 = ne < cols.end ? k0 : k0 + kDotDepthBlock;
+        const int64_t tiles = (rows.end - rows.begin + kDotRows - 1) / kDotRows * ((ne - nb + kDotCols - 1) / kDotCols);
+        if (next_k0 < p.depth)
+          next_w.aim({p.w + next_n * p.ldw + next_k0, 1, p.ldw}, std::min(kDotColBlock, cols.end - next_n),
+                     std::min(kDotDepthBlock, p.depth - next_k0), tiles);
+        else
+          next_w.aim({p.w, 1, p.ldw}, 0, 0, 0);
+      }
       for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
         for (int64_t n = nb; n < ne; n += kDotCols) {
-          // The first panel of X brings the W block from memory: ask for the next W panel now.
-          if (m == rows.begin && n + kDotCols < cols.end)
-            prefetch_panel(p.w + (n + kDotCols) * p.ldw + k0, p.ldw, static_cast<int>(std::min<int64_t>(kDotCols, cols.end - n - kDotCols)), depth);
+          next_w.step();
           tile(m, n, ne, k0, depth);
         }
     }
@@ -227,12 +264,6 @@ void dot_part(const DotProduct& p, Range rows, Range cols) {
 }
 
 // ---------------------------------------------------------------------------------------- outer
-
-// An operand of the outer kernel: element (i, k) at p[i·rs + k·ds].
-struct Strided {
-  const float* p;
-  int64_t rs, ds;
-};
 
 struct OuterProduct {
   Strided a;      // rows of Y × depth
@@ -279,32 +310,6 @@ void pack_outer_block(Strided src, int64_t rows, int64_t depth, float* panels) {
 }
 
 Strided offset(Strided s, int64_t i, int64_t k) { return {s.p + i * s.rs + k * s.ds, s.rs, s.ds}; }
-
-// Walks the cache lines of the source of the next B block, a few per tile, into L2 while the
-// current block computes: B is read from memory once per product, and packing it would
-// otherwise wait on every line. The block is `rows` (depth) × `floats` (columns) at stride ds.
-class BlockPrefetch {
- public:
-  void aim(Strided src, int64_t depth, int64_t floats, int64_t tiles) {
-    src_ = src;
-    lines_per_row_ = (floats + kLineFloats - 1) / kLineFloats;
-    left_ = src.rs == 1 ? depth * lines_per_row_ : 0;  // only row-contiguous sources (B) stream this way
-    per_tile_ = tiles > 0 ? (left_ + tiles - 1) / tiles : left_;
-    row_ = src.p;
-    line_ = 0;
-  }
-  void step() {
-    for (int64_t n = std::min(left_, per_tile_); n > 0; --n, --left_) {
-      __builtin_prefetch(row_ + line_ * kLineFloats, 0, 2);  // to L2
-      if (++line_ == lines_per_row_) line_ = 0, row_ += src_.ds;
-    }
-  }
-
- private:
-  Strided src_{};
-  const float* row_ = nullptr;
-  int64_t lines_per_row_ = 0, left_ = 0, per_tile_ = 0, line_ = 0;
-};
 
 // Y rows `rows` × columns `cols`. Per depth block: A is packed once (all its rows when they fit
 // in L2, else a row block at a time); a block of B columns is packed into L2; each 16-column
