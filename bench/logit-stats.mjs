@@ -2,8 +2,9 @@
 // The fused one-pass logit statistics against the naive multi-pass version and against a plain
 // parallel copy of the same bytes (the memory-bandwidth floor), on 32k and 152k vocabularies.
 // Timings alternate between the three and report medians; every speed is also a ratio measured in
-// the same run. PyTorch eager (Debian's python3-torch, installed when missing) computes the same
-// statistics op by op in its own process right after each case (bench/logit_stats_torch.py).
+// the same run. PyTorch 2.x with MKL (bench/torch-venv.mjs installs it offline, once) computes the
+// same statistics op by op, as a user would, in its own process right after each case
+// (bench/logit_stats_torch.py).
 // Prints a table and writes bench/results/logit-stats.json.
 //
 //   node bench/logit-stats.mjs [--rows 64] [--threads N] [--reps 15] [--topk 25] [--no-torch]
@@ -13,6 +14,7 @@ import { createRequire } from 'node:module'
 import os from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { torchPeer } from './torch-venv.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const addon = createRequire(import.meta.url)(join(root, 'build/Release/autodidact.node'))
@@ -44,20 +46,17 @@ function randomLogits(n, seed) {
   return out
 }
 
-/** Debian's python3-torch under /usr/bin/python3, installed once when missing; null with a reason when unavailable. */
+/** PyTorch ≥ 2 from the benches' own venv (bench/torch-venv.mjs, installed offline once); a reason when unavailable. */
 function torchAvailable() {
-  if (process.argv.includes('--no-torch')) return '--no-torch'
-  if (spawnSync('/usr/bin/python3', ['-c', 'import torch'], { encoding: 'utf8' }).status === 0) return null
-  console.error('[bench] installing python3-torch from Debian (once)…')
-  const inst = spawnSync('apt-get', ['install', '-y', '-q', 'python3-torch'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } })
-  return inst.status === 0 ? null : 'python3-torch could not be installed'
+  if (process.argv.includes('--no-torch')) return { unavailable: '--no-torch' }
+  return torchPeer()
 }
-const TORCH_UNAVAILABLE = torchAvailable()
+const TORCH = torchAvailable()
 
 function torchCase(vocab, topK, withRef) {
-  if (TORCH_UNAVAILABLE) return { unavailable: TORCH_UNAVAILABLE }
+  if (TORCH.unavailable) return { unavailable: TORCH.unavailable }
   const job = { rows: ROWS, vocab, topK, ref: withRef, threads: THREADS, reps: Math.min(REPS, 5) }
-  const r = spawnSync('/usr/bin/python3', [join(root, 'bench', 'logit_stats_torch.py'), JSON.stringify(job)], { encoding: 'utf8' })
+  const r = spawnSync(TORCH.python, [join(root, 'bench', 'logit_stats_torch.py'), JSON.stringify(job)], { encoding: 'utf8' })
   if (r.status !== 0) return { unavailable: `torch run failed: ${r.stderr.slice(-500)}` }
   return JSON.parse(r.stdout.trim().split('\n').at(-1))
 }
@@ -123,7 +122,7 @@ function benchCase(vocab, topK, withRef) {
     gbps: { fused: gbps(t.fused), naive: gbps(t.naive), copy: gbps(t.copy) },
     fusedOverNaive: median(rounds.map((r) => r.naive / r.fused)),
     fusedOverCopy: median(rounds.map((r) => r.copy / r.fused)),
-    // PyTorch eager, same shapes and threads, its own process (not interleaved with the rounds)
+    // PyTorch, same shapes and threads, its own process (not interleaved with the rounds)
     torch,
     fusedOverTorch: torch.seconds ? torch.seconds / t.fused : null,
     // Fastest round of each: the least disturbed estimate on a shared machine.
@@ -165,6 +164,7 @@ function printTable(results, pick) {
 const info = addon.info()
 console.log(`logit statistics: ${os.cpus()[0]?.model ?? 'cpu'}, ${THREADS} threads, ${info.simd}, ${REPS} rounds`)
 console.log(`load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} (other processes share these cores)`)
+console.log(`torch: ${TORCH.unavailable ?? `PyTorch ${TORCH.version} (MKL ${TORCH.mkl}, ${TORCH.capability}), its own process after each case`}`)
 console.log('GB/s: bytes of logits (and ref) read per second; copy also writes them. Ratios > 1: fused faster.\n')
 const results = []
 // Sampling-time stats (top-K), training/scoring (K = 0), teacher-forced with a reference row.
@@ -188,6 +188,7 @@ const record = {
   threads: THREADS,
   rounds: REPS,
   loadAverage: os.loadavg(),
+  torch: TORCH.unavailable ? TORCH : { version: TORCH.version, mkl: TORCH.mkl, capability: TORCH.capability },
   results,
 }
 writeFileSync(join(outDir, 'logit-stats.json'), JSON.stringify(record, null, 2) + '\n')

@@ -1,7 +1,8 @@
-# PyTorch eager peer of bench/logit-stats.mjs: the same per-row statistics of a [rows × vocab]
-# float32 logits matrix, written as a PyTorch user would (one op per quantity, each a pass over
-# the data): logsumexp, full-vocabulary entropy, the target's logprob, max logit and margin
-# (top-2), top-K; with a reference row, KL estimators k1, k2, k3 and the exact KL.
+# PyTorch peer of bench/logit-stats.mjs (PyTorch 2.x with MKL from bench/torch-venv.mjs): the same
+# per-row statistics of a [rows × vocab] float32 logits matrix, written as a PyTorch user would
+# (one op per quantity, each a pass over the data, under inference_mode): logsumexp,
+# full-vocabulary entropy, the target's logprob, max logit and margin (top-2), top-K; with a
+# reference row, KL estimators k1, k2, k3 and the exact KL.
 # Prints one JSON line: median and min seconds over the reps.
 import json, sys, time
 import torch
@@ -16,7 +17,7 @@ ref = x + 0.25 * torch.randn(R, V, generator=g) if REF else None
 t = torch.tensor([(r * 7919) % V for r in range(R)])
 
 def stats():
-    with torch.no_grad():
+    with torch.inference_mode():
         lse = torch.logsumexp(x, -1)
         logp = x - lse[:, None]
         p = logp.exp()

@@ -5,13 +5,16 @@
 //
 //   npm run build && node bench/run-all.mjs [--threads 2] [--quick]
 //
-// --quick: the small shapes only (bundled model decode, small train step), for a smoke run.
-// The llama.cpp peer comes from the bench-only package in bench/peers (installed here when missing).
+// --quick: the small shapes only (bundled model decode, small train step, the small model's GEMMs
+// without the LM head), for a smoke run.
+// The llama.cpp peer comes from the bench-only package in bench/peers (installed here when missing);
+// the PyTorch peer (2.x with MKL) from the venv bench/torch-venv.mjs makes offline (here, once).
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { torchPeer } from './torch-venv.mjs'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 const arg = (name, fallback) => {
@@ -27,7 +30,11 @@ if (!existsSync(join(here, 'peers', 'node_modules', 'node-llama-cpp'))) {
   if (r.status !== 0) console.error('[bench] bench/peers could not be installed: the llama.cpp rows will say so')
 }
 
+const torch = torchPeer()
+if (torch.unavailable) console.error(`[bench] ${torch.unavailable}: the PyTorch columns will say so`)
+
 const BENCHES = [
+  { name: 'gemm', args: ['gemm.mjs', '--threads', threads, ...(quick ? ['--models', 'small', '--no-lm-head'] : [])] },
   { name: 'logit-stats', args: ['logit-stats.mjs', '--threads', threads] },
   { name: 'decode', args: ['decode.mjs', '--threads', threads, '--models', quick ? 'toy' : 'toy,qwen3-0.6b'] },
   { name: 'train-step', args: ['train-step.mjs', '--threads', threads, ...(quick ? ['--only', 'small'] : [])] },
@@ -48,6 +55,7 @@ const record = {
   bench: 'run-all',
   date: new Date().toISOString(),
   machine: { cpu: cpus()[0]?.model, cores: cpus().length, memoryGiB: totalmem() / 2 ** 30, loadAverage: loadavg(), node: process.version },
+  torch: torch.unavailable ? torch : { version: torch.version, mkl: torch.mkl, capability: torch.capability },
   threads: Number(threads),
   runs,
 }

@@ -9,6 +9,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ad::addon::RegisterModelBindings(env, exports);
   ad::addon::RegisterTrainBindings(env, exports);
   ad::addon::RegisterProfilerBindings(env, exports);
+  ad::addon::RegisterGemmBindings(env, exports);
   return exports;
 }
 }  // namespace

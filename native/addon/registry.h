@@ -8,4 +8,5 @@ void RegisterKernelBindings(Napi::Env env, Napi::Object exports);
 void RegisterModelBindings(Napi::Env env, Napi::Object exports);
 void RegisterTrainBindings(Napi::Env env, Napi::Object exports);
 void RegisterProfilerBindings(Napi::Env env, Napi::Object exports);
+void RegisterGemmBindings(Napi::Env env, Napi::Object exports);
 }  // namespace ad::addon

@@ -1,184 +1,410 @@
-// Dot-product-form GEMM: both operands are read along K contiguously, a register tile of
-// kMR rows of X × kNR rows of W accumulates in SIMD registers, X is blocked by kMB rows so a
-// tile of W stays in L1 while the X block streams from L2. Threads split the N dimension
-// (decode: weights are the traffic) or the M dimension (when N is too small to share).
+// The CPU GEMM: packed panels, cache blocking and the thread split around the micro-kernels of
+// cpu/gemm_kernels.h (the Goto/BLIS structure, blocks sized for Zen 3's 32 KiB L1 and 512 KiB L2).
+//
+//  - gemm_nt (Y = X·Wᵀ, the forward): the dot kernel. X is packed per depth block, 128 rows at a
+//    time; W (HF [out, in] weights: already depth-contiguous) is read in place, never copied: in
+//    decode W is the traffic. A block of 48 W rows stays in L2 while each 4-row panel of X, in L1,
+//    meets it, and the lines of the next W block are requested meanwhile.
+//  - gemm_nn (dX = dY·W) and gemm_tn (dW = dYᵀ·X): the outer kernel on panels packed with zero
+//    padding; a 256-column block of B in L2, each 16-column panel of it in L1 while the 6-row
+//    panels of A pass over it. B comes from memory once per product: the lines of the next block
+//    are requested while the current one computes.
+//
+// Threads split the output into contiguous column ranges on whole cache lines of Y, or row ranges
+// when the columns are too few or the other operand is the cheaper one for every thread to pack;
+// no two threads write the same cache line of Y but at a row-range boundary. The depth blocking is
+// a function of K only, so no result depends on M, on the other rows or on the thread split.
 #include "cpu/gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
+#include <exception>
+#include <mutex>
+#include <new>
 
-#include "cpu/vec.h"
+#include "cpu/gemm_kernels.h"
 
 namespace ad::cpu {
 namespace {
+using namespace gemm;
 
-#if defined(__AVX512F__)
-constexpr int kMR = 4, kNR = 4;
-#else
-constexpr int kMR = 4, kNR = 2;
-#endif
-constexpr int64_t kMB = 64;
+constexpr int64_t kDotDepthBlock = 1024;  // depth of one dot block: an X panel (16 KiB) stays in L1
+constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
+constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
+constexpr int64_t kDotRowChunk = 128;     // rows of X packed at once (512 KiB): X panels stream past the W block
+constexpr int64_t kOuterDepthBlock = 256; // depth of one outer block: B panel 16 KiB in L1
+constexpr int64_t kOuterRowBlock = 72;    // A rows packed at a time: 72 × 256 × 4 B = 72 KiB in L2
+constexpr int64_t kOuterColBlock = 256;   // B columns packed at a time: 256 × 256 × 4 B = 256 KiB in L2
+constexpr int64_t kOuterPackedRowsMax = 1 << 17;  // floats of A packed for all rows at once (512 KiB)
+constexpr double kCachedBytes = 2 << 20;  // an operand smaller than this is taken to be in cache already
+constexpr int64_t kLineFloats = 16;       // one 64-byte cache line of Y: the column split's unit
+constexpr double kSerialFlops = 1 << 17;  // below this a product runs on the calling thread alone
 
-// out[r][c] = Σ_k X[r,k]·W[c,k] for an MR × NR tile. Every element is summed in the same order
-// whatever the tile shape, so a row's result never depends on which other rows share its batch.
-template <int MR, int NR>
-inline void tile(const float* X, int64_t ldx, const float* W, int64_t ldw, int64_t K, float out[kMR][kNR]) {
-  vfloat acc[MR][NR];
-#pragma GCC unroll 4
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int c = 0; c < NR; ++c) acc[r][c] = vzero();
-  int64_t k = 0;
-  for (; k + kLanes <= K; k += kLanes) {
-    vfloat w[NR];
-#pragma GCC unroll 4
-    for (int c = 0; c < NR; ++c) w[c] = vload(W + c * ldw + k);
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) {
-      vfloat x = vload(X + r * ldx + k);
-#pragma GCC unroll 4
-      for (int c = 0; c < NR; ++c) acc[r][c] = vfma(x, w[c], acc[r][c]);
+// A grow-only, 64-byte aligned scratch buffer; one per thread, so packing never allocates in the
+// steady state and no two threads share one.
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { std::free(data_); }
+  float* floats(size_t n) {
+    if (n > capacity_) {
+      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+      float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+      if (!p) throw std::bad_alloc();
+      std::free(data_);
+      data_ = p;
+      capacity_ = bytes / sizeof(float);
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+thread_local Scratch a_panels, b_panels;
+
+struct Range {
+  int64_t begin, end;
+};
+
+// Part p of `parts` near-equal ranges of [0, n), each boundary on a multiple of `unit`.
+Range part_of(int64_t n, int64_t unit, int parts, int p) {
+  const int64_t units = (n + unit - 1) / unit;
+  return {std::min(n, units * p / parts * unit), std::min(n, units * (p + 1) / parts * unit)};
+}
+
+// How a product's output is shared: `parts` ranges of rows or of columns.
+struct Split {
+  int parts;
+  bool by_columns;
+};
+
+// Columns unless there are too few of them or (prefer_rows) the other operand is the one every
+// thread would then pack; rows on whole row-panel bounds.
+Split split_for(const ThreadPool& pool, int64_t rows, int64_t cols, int64_t depth, int64_t row_unit, int64_t col_unit,
+                bool prefer_rows) {
+  const int threads = pool.size();
+  if (threads <= 1 || 2.0 * rows * cols * depth < kSerialFlops) return {1, true};
+  const int64_t col_units = (cols + col_unit - 1) / col_unit, row_units = (rows + row_unit - 1) / row_unit;
+  const bool columns_fit = col_units >= threads, rows_fit = row_units >= threads;
+  if (columns_fit && (!prefer_rows || !rows_fit)) return {threads, true};
+  if (rows_fit) return {threads, false};
+  return {static_cast<int>(std::max<int64_t>(1, std::max(col_units, row_units))), col_units >= row_units};
+}
+
+// Runs body(p) for every part on the pool; the first exception any part throws (a failed
+// scratch allocation) is rethrown on the calling thread once all parts are done.
+template <class Body>
+void run_parts(ThreadPool& pool, int parts, const Body& body) {
+  if (parts <= 1) {
+    body(0);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  pool.parallel_for(parts, 1, [&](int64_t p0, int64_t p1, int) {
+    try {
+      for (int64_t p = p0; p < p1; ++p) body(static_cast<int>(p));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  });
+  if (error) std::rethrow_exception(error);
+}
+
+// Asks for the cache lines of a rows × cols tile of Y now, so that they have arrived when the
+// tile is stored, after its depth loop (rows of Y are far apart: no prefetcher guesses them).
+inline void prefetch_rows(const float* y, int64_t ldy, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    __builtin_prefetch(y + r * ldy, 1, 3);
+    __builtin_prefetch(y + r * ldy + cols - 1, 1, 3);
+  }
+}
+
+// Y = (accumulate ? Y : 0) + bias: the whole product when the depth is zero.
+void fill_without_depth(float* y, int64_t ldy, int64_t rows, int64_t cols, const float* bias, bool accumulate) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t n = 0; n < cols; ++n) y[m * ldy + n] = (accumulate ? y[m * ldy + n] : 0.f) + (bias ? bias[n] : 0.f);
+}
+
+// An operand of the outer kernel: element (i, k) at p[i·rs + k·ds].
+struct Strided {
+  const float* p;
+  int64_t rs, ds;
+};
+
+// Walks the cache lines of the next block of an operand that comes from memory (W of the dot
+// kernel, B of the outer one), a few per tile, into L2 while the current block computes; else
+// the first pass over a block (or its packing) waits on every line. The block is `rows` rows of
+// `floats` contiguous floats, ds apart.
+class BlockPrefetch {
+ public:
+  void aim(Strided src, int64_t rows, int64_t floats, int64_t tiles) {
+    src_ = src;
+    lines_per_row_ = (floats + kLineFloats - 1) / kLineFloats;
+    left_ = src.rs == 1 ? rows * lines_per_row_ : 0;  // only sources contiguous along a row stream this way
+    per_tile_ = tiles > 0 ? (left_ + tiles - 1) / tiles : left_;
+    row_ = src.p;
+    line_ = 0;
+  }
+  void step() {
+    for (int64_t n = std::min(left_, per_tile_); n > 0; --n, --left_) {
+      __builtin_prefetch(row_ + line_ * kLineFloats, 0, 2);  // to L2
+      if (++line_ == lines_per_row_) line_ = 0, row_ += src_.ds;
     }
   }
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < NR; ++c) {
-      float s = vsum(acc[r][c]);
-      for (int64_t kk = k; kk < K; ++kk) s += X[r * ldx + kk] * W[c * ldw + kk];
-      out[r][c] = s;
+
+ private:
+  Strided src_{};
+  const float* row_ = nullptr;
+  int64_t lines_per_row_ = 0, left_ = 0, per_tile_ = 0, line_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------ dot
+
+constexpr int64_t kDotStep = kDotRows * kDepthLanes;  // floats of one depth step of a packed X panel
+constexpr int64_t kDotColUnit = 48;  // the column split's unit: whole cache lines of Y, whole W panels
+static_assert(kDotColUnit % kLineFloats == 0 && kDotColUnit % kDotCols == 0 && kDotColBlock % kDotCols == 0);
+
+struct DotProduct {
+  const float* x;
+  int64_t ldx;
+  const float* w;
+  int64_t ldw;
+  const float* bias;
+  float* y;
+  int64_t ldy;
+  int64_t depth;
+  bool accumulate;
+};
+
+// Rows [0, rows) (≤ kDotRows) of X, depth [0, depth), into the panel layout [step][row][lane];
+// the last step's missing lanes are zero.
+void pack_dot_panel(const float* x, int64_t ldx, int rows, int64_t depth, float* panel) {
+  const int64_t steps = depth / kDepthLanes;
+  const int tail = static_cast<int>(depth % kDepthLanes);
+  for (int64_t s = 0; s < steps; ++s)
+    for (int r = 0; r < rows; ++r)
+      std::memcpy(panel + s * kDotStep + r * kDepthLanes, x + r * ldx + s * kDepthLanes, sizeof(float) * kDepthLanes);
+  if (tail > 0)
+    for (int r = 0; r < rows; ++r) {
+      float* dst = panel + steps * kDotStep + r * kDepthLanes;
+      for (int l = 0; l < kDepthLanes; ++l) dst[l] = l < tail ? x[r * ldx + steps * kDepthLanes + l] : 0.f;
     }
 }
 
-inline void store(float* y, float v, const float* bias, int64_t n, bool accumulate) {
-  if (bias) v += bias[n];
-  *y = accumulate ? *y + v : v;
+// The R × C tile of Y at (m, n) from a packed X panel and W read in place, for one depth block.
+template <int R, int C>
+void dot_tile_into_y(const DotProduct& p, const float* panel, int64_t m, int64_t n, int64_t k0, int64_t depth) {
+  prefetch_rows(p.y + m * p.ldy + n, p.ldy, R, C);
+  Sums4 sums[R];
+  dot_tile<R, C>(panel, kDepthLanes, kDotStep, p.w + n * p.ldw + k0, p.ldw, kDepthLanes, depth / kDepthLanes,
+                 static_cast<int>(depth % kDepthLanes), sums);
+  const bool first = k0 == 0;
+  for (int r = 0; r < R; ++r) dot_store<C>(p.y + (m + r) * p.ldy + n, sums[r], p.bias ? p.bias + n : nullptr, first, p.accumulate);
 }
 
-template <int NR>
-void columns(const float* X, int64_t ldx, const float* W, int64_t ldw, const float* bias, float* Y, int64_t ldy,
-             int64_t mb, int64_t me, int64_t n, int64_t K, bool accumulate) {
-  float t[kMR][kNR];
-  int64_t m = mb;
-  for (; m + kMR <= me; m += kMR) {
-    tile<kMR, NR>(X + m * ldx, ldx, W + n * ldw, ldw, K, t);
-    for (int r = 0; r < kMR; ++r)
-      for (int c = 0; c < NR; ++c) store(Y + (m + r) * ldy + n + c, t[r][c], bias, n + c, accumulate);
-  }
-  for (; m < me; ++m) {
-    tile<1, NR>(X + m * ldx, ldx, W + n * ldw, ldw, K, t);
-    for (int c = 0; c < NR; ++c) store(Y + m * ldy + n + c, t[0][c], bias, n + c, accumulate);
+using DotTileFn = void (*)(const DotProduct&, const float*, int64_t, int64_t, int64_t, int64_t);
+template <int R>
+constexpr DotTileFn kDotRowOf[kDotCols] = {dot_tile_into_y<R, 1>, dot_tile_into_y<R, 2>, dot_tile_into_y<R, 3>};
+constexpr const DotTileFn* kDotTiles[kDotRows] = {kDotRowOf<1>, kDotRowOf<2>, kDotRowOf<3>, kDotRowOf<4>};
+
+// Y rows `rows` × columns `cols`. Per depth block: X is packed once; a block of W rows (read in
+// place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels,
+// and the next W block is requested meanwhile. With few rows (decode) W is the traffic and every
+// X panel meets a W panel while it is in L1.
+void dot_rows(const DotProduct& p, Range rows, Range cols) {
+  const int64_t panel_floats = (kDotDepthBlock / kDepthLanes) * kDotStep;
+  const int64_t panels = (rows.end - rows.begin + kDotRows - 1) / kDotRows;
+  float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
+  BlockPrefetch next_w;
+  const auto tile = [&](int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
+    const DotTileFn* row_of = kDotTiles[std::min<int64_t>(kDotRows, rows.end - m) - 1];
+    row_of[std::min<int64_t>(kDotCols, ne - n) - 1](p, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
+  };
+  for (int64_t k0 = 0; k0 < p.depth; k0 += kDotDepthBlock) {
+    const int64_t depth = std::min(kDotDepthBlock, p.depth - k0);
+    for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
+      pack_dot_panel(p.x + m * p.ldx + k0, p.ldx, static_cast<int>(std::min<int64_t>(kDotRows, rows.end - m)), depth,
+                     packed + (m - rows.begin) / kDotRows * panel_floats);
+    if (rows.end - rows.begin <= kDotFewRows) {
+      for (int64_t n = cols.begin; n < cols.end; n += kDotCols)
+        for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(m, n, cols.end, k0, depth);
+      continue;
+    }
+    for (int64_t nb = cols.begin; nb < cols.end; nb += kDotColBlock) {
+      const int64_t ne = std::min(cols.end, nb + kDotColBlock);
+      {  // the next W block: the next rows of W, else the first ones of the next depth block
+        const int64_t next_n = ne < cols.end ? ne : cols.begin, next_k0 = ne < cols.end ? k0 : k0 + kDotDepthBlock;
+        const int64_t tiles = (rows.end - rows.begin + kDotRows - 1) / kDotRows * ((ne - nb + kDotCols - 1) / kDotCols);
+        if (next_k0 < p.depth)
+          next_w.aim({p.w + next_n * p.ldw + next_k0, 1, p.ldw}, std::min(kDotColBlock, cols.end - next_n),
+                     std::min(kDotDepthBlock, p.depth - next_k0), tiles);
+        else
+          next_w.aim({p.w, 1, p.ldw}, 0, 0, 0);
+      }
+      for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
+        for (int64_t n = nb; n < ne; n += kDotCols) {
+          next_w.step();
+          tile(m, n, ne, k0, depth);
+        }
+    }
   }
 }
 
-void gemm_nt_range(const float* X, int64_t ldx, const float* W, int64_t ldw, const float* bias, float* Y, int64_t ldy,
-                   int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, bool accumulate) {
-  for (int64_t mb = m0; mb < m1; mb += kMB) {
-    int64_t me = std::min(m1, mb + kMB);
-    int64_t n = n0;
-    for (; n + kNR <= n1; n += kNR) columns<kNR>(X, ldx, W, ldw, bias, Y, ldy, mb, me, n, K, accumulate);
-    for (; n < n1; ++n) columns<1>(X, ldx, W, ldw, bias, Y, ldy, mb, me, n, K, accumulate);
+// At most kDotRowChunk rows at a time, so the packed X (one chunk × one depth block) stays small.
+void dot_part(const DotProduct& p, Range rows, Range cols) {
+  for (int64_t m = rows.begin; m < rows.end; m += kDotRowChunk) dot_rows(p, {m, std::min(rows.end, m + kDotRowChunk)}, cols);
+}
+
+// ---------------------------------------------------------------------------------------- outer
+
+struct OuterProduct {
+  Strided a;      // rows of Y × depth
+  Strided b;      // columns of Y × depth
+  float* y;
+  int64_t ldy;
+  int64_t depth;
+  bool accumulate;
+};
+
+// Operand rows [0, rows) × depth [0, depth) into P-wide panels for outer_tile: panel q holds rows
+// [qP, qP + P) as panel[k·P + i] (rows past the end are zero), panels one after another. Reads
+// follow memory: along a row of the source when its rows are contiguous (rs = 1), else along
+// the depth of each row, so the hardware prefetchers see streams.
+template <int P>
+void pack_outer_block(Strided src, int64_t rows, int64_t depth, float* panels) {
+  const int64_t count = (rows + P - 1) / P;
+  if (src.rs == 1) {
+    for (int64_t k = 0; k < depth; ++k) {
+      const float* s = src.p + k * src.ds;
+      for (int64_t q = 0; q < count; ++q) {
+        float* d = panels + q * P * depth + k * P;
+        const int64_t here = std::min<int64_t>(P, rows - q * P);
+        if (here == P) {
+          std::memcpy(d, s + q * P, sizeof(float) * P);
+        } else {
+          for (int64_t i = 0; i < here; ++i) d[i] = s[q * P + i];
+          for (int64_t i = here; i < P; ++i) d[i] = 0.f;
+        }
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < count; ++q) {
+    float* d = panels + q * P * depth;
+    const int64_t here = std::min<int64_t>(P, rows - q * P);
+    for (int64_t i = 0; i < here; ++i) {
+      const float* s = src.p + (q * P + i) * src.rs;
+      for (int64_t k = 0; k < depth; ++k) d[k * P + i] = s[k * src.ds];
+    }
+    for (int64_t i = here; i < P; ++i)
+      for (int64_t k = 0; k < depth; ++k) d[k * P + i] = 0.f;
   }
 }
 
-// Packs the K×N block of a row-major matrix into N×K (transposed) so the dot-product kernel applies.
-void transpose_into(const float* A, int64_t lda, int64_t rows, int64_t cols, float* out) {
-  constexpr int64_t B = 32;
-  for (int64_t r0 = 0; r0 < rows; r0 += B)
-    for (int64_t c0 = 0; c0 < cols; c0 += B)
-      for (int64_t r = r0; r < std::min(rows, r0 + B); ++r)
-        for (int64_t c = c0; c < std::min(cols, c0 + B); ++c) out[c * rows + r] = A[r * lda + c];
+Strided offset(Strided s, int64_t i, int64_t k) { return {s.p + i * s.rs + k * s.ds, s.rs, s.ds}; }
+
+// Y rows `rows` × columns `cols`. Per depth block: A is packed once (all its rows when they fit
+// in L2, else a row block at a time); a block of B columns is packed into L2; each 16-column
+// panel of it stays in L1 while the 6-row panels of A pass over it.
+void outer_part(const OuterProduct& p, Range rows, Range cols) {
+  const int64_t row_count = rows.end - rows.begin;
+  const int64_t all_rows_floats = (row_count + kOuterRows - 1) / kOuterRows * kOuterRows * kOuterDepthBlock;
+  const bool pack_all_rows = all_rows_floats <= kOuterPackedRowsMax;
+  float* ap = a_panels.floats(static_cast<size_t>(pack_all_rows ? all_rows_floats : kOuterRowBlock * kOuterDepthBlock));
+  float* bp = b_panels.floats(static_cast<size_t>(kOuterColBlock * kOuterDepthBlock));
+  OuterAcc acc;
+  BlockPrefetch next_b;
+  const bool b_streams_from_memory = static_cast<double>(cols.end - cols.begin) * p.depth * sizeof(float) > kCachedBytes;
+  for (int64_t k0 = 0; k0 < p.depth; k0 += kOuterDepthBlock) {
+    const int64_t depth = std::min(kOuterDepthBlock, p.depth - k0);
+    const bool first = k0 == 0;
+    if (pack_all_rows) pack_outer_block<kOuterRows>(offset(p.a, rows.begin, k0), row_count, depth, ap);
+    for (int64_t nb = cols.begin; nb < cols.end; nb += kOuterColBlock) {
+      const int64_t ne = std::min(cols.end, nb + kOuterColBlock);
+      pack_outer_block<kOuterCols>(offset(p.b, nb, k0), ne - nb, depth, bp);
+      {  // the next block: the next columns, else the first columns of the next depth block
+        const int64_t next_nb = ne < cols.end ? ne : cols.begin, next_k0 = ne < cols.end ? k0 : k0 + kOuterDepthBlock;
+        const int64_t tiles = (ne - nb + kOuterCols - 1) / kOuterCols * ((row_count + kOuterRows - 1) / kOuterRows);
+        if (next_k0 < p.depth && b_streams_from_memory)
+          next_b.aim(offset(p.b, next_nb, next_k0), std::min(kOuterDepthBlock, p.depth - next_k0),
+                     std::min(kOuterColBlock, cols.end - next_nb), tiles);
+        else
+          next_b.aim(p.b, 0, 0, 0);
+      }
+      for (int64_t mb = rows.begin; mb < rows.end; mb += kOuterRowBlock) {
+        const int64_t me = std::min(rows.end, mb + kOuterRowBlock);
+        const float* a_block = ap + (pack_all_rows ? (mb - rows.begin) * depth : 0);
+        if (!pack_all_rows) pack_outer_block<kOuterRows>(offset(p.a, mb, k0), me - mb, depth, ap);
+        for (int64_t n = nb; n < ne; n += kOuterCols) {
+          const int cols_here = static_cast<int>(std::min<int64_t>(kOuterCols, ne - n));
+          for (int64_t m = mb; m < me; m += kOuterRows) {
+            const int rows_here = static_cast<int>(std::min<int64_t>(kOuterRows, me - m));
+            prefetch_rows(p.y + m * p.ldy + n, p.ldy, rows_here, cols_here);
+            next_b.step();
+            outer_tile(a_block + (m - mb) * depth, bp + (n - nb) * depth, depth, acc);
+            for (int r = 0; r < rows_here; ++r) outer_store_row(p.y + (m + r) * p.ldy + n, acc.v[r], cols_here, first, p.accumulate);
+          }
+        }
+      }
+    }
+  }
+}
+
+void outer_gemm(ThreadPool& pool, const OuterProduct& p, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  if (p.depth <= 0) {
+    fill_without_depth(p.y, p.ldy, rows, cols, nullptr, p.accumulate);
+    return;
+  }
+  // Split by columns and every thread packs all of A; by rows and every thread packs all of B.
+  const Split split = split_for(pool, rows, cols, p.depth, kOuterRows, kLineFloats, /*prefer_rows=*/rows > cols);
+  run_parts(pool, split.parts, [&](int part) {
+    const Range r = split.by_columns ? Range{0, rows} : part_of(rows, kOuterRows, split.parts, part);
+    const Range c = split.by_columns ? part_of(cols, kLineFloats, split.parts, part) : Range{0, cols};
+    if (r.begin < r.end && c.begin < c.end) outer_part(p, r, c);
+  });
 }
 
 }  // namespace
+
+const char* gemm_kernel() { return kernel_name(); }
 
 void gemm_nt(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, const float* bias, float* Y,
              int64_t ldy, int64_t M, int64_t N, int64_t K, bool accumulate) {
   if (M <= 0 || N <= 0) return;
-  const int threads = pool.size();
-  // Split N when it offers every thread at least a few tiles; else split M.
-  if (N >= threads * 4 * kNR || M < threads * kMR) {
-    int64_t groups = (N + kNR - 1) / kNR;
-    pool.parallel_for(groups, 4, [&](int64_t g0, int64_t g1, int) {
-      gemm_nt_range(X, ldx, W, ldw, bias, Y, ldy, 0, M, g0 * kNR, std::min(N, g1 * kNR), K, accumulate);
-    });
-  } else {
-    int64_t groups = (M + kMR - 1) / kMR;
-    pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1, int) {
-      gemm_nt_range(X, ldx, W, ldw, bias, Y, ldy, g0 * kMR, std::min(M, g1 * kMR), 0, N, K, accumulate);
-    });
+  if (K <= 0) {
+    fill_without_depth(Y, ldy, M, N, bias, accumulate);
+    return;
   }
+  const DotProduct p{X, ldx, W, ldw, bias, Y, ldy, K, accumulate};
+  // W is read in place, never packed: split by columns (each thread packs all of X) unless the
+  // columns are too few to share.
+  const Split split = split_for(pool, M, N, K, kDotRows, kDotColUnit, /*prefer_rows=*/false);
+  run_parts(pool, split.parts, [&](int part) {
+    const Range r = split.by_columns ? Range{0, M} : part_of(M, kDotRows, split.parts, part);
+    const Range c = split.by_columns ? part_of(N, kDotColUnit, split.parts, part) : Range{0, N};
+    if (r.begin < r.end && c.begin < c.end) dot_part(p, r, c);
+  });
 }
-
-// Y[M×K] (=|+=) X[M×N] · W[N×K], with W read in place (no transposed copy: W can be the
-// vocabulary-sized LM head). Threads own column slices of Y; a block of W rows × one slice stays
-// in L2 while every 4-row block of X sweeps over it, so W streams from memory once.
-namespace {
-constexpr int64_t kSlice = 4 * kLanes;
-constexpr int64_t kRowsOfW = 256;
-
-template <int MR>
-void nn_block(const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy, int64_t m, int64_t n0,
-              int64_t n1, int64_t k0, bool load) {
-  vfloat acc[MR][4];
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < 4; ++c) acc[r][c] = load ? vload(Y + (m + r) * ldy + k0 + c * kLanes) : vzero();
-  for (int64_t n = n0; n < n1; ++n) {
-    vfloat w[4];
-    for (int c = 0; c < 4; ++c) w[c] = vload(W + n * ldw + k0 + c * kLanes);
-    for (int r = 0; r < MR; ++r) {
-      vfloat x = vset1(X[(m + r) * ldx + n]);
-      for (int c = 0; c < 4; ++c) acc[r][c] = vfma(x, w[c], acc[r][c]);
-    }
-  }
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < 4; ++c) vstore(Y + (m + r) * ldy + k0 + c * kLanes, acc[r][c]);
-}
-
-void nn_tail(const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy, int64_t M, int64_t n0,
-             int64_t n1, int64_t k0, int64_t k1, bool load) {
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = k0; k < k1; ++k) {
-      float s = load ? Y[m * ldy + k] : 0.f;
-      for (int64_t n = n0; n < n1; ++n) s += X[m * ldx + n] * W[n * ldw + k];
-      Y[m * ldy + k] = s;
-    }
-}
-}  // namespace
 
 void gemm_nn(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy,
              int64_t M, int64_t N, int64_t K, bool accumulate) {
-  if (M <= 0 || K <= 0) return;
-  if (N <= 0) {
-    if (!accumulate)
-      for (int64_t m = 0; m < M; ++m) std::memset(Y + m * ldy, 0, sizeof(float) * K);
-    return;
-  }
-  const int64_t slices = (K + kSlice - 1) / kSlice;
-  pool.parallel_for(slices, 1, [&](int64_t s0, int64_t s1, int) {
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t k0 = s * kSlice, k1 = std::min(K, k0 + kSlice);
-      for (int64_t n0 = 0; n0 < N; n0 += kRowsOfW) {
-        const int64_t n1 = std::min(N, n0 + kRowsOfW);
-        const bool load = accumulate || n0 > 0;
-        if (k1 - k0 < kSlice) {
-          nn_tail(X, ldx, W, ldw, Y, ldy, M, n0, n1, k0, k1, load);
-          continue;
-        }
-        int64_t m = 0;
-        for (; m + 4 <= M; m += 4) nn_block<4>(X, ldx, W, ldw, Y, ldy, m, n0, n1, k0, load);
-        for (; m < M; ++m) nn_block<1>(X, ldx, W, ldw, Y, ldy, m, n0, n1, k0, load);
-      }
-    }
-  });
+  // Y[M×K] = X[M×N]·W[N×K]: rows M, columns K, depth N.
+  outer_gemm(pool, OuterProduct{{X, ldx, 1}, {W, 1, ldw}, Y, ldy, N, accumulate}, M, K);
 }
 
 void gemm_tn(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy,
              int64_t M, int64_t N, int64_t K, bool accumulate) {
-  if (M <= 0 || N <= 0) return;
-  std::vector<float> Xt(static_cast<size_t>(M * K)), Wt(static_cast<size_t>(N * K));
-  transpose_into(X, ldx, K, M, Xt.data());
-  transpose_into(W, ldw, K, N, Wt.data());
-  gemm_nt(pool, Xt.data(), K, Wt.data(), K, nullptr, Y, ldy, M, N, K, accumulate);
+  // Y[M×N] = X[K×M]ᵀ·W[K×N]: rows M, columns N, depth K.
+  outer_gemm(pool, OuterProduct{{X, 1, ldx}, {W, 1, ldw}, Y, ldy, K, accumulate}, M, N);
 }
 
 }  // namespace ad::cpu
