@@ -4,6 +4,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { NativeAddonError } from './engine/errors.js'
+import type { SamplingOptions } from './engine/options.js'
 
 export const packageRoot = join(dirname(fileURLToPath(import.meta.url)), '..')
 const ADDON_PATH = join(packageRoot, 'build', 'Release', 'autodidact.node')
@@ -193,14 +194,8 @@ export interface LogitStatsOptions {
   scalar?: boolean
 }
 
-export interface SamplingParamsJs {
-  temperature?: number
-  topK?: number
-  topP?: number
-  minP?: number
-  repetitionPenalty?: number
-  presencePenalty?: number
-  frequencyPenalty?: number
+/** The sampling options as the addon takes them: the seed (and the stream) may be bigints. */
+export interface SamplingParamsJs extends Omit<SamplingOptions, 'seed'> {
   seed?: number | bigint
   stream?: number | bigint
 }
