@@ -160,6 +160,13 @@ export interface NativeTrain {
   importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): Promise<void>
 }
 
+export interface NativeDeviceMemory {
+  free: number
+  total: number
+  allocated: number
+  peakAllocated: number
+}
+
 /** Per-kernel counters of the CPU backend (native/cpu/profiler.h); process-wide. */
 export interface NativeProfiler {
   enable(on?: boolean): void
@@ -250,6 +257,9 @@ export interface NativeKernels {
 
 export interface NativeAddon {
   info(): NativeInfo
+  /** A device's memory in bytes (driver free/total; what this process's engines hold now and at most since resetDevicePeak), or null where the backend has none or cannot run. */
+  deviceMemory(backend: 'cpu' | 'cuda', index: number): NativeDeviceMemory | null
+  resetDevicePeak(backend: 'cpu' | 'cuda'): void
   profiler: NativeProfiler
   loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number }): Promise<NativeModel>
   kernels: NativeKernels
@@ -315,6 +325,7 @@ export async function nativeAddon(): Promise<NativeAddon> {
         const i = info()
         return { ...i, backends: i.backends.filter((b) => b !== 'cuda'), cuda: { ...i.cuda, available: false, kind: 'stale', reason: problem, devices: [] } }
       },
+      deviceMemory: () => null,
     })
   }
   cached = addon
