@@ -240,6 +240,8 @@ export interface NativeKernels {
   ropeInverse(g: Float32Array, cos: Float32Array, sin: Float32Array, rows: number, headDim: number): Float32Array
   swiglu(gate: Float32Array, up: Float32Array): Float32Array
   swigluBackward(gate: Float32Array, up: Float32Array, dh: Float32Array): { dgate: Float32Array; dup: Float32Array }
+  /** W + scale·B·A (W [out × in], A [rank × in], B [out × rank]): kernels/lora.h's merge, the CUDA backend's arithmetic. */
+  loraMerge(W: Float32Array, A: Float32Array, B: Float32Array, out: number, inFeatures: number, rank: number, scale: number): Float32Array
   /** Attention of one query over nKeys keys and values of `stride` floats each (two-pass, or one pass with `online`). */
   attentionRow(q: Float32Array, keys: Float32Array, values: Float32Array, stride: number, nKeys: number, headDim: number, scale: number, opts?: { online?: boolean }): Float32Array
   /** dq [headDim]; dk and dv [nKeys × stride]. */

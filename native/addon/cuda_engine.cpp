@@ -46,6 +46,7 @@ ad_cuda_config abi_config(const model::Config& c, int device) {
   a.o_bias = c.o_bias;
   a.qk_norm = c.qk_norm;
   a.device = device;
+  a.score_labels = c.score_labels;
   return a;
 }
 

@@ -88,6 +88,7 @@ ad::model::Config to_config(const ad_cuda_config& c) {
   m.qkv_bias = c.qkv_bias != 0;
   m.o_bias = c.o_bias != 0;
   m.qk_norm = c.qk_norm != 0;
+  m.score_labels = c.score_labels;
   return m;
 }
 

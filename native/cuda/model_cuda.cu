@@ -1269,25 +1269,35 @@ const CudaModel::Adapter* CudaModel::adapter(int l, model::Linear which) const {
   return a.rank > 0 ? &a : nullptr;
 }
 
+namespace {
+// One product of the adapter and score-head paths: C (=|+=) alpha·op(A, B), ops.h's layouts.
+void gemm_into(GemmLayout layout, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, const bf16* B, int64_t ldb, void* C,
+               int64_t ldc, DType c_type, float alpha, float beta, cudaStream_t stream, const char* what) {
+  GemmArgs g;
+  g.layout = layout;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A = A;
+  g.lda = lda;
+  g.B = B;
+  g.ldb = ldb;
+  g.C = C;
+  g.ldc = ldc;
+  g.c_type = c_type;
+  g.alpha = alpha;
+  g.beta = beta;
+  ops_check(gemm(g, stream), what);
+}
+}  // namespace
+
 // y += s·(x·Aᵀ)·Bᵀ: u = s·x·Aᵀ [T × rank] in bf16 (GEMM alpha = s), then y += u·Bᵀ.
 void CudaModel::lora_forward(int l, model::Linear which, const bf16* x, int64_t T, float* y) {
   const Adapter* a = lora_enabled_ ? adapter(l, which) : nullptr;
   if (!a || T <= 0) return;
   bf16* u = lora_u_.ensure(T * a->rank);
-  GemmArgs g;
-  g.layout = GemmLayout::NT;
-  g.M = T;
-  g.N = a->rank;
-  g.K = a->in;
-  g.A = x;
-  g.lda = a->in;
-  g.B = param(a->a_name).w16.get();
-  g.ldb = a->in;
-  g.C = u;
-  g.ldc = a->rank;
-  g.c_type = DType::BF16;
-  g.alpha = a->scale;
-  ops_check(gemm(g, stream_), "GEMM (LoRA s·x·Aᵀ)");
+  gemm_into(GemmLayout::NT, T, a->rank, a->in, x, a->in, param(a->a_name).w16.get(), a->in, u, a->rank, DType::BF16, a->scale, 0.f,
+            stream_, "GEMM (LoRA s·x·Aᵀ)");
   linear_nt(u, T, param(a->b_name).w16.get(), a->rank, a->out, nullptr, y, true);
 }
 
@@ -1301,77 +1311,13 @@ void CudaModel::lora_backward(int l, model::Linear which, const bf16* x, int64_t
   const bf16* B = param(a->b_name).w16.get();
   bf16* u = lora_u_.ensure(T * r);
   bf16* du = lora_du_.ensure(T * r);
-  GemmArgs g;  // u = s·x·Aᵀ: [T × in]·[in × r]
-  g.layout = GemmLayout::NT;
-  g.M = T;
-  g.N = r;
-  g.K = in;
-  g.A = x;
-  g.lda = in;
-  g.B = A;
-  g.ldb = in;
-  g.C = u;
-  g.ldc = r;
-  g.c_type = DType::BF16;
-  g.alpha = a->scale;
-  ops_check(gemm(g, stream_), "GEMM (LoRA s·x·Aᵀ)");
-  GemmArgs d;  // du = s·dy·B: [T × out]·[out × r]
-  d.layout = GemmLayout::NN;
-  d.M = T;
-  d.N = r;
-  d.K = out;
-  d.A = dy_b;
-  d.lda = out;
-  d.B = B;
-  d.ldb = r;
-  d.C = du;
-  d.ldc = r;
-  d.c_type = DType::BF16;
-  d.alpha = a->scale;
-  ops_check(gemm(d, stream_), "GEMM (LoRA s·dy·B)");
-  if (float* gB = grad_of(a->b_name)) {
-    GemmArgs w;  // dB += dyᵀ·u: [out × T]·[T × r]
-    w.layout = GemmLayout::TN;
-    w.M = out;
-    w.N = r;
-    w.K = T;
-    w.A = dy_b;
-    w.lda = out;
-    w.B = u;
-    w.ldb = r;
-    w.C = gB;
-    w.ldc = r;
-    w.beta = 1.f;
-    ops_check(gemm(w, stream_), "GEMM (LoRA dyᵀ·u)");
-  }
-  if (float* gA = grad_of(a->a_name)) {
-    GemmArgs w;  // dA += duᵀ·x: [r × T]·[T × in]
-    w.layout = GemmLayout::TN;
-    w.M = r;
-    w.N = in;
-    w.K = T;
-    w.A = du;
-    w.lda = r;
-    w.B = x;
-    w.ldb = in;
-    w.C = gA;
-    w.ldc = in;
-    w.beta = 1.f;
-    ops_check(gemm(w, stream_), "GEMM (LoRA duᵀ·x)");
-  }
-  GemmArgs x_grad;  // dx += du·A: [T × r]·[r × in]
-  x_grad.layout = GemmLayout::NN;
-  x_grad.M = T;
-  x_grad.N = in;
-  x_grad.K = r;
-  x_grad.A = du;
-  x_grad.lda = r;
-  x_grad.B = A;
-  x_grad.ldb = in;
-  x_grad.C = dx;
-  x_grad.ldc = in;
-  x_grad.beta = 1.f;
-  ops_check(gemm(x_grad, stream_), "GEMM (LoRA du·A)");
+  gemm_into(GemmLayout::NT, T, r, in, x, in, A, in, u, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·x·Aᵀ)");
+  gemm_into(GemmLayout::NN, T, r, out, dy_b, out, B, r, du, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·dy·B)");
+  if (float* gB = grad_of(a->b_name))  // [out × T]·[T × r]
+    gemm_into(GemmLayout::TN, out, r, T, dy_b, out, u, r, gB, r, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA dyᵀ·u)");
+  if (float* gA = grad_of(a->a_name))  // [r × T]·[T × in]
+    gemm_into(GemmLayout::TN, r, in, T, du, r, x, in, gA, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA duᵀ·x)");
+  gemm_into(GemmLayout::NN, T, in, r, du, r, A, in, dx, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA du·A)");
 }
 
 void CudaModel::merge_lora() {
@@ -1470,33 +1416,9 @@ void CudaModel::score_backward(const float* d_scores, int64_t n) {
   float* dh = hid32_.ensure(R * H);
   {
     ADC_PROFILE("bwd.score_head", stream_);
-    GemmArgs g;  // dh = ds·W: [R × L]·[L × H]
-    g.layout = GemmLayout::NN;
-    g.M = R;
-    g.N = H;
-    g.K = L;
-    g.A = ds;
-    g.lda = L;
-    g.B = score_;
-    g.ldb = H;
-    g.C = dh;
-    g.ldc = H;
-    ops_check(gemm(g, stream_), "GEMM (ds·score)");
-    if (float* gW = grad_of(model::tensor_name(model::TensorId::kScore))) {
-      GemmArgs w;  // dW += dsᵀ·h: [L × R]·[R × H]
-      w.layout = GemmLayout::TN;
-      w.M = L;
-      w.N = H;
-      w.K = R;
-      w.A = ds;
-      w.lda = L;
-      w.B = tape_.hidden.get();
-      w.ldb = H;
-      w.C = gW;
-      w.ldc = H;
-      w.beta = 1.f;
-      ops_check(gemm(w, stream_), "GEMM (dsᵀ·h)");
-    }
+    gemm_into(GemmLayout::NN, R, H, L, ds, L, score_, H, dh, H, DType::F32, 1.f, 0.f, stream_, "GEMM (ds·score)");  // [R × L]·[L × H]
+    if (float* gW = grad_of(model::tensor_name(model::TensorId::kScore)))  // dW += dsᵀ·h: [L × R]·[R × H]
+      gemm_into(GemmLayout::TN, L, H, R, ds, L, tape_.hidden.get(), H, gW, H, DType::F32, 1.f, 1.f, stream_, "GEMM (dsᵀ·h)");
   }
   tape_.valid = false;  // one backward per forward
   score_tape_ = false;

@@ -44,6 +44,7 @@ typedef struct {
   float rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position;
   int32_t tie_embeddings, qkv_bias, o_bias, qk_norm;
   int32_t device; /* ordinal */
+  int32_t score_labels; /* ABI 4: a *ForSequenceClassification model's score-head labels (0: none) */
 } ad_cuda_config;
 
 /* One ragged-batch entry (as model::BatchEntry): `count` new tokens appended to cache `slot`;

@@ -180,19 +180,17 @@ export function trainingMemoryPlan(config: ModelConfig, shape: TrainingShape, op
     add('activations', c.numLayers * T * H * F32 + T * tapePerToken + finalTape, 'step',
       `checkpointed: each layer's input (f32 ${H}/token) + one layer's tape for the recompute`)
   else add('activations', c.numLayers * T * tapePerToken + finalTape, 'step', `every layer's tape (${tapePerToken} B/token/layer)`)
-  if (lora) {
-    const per = (lora.targets ?? Object.keys(LORA_MODULES)).length
-    add('adapter-activations', (options.gradientCheckpointing ? 1 : c.numLayers) * per * T * lora.rank * BF16 + T * lora.rank * F32, 'step',
-      'x·Aᵀ of each adapted linear (bf16), kept for backward; one f32 gradient of it')
-  }
+  if (lora) add('adapter-scratch', 2 * T * lora.rank * BF16, 'step', 's·x·Aᵀ and s·dy·B of one linear at a time (bf16; recomputed in backward, not kept)')
   const capacity = Math.ceil(L / KV_ROUND) * KV_ROUND
-  add('kv-cache', 2 * c.numLayers * B * capacity * kvd * BF16, 'step', `training KV cache: bf16 K and V, ${B} × ${capacity} positions`)
+  const kv = 2 * c.numLayers * B * capacity * kvd * BF16
+  add('kv-cache', kv, 'step', `training KV cache: bf16 K and V, ${B} × ${capacity} positions`)
+  if (options.reference === 'lora-off') add('reference-kv-cache', kv, 'step', "the 'lora-off' reference's forward: its own KV cache of the same size")
   const forwardPerToken = F32 * (H + qd + 2 * kvd + 2 * I) + BF16 * (H + 2 * qd + I) + (hd / 2) * 8 + 3 * I32 * 2
   add('forward-scratch', T * forwardPerToken + R * H * BF16 + T * c.numHeads * (hd + 1) * ATTENTION_SPLITS * F32, 'step',
     'x, q, k, v, gate, up (f32); norm, q, attention, swiglu outputs (bf16); RoPE table; attention split workspace')
   const backwardPerToken = F32 * (2 * H + 2 * qd + 2 * kvd + I + c.numHeads) + BF16 * (Math.max(H, qd) + qd + 2 * kvd + 2 * I)
   add('backward-scratch', T * backwardPerToken + R * H * F32, 'step', 'dx, dxn, dq, dk, dv, d attention, d hidden (f32) and their bf16 casts')
-  if (labels > 0) add('lm-head', R * labels * F32, 'step', 'score head: one row of scores per sequence')
+  if (labels > 0) add('lm-head', R * labels * (F32 + BF16), 'step', 'score head: one row of scores per sequence (f32) and its bf16 gradient')
   else {
     const budget = Math.min(LOGITS_BUDGET_MAX, Math.max(LOGITS_BUDGET_MIN, options.logitsBudgetBytes ?? LOGITS_BUDGET_MAX))
     const fwdRows = logitsChunk(R, V, F32, budget) // row statistics: f32 logits

@@ -182,10 +182,13 @@ export class Trainer {
   /** What the memory plan needs of this trainer's options (src/engine/memory-plan.ts). */
   planOptions(): MemoryPlanOptions {
     const lora = this.options.lora ?? (this.model.lora ? { rank: this.model.lora.rank, targets: this.model.lora.targets } : null)
+    const needsReference = this.needsReference()
     return {
       lora: lora ? { rank: lora.rank, targets: lora.targets } : null,
       gradientCheckpointing: this.options.gradientCheckpointing ?? false,
       scoreLabels: this.model.scoreLabels,
+      // a frozen copy is its own model (its load is checked on its own); 'lora-off' runs on this one
+      reference: needsReference && lora && (this.options.reference ?? 'lora-off') === 'lora-off' ? 'lora-off' : 'none',
     }
   }
 
@@ -200,9 +203,13 @@ export class Trainer {
     this.deviceStepPlan = plan
   }
 
+  // DPO's reference log-ratios and the policy objective's KL term read a reference model.
+  private needsReference(): boolean {
+    return this.objective.name === 'dpo' || (this.objective.name === 'policy' && this.objective.config.klCoef > 0)
+  }
+
   private referenceFor(): 'lora-off' | NativeModel | undefined {
-    const needs = this.objective.name === 'dpo' || (this.objective.name === 'policy' && this.objective.config.klCoef > 0)
-    if (!needs) return undefined
+    if (!this.needsReference()) return undefined
     const ref = this.options.reference ?? (this.model.lora ? 'lora-off' : undefined)
     if (ref === undefined)
       throw new InvalidArgumentError('reference', `objective '${this.objective.name}' needs a reference: train LoRA (reference = base weights) or pass a frozen model`)

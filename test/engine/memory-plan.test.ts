@@ -74,14 +74,16 @@ describe('trainingMemoryPlan: a hand count of a tiny Qwen3 (V 16, H 8, I 12, 2 l
     expect(ck.peakBytes).toBeLessThan(plan.peakBytes)
   })
 
-  it('LoRA: adapters with their state, no base gradients, x·Aᵀ kept', () => {
+  it('LoRA: adapters with their state, no base gradients, one linear\'s scratch', () => {
     const lo = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { lora: { rank: 2, targets: ['q_proj', 'v_proj'] } })
     // q_proj: A 2×8 + B 8×2 = 32; v_proj: A 2×8 + B 4×2 = 24; two layers
     const n = 2 * (32 + 24)
     expect(item(lo, 'adapters')).toBe(n * 6)
     expect(item(lo, 'gradients')).toBe(n * 4)
     expect(item(lo, 'optimizer')).toBe(n * 8)
-    expect(item(lo, 'adapter-activations')).toBe(2 * 2 * 8 * 2 * 2 + 8 * 2 * 4)
+    expect(item(lo, 'adapter-scratch')).toBe(2 * 8 * 2 * 2) // u and du: T 8 × rank 2, bf16
+    const ref = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { lora: { rank: 2, targets: ['q_proj'] }, reference: 'lora-off' })
+    expect(item(ref, 'reference-kv-cache')).toBe(item(ref, 'kv-cache'))
     expect(lo.trainerBytes).toBe(n * 18)
   })
 
@@ -90,7 +92,7 @@ describe('trainingMemoryPlan: a hand count of a tiny Qwen3 (V 16, H 8, I 12, 2 l
     // score.weight 1×8 (6 B) in the weights; T = 2·5 = 10, R = 2
     expect(item(sc, 'weights')).toBe(6752 + 8 * 6)
     expect(item(sc, 'gradients')).toBe((2 * 32 + 8) * 4)
-    expect(item(sc, 'lm-head')).toBe(2 * 1 * 4)
+    expect(item(sc, 'lm-head')).toBe(2 * 1 * (4 + 2))
     expect(item(sc, 'activations')).toBe(2 * 10 * 280 + 10 * 8 * 4 + 2 * 8 * 2)
   })
 
