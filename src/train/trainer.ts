@@ -180,7 +180,7 @@ export class Trainer {
   }
 
   /** What the memory plan needs of this trainer's options (src/engine/memory-plan.ts). */
-  planOptions(): MemoryPlanOptions {
+  private planOptions(): MemoryPlanOptions {
     const lora = this.options.lora ?? (this.model.lora ? { rank: this.model.lora.rank, targets: this.model.lora.targets } : null)
     const needsReference = this.needsReference()
     return {

@@ -2,6 +2,7 @@
 // trainer's checks on a device (the device's free memory stood in for through the addon's
 // deviceMemory, which on this machine has no device to read).
 import { describe, expect, it, vi } from 'vitest'
+import { formatDoctor, doctorReport } from '../../src/cli/doctor.js'
 import { profileCommand } from '../../src/cli/profile.js'
 import { DeviceMemoryError, InvalidArgumentError } from '../../src/engine/errors.js'
 import { readModelConfig } from '../../src/engine/hf/folder.js'
@@ -113,5 +114,21 @@ describe('the trainer on a device checks the plan before the native work', () =>
       memory.mockRestore()
       model.dispose()
     }
+  })
+})
+
+describe('doctor: each device\'s memory', () => {
+  it('prints free memory and the peak this process held, and how to plan a run', async () => {
+    const r = await doctorReport()
+    expect(r.native, r.nativeError ?? '').not.toBeNull()
+    if (!r.native) return
+    const device = { index: 0, name: 'H200', totalMemory: 150e9, computeCapability: '9.0', multiprocessors: 132 }
+    const text = formatDoctor({
+      ...r,
+      native: { ...r.native, cuda: { ...r.native.cuda, available: true, devices: [device] } },
+      deviceMemory: [{ free: 2 ** 30 * 100, total: 150e9, allocated: 0, peakAllocated: 2 ** 30 * 3 }],
+    })
+    expect(text).toMatch(/\[0\] H200: 139\.7 GiB \(100\.0 GiB free now; peak held by this process 3\.0 GiB\)/)
+    expect(text).toMatch(/profile --estimate/)
   })
 })
