@@ -161,6 +161,13 @@ export interface NativeTrain {
   importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): Promise<void>
 }
 
+export interface NativeDeviceMemory {
+  free: number
+  total: number
+  allocated: number
+  peakAllocated: number
+}
+
 /** Per-kernel counters of the CPU backend (native/cpu/profiler.h); process-wide. */
 export interface NativeProfiler {
   enable(on?: boolean): void
@@ -228,6 +235,8 @@ export interface NativeKernels {
   ropeInverse(g: Float32Array, cos: Float32Array, sin: Float32Array, rows: number, headDim: number): Float32Array
   swiglu(gate: Float32Array, up: Float32Array): Float32Array
   swigluBackward(gate: Float32Array, up: Float32Array, dh: Float32Array): { dgate: Float32Array; dup: Float32Array }
+  /** W + scale·B·A (W [out × in], A [rank × in], B [out × rank]): kernels/lora.h's merge, the CUDA backend's arithmetic. */
+  loraMerge(W: Float32Array, A: Float32Array, B: Float32Array, out: number, inFeatures: number, rank: number, scale: number): Float32Array
   /** Attention of one query over nKeys keys and values of `stride` floats each (two-pass, or one pass with `online`). */
   attentionRow(q: Float32Array, keys: Float32Array, values: Float32Array, stride: number, nKeys: number, headDim: number, scale: number, opts?: { online?: boolean }): Float32Array
   /** dq [headDim]; dk and dv [nKeys × stride]. */
@@ -245,6 +254,9 @@ export interface NativeKernels {
 
 export interface NativeAddon {
   info(): NativeInfo
+  /** A device's memory in bytes (driver free/total; what this process's engines hold now and at most since resetDevicePeak), or null where the backend has none or cannot run. */
+  deviceMemory(backend: 'cpu' | 'cuda', index: number): NativeDeviceMemory | null
+  resetDevicePeak(backend: 'cpu' | 'cuda'): void
   profiler: NativeProfiler
   loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number }): Promise<NativeModel>
   kernels: NativeKernels
@@ -310,6 +322,7 @@ export async function nativeAddon(): Promise<NativeAddon> {
         const i = info()
         return { ...i, backends: i.backends.filter((b) => b !== 'cuda'), cuda: { ...i.cuda, available: false, kind: 'stale', reason: problem, devices: [] } }
       },
+      deviceMemory: () => null,
     })
   }
   cached = addon

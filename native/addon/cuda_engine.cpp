@@ -5,11 +5,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 
 #include "addon/cuda_plugin.h"
+#include "model/initial_values.h"
 #include "model/loader.h"
 
 namespace ad::addon {
@@ -43,6 +46,7 @@ ad_cuda_config abi_config(const model::Config& c, int device) {
   a.o_bias = c.o_bias;
   a.qk_norm = c.qk_norm;
   a.device = device;
+  a.score_labels = c.score_labels;
   return a;
 }
 
@@ -147,9 +151,10 @@ class CudaEngine final : public model::Engine {
   void do_train_forward(const model::TrainForwardRequest& r, model::TrainForwardResult& out) override {
     const model::TrainSequences& q = r.sequences;
     const int64_t rows = q.completion_rows();
+    const bool ref = r.reference || r.reference_lora_off;
     out.logp.assign(rows, NAN);
     out.entropy.assign(rows, NAN);
-    if (r.reference) out.ref_logp.assign(rows, NAN);
+    if (ref) out.ref_logp.assign(rows, NAN);
     ad_cuda_train_forward f{};
     f.tokens = q.tokens.data();
     f.lengths = q.lengths.data();
@@ -157,10 +162,11 @@ class CudaEngine final : public model::Engine {
     f.n_sequences = static_cast<int32_t>(q.lengths.size());
     f.checkpoint = q.checkpoint;
     f.ref_model = r.reference ? static_cast<CudaEngine*>(r.reference)->m : nullptr;
+    f.ref_lora_off = r.reference_lora_off ? 1 : 0;
     f.rows_capacity = rows;
     f.logp = out.logp.data();
     f.entropy = out.entropy.data();
-    f.ref_logp = r.reference ? out.ref_logp.data() : nullptr;
+    f.ref_logp = ref ? out.ref_logp.data() : nullptr;
     check(api->train_forward(m, &f), "device training forward");
   }
 
@@ -181,13 +187,35 @@ class CudaEngine final : public model::Engine {
     return {o.grad_norm, o.skipped != 0, o.parameters};
   }
 
-  std::vector<model::TensorCopy> do_export_tensors(bool) override {
+  // As the CPU backend: base tensors sorted, then LoRA A and B by (layer, linear); with
+  // merge_lora, the base tensors with their adapters folded in and no adapters.
+  std::vector<model::TensorCopy> do_export_tensors(bool merge_lora) override {
+    if (merge_lora && !has_lora_) throw std::invalid_argument("this model has no LoRA adapters to merge");
     std::vector<model::TensorCopy> out;
-    for (const TensorInfo& t : tensor_list()) {
+    std::map<std::string, const TensorInfo*> adapters;
+    const std::vector<TensorInfo> all = tensor_list();
+    for (const TensorInfo& t : all) {
+      if (is_adapter(t.name)) {
+        adapters[t.name] = &t;
+        continue;
+      }
       model::TensorCopy c{t.name, t.shape, std::vector<float>(static_cast<size_t>(t.size))};
-      check(api->tensor_read(m, t.name.c_str(), c.data.data(), t.size), "reading " + t.name);
+      if (merge_lora)
+        check(api->tensor_read_merged(m, t.name.c_str(), c.data.data(), t.size), "reading " + t.name + " with its adapter merged");
+      else
+        check(api->tensor_read(m, t.name.c_str(), c.data.data(), t.size), "reading " + t.name);
       out.push_back(std::move(c));
     }
+    if (merge_lora) return out;
+    for (int l = 0; l < cfg_.layers; ++l)
+      for (int w = 0; w < model::kNumLinear; ++w)
+        for (const std::string& name : {model::lora_a_name(l, static_cast<model::Linear>(w)), model::lora_b_name(l, static_cast<model::Linear>(w))}) {
+          auto it = adapters.find(name);
+          if (it == adapters.end()) continue;
+          model::TensorCopy c{name, it->second->shape, std::vector<float>(static_cast<size_t>(it->second->size))};
+          check(api->tensor_read(m, name.c_str(), c.data.data(), it->second->size), "reading " + name);
+          out.push_back(std::move(c));
+        }
     return out;
   }
 
@@ -238,6 +266,48 @@ class CudaEngine final : public model::Engine {
       check(api->moment_write(m, e.name.c_str(), e.m, e.v, e.m_size), "writing the optimizer state of " + e.name);
   }
 
+  // Zero adapters on the device, then A's initial values from the CPU backend's stream
+  // (model::lora_initial_a, in (layer, target) order), so both backends start alike.
+  void do_attach_lora(const model::LoraRequest& r) override {
+    std::vector<int32_t> targets(r.targets.begin(), r.targets.end());
+    check(api->lora_attach(m, r.rank, r.alpha, targets.data(), static_cast<int32_t>(targets.size())), "attaching LoRA adapters");
+    has_lora_ = true;
+    std::map<std::string, TensorInfo> shapes;
+    for (TensorInfo& t : tensor_list()) shapes[t.name] = t;
+    std::mt19937_64 rng(r.seed);
+    std::vector<float> a;
+    for (int l = 0; l < cfg_.layers; ++l)
+      for (model::Linear which : r.targets) {
+        const std::string name = model::lora_a_name(l, which);
+        const TensorInfo& t = shapes.at(name);  // [rank × in]
+        a.resize(static_cast<size_t>(t.size));
+        model::lora_initial_a(rng, t.shape[0], t.shape[1], a.data());
+        check(api->tensor_write(m, name.c_str(), a.data(), t.size), "writing " + name);
+      }
+  }
+  void do_set_lora_enabled(bool on) override { check(api->lora_enable(m, on ? 1 : 0), "switching the LoRA adapters"); }
+  void do_merge_lora() override { check(api->lora_merge(m), "merging the LoRA adapters"); }
+
+  void do_attach_score_head(int labels, float std, uint64_t seed) override {
+    check(api->score_head_attach(m, labels), "attaching a score head");
+    cfg_.score_labels = labels;
+    const std::string name = model::tensor_name(model::TensorId::kScore);
+    const std::vector<float> init = model::score_head_initial(seed, std, static_cast<int64_t>(labels) * cfg_.hidden);
+    check(api->tensor_write(m, name.c_str(), init.data(), static_cast<int64_t>(init.size())), "writing " + name);
+  }
+
+  void do_score_forward(const model::ScoreForwardRequest& r, std::vector<float>& scores) override {
+    const int64_t n = static_cast<int64_t>(r.lengths.size());
+    scores.assign(static_cast<size_t>(n * std::max(cfg_.score_labels, 1)), NAN);
+    check(api->score_forward(m, r.tokens.data(), r.lengths.data(), static_cast<int32_t>(n), r.tape ? 1 : 0, scores.data(),
+                             static_cast<int64_t>(scores.size())),
+          "device score forward");
+  }
+
+  void do_score_backward(const std::vector<float>& d_scores) override {
+    check(api->score_backward(m, d_scores.data(), static_cast<int64_t>(d_scores.size())), "device score backward");
+  }
+
  private:
   // The model's parameters: names, shapes, element counts.
   std::vector<TensorInfo> tensor_list() {
@@ -256,8 +326,13 @@ class CudaEngine final : public model::Engine {
     return out;
   }
 
+  static bool is_adapter(const std::string& name) {
+    return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;
+  }
+
   model::Config cfg_;
   int device_;
+  bool has_lora_ = false;
 };
 
 CudaCache::~CudaCache() {
@@ -305,16 +380,20 @@ class CudaBackend final : public model::Backend {
   }
 
   model::VerbSupport support(Verb v) const override {
-    switch (v) {
-      case Verb::kLora:
-        return {false, "LoRA adapters are not on the CUDA backend in this version; train the full model or use device 'cpu'"};
-      case Verb::kScoreHead:
-        return {false, "score heads (sequence-classification models) run on the CPU backend only in this version"};
-      case Verb::kGradientCheckpointing:
-        return {false, "the CUDA backend keeps every layer's activations (no recomputation) in this version"};
-      default:
-        return {true, ""};
-    }
+    (void)v;  // every verb: LoRA, score heads and gradient checkpointing included (issue 19)
+    return {true, ""};
+  }
+
+  bool device_memory(int index, model::DeviceMemory& out) const override {
+    const ad_cuda_api* api = plugin_api_if_loaded();
+    if (!api || !plugin_status().available) return false;
+    ad_cuda_memory m{};
+    plugin_check(api, api->memory_info(index, &m), "reading the memory of device " + std::to_string(index));
+    out = {m.free_bytes, m.total_bytes, m.allocated_bytes, m.peak_allocated_bytes};
+    return true;
+  }
+  void reset_memory_peak() const override {
+    if (const ad_cuda_api* api = plugin_api_if_loaded()) api->memory_reset_peak();
   }
 
   void profiler_enable(bool on) const override {

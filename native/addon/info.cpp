@@ -76,8 +76,38 @@ Napi::Value Info(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// deviceMemory(backend, index): { free, total, allocated, peakAllocated } bytes, or null where the
+// backend has no device memory (the CPU) or cannot run here.
+Napi::Value DeviceMemory(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString() || !info[1].IsNumber())
+    throw std::invalid_argument("deviceMemory(backend, index) takes a backend name and a device index");
+  const model::Backend& b = backend_named(info[0].As<Napi::String>().Utf8Value());
+  const double index = info[1].As<Napi::Number>().DoubleValue();
+  if (!(index >= 0 && index <= 1024) || index != static_cast<int>(index)) throw std::out_of_range("device index must be an integer in [0, 1024]");
+  model::DeviceMemory m;
+  if (!b.device_memory(static_cast<int>(index), m)) return env.Null();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("free", static_cast<double>(m.free_bytes));
+  o.Set("total", static_cast<double>(m.total_bytes));
+  o.Set("allocated", static_cast<double>(m.allocated_bytes));
+  o.Set("peakAllocated", static_cast<double>(m.peak_allocated_bytes));
+  return o;
+}
+
+// resetDevicePeak(backend): the peak of allocated bytes starts again from what is held now.
+Napi::Value ResetDevicePeak(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsString()) throw std::invalid_argument("resetDevicePeak(backend) takes a backend name");
+  backend_named(info[0].As<Napi::String>().Utf8Value()).reset_memory_peak();
+  return info.Env().Undefined();
+}
+
 }  // namespace
 
-void RegisterInfo(Napi::Env env, Napi::Object exports) { exports.Set("info", function<Info>(env, "info")); }
+void RegisterInfo(Napi::Env env, Napi::Object exports) {
+  exports.Set("info", function<Info>(env, "info"));
+  exports.Set("deviceMemory", function<DeviceMemory>(env, "deviceMemory"));
+  exports.Set("resetDevicePeak", function<ResetDevicePeak>(env, "resetDevicePeak"));
+}
 
 }  // namespace ad::addon

@@ -27,6 +27,7 @@
 #include "cpu/threadpool.h"
 #include "cpu/vec.h"
 #include "kernels/attention.h"
+#include "kernels/lora.h"
 #include "kernels/philox.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
@@ -377,6 +378,26 @@ Napi::Value Swiglu(const Napi::CallbackInfo& info) {
   return h;
 }
 
+// loraMerge(W [out × in], A [rank × in], B [out × rank], out, in, rank, scale) → W + scale·B·A
+// (kernels/lora.h, the arithmetic of the CUDA backend's merge, one element at a time)
+Napi::Value LoraMerge(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const double out_d = number_arg(env, info[3], "out"), in_d = number_arg(env, info[4], "in"), rank_d = number_arg(env, info[5], "rank");
+  for (double d : {out_d, in_d, rank_d})
+    if (!(d >= 1 && d <= (1 << 20)) || d != static_cast<int64_t>(d)) throw std::out_of_range("out, in and rank must be integers in [1, 2^20]");
+  const int64_t out = static_cast<int64_t>(out_d), in = static_cast<int64_t>(in_d);
+  const int rank = static_cast<int>(rank_d);
+  auto W = sized(env, info[0], "W", out * in);
+  auto A = sized(env, info[1], "A", static_cast<int64_t>(rank) * in);
+  auto B = sized(env, info[2], "B", out * rank);
+  const float scale = static_cast<float>(number_arg(env, info[6], "scale"));
+  Napi::Float32Array merged = nan_floats(env, static_cast<size_t>(out * in));
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i)
+      merged.Data()[o * in + i] = kernels::lora_merged_element(W.Data()[o * in + i], B.Data() + o * rank, A.Data(), rank, in, i, scale);
+  return merged;
+}
+
 // swigluBackward(gate, up, dh) → { dgate, dup }
 Napi::Value SwigluBackward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -459,6 +480,7 @@ void RegisterKernelBindings(Napi::Env env, Napi::Object exports) {
   k.Set("ropeInverse", function<RopeInverse>(env, "ropeInverse"));
   k.Set("swiglu", function<Swiglu>(env, "swiglu"));
   k.Set("swigluBackward", function<SwigluBackward>(env, "swigluBackward"));
+  k.Set("loraMerge", function<LoraMerge>(env, "loraMerge"));
   k.Set("attentionRow", function<AttentionRow>(env, "attentionRow"));
   k.Set("attentionRowBackward", function<AttentionRowBackward>(env, "attentionRowBackward"));
   k.Set("maxTopK", kMaxLogitTopK);

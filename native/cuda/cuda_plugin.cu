@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cuda/device_info.h"
 #include "cuda/device_profiler.h"
@@ -87,6 +88,7 @@ ad::model::Config to_config(const ad_cuda_config& c) {
   m.qkv_bias = c.qkv_bias != 0;
   m.o_bias = c.o_bias != 0;
   m.qk_norm = c.qk_norm != 0;
+  m.score_labels = c.score_labels;
   return m;
 }
 
@@ -350,12 +352,80 @@ int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
   return static_cast<int32_t>(all.size());
 }
 
+int memory_info(int32_t device, ad_cuda_memory* out) {
+  return guarded([&] {
+    std::memset(out, 0, sizeof(*out));
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) throw std::runtime_error(cudaGetErrorString(cudaGetLastError()));
+    cudaError_t err = cudaSetDevice(device);
+    size_t free_bytes = 0, total_bytes = 0;
+    if (err == cudaSuccess) err = cudaMemGetInfo(&free_bytes, &total_bytes);
+    cudaSetDevice(current);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error(std::string("cudaMemGetInfo on device ") + std::to_string(device) + ": " + cudaGetErrorString(err));
+    }
+    out->free_bytes = free_bytes;
+    out->total_bytes = total_bytes;
+    out->allocated_bytes = ad::cuda::device_arrays_allocated();
+    out->peak_allocated_bytes = ad::cuda::device_arrays_peak();
+  });
+}
+
+void memory_reset_peak() { ad::cuda::device_arrays_reset_peak(); }
+
+// One locked call on the model (the LoRA and score-head entries).
+template <class F>
+int locked(ad_cuda_model* m, F&& f) {
+  return guarded([&] {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    f(*m->impl);
+  });
+}
+
+int lora_attach(ad_cuda_model* m, int32_t rank, float alpha, const int32_t* targets, int32_t n_targets) {
+  return locked(m, [&](ad::cuda::CudaModel& model) {
+    std::vector<ad::model::Linear> which;
+    for (int32_t i = 0; i < n_targets; ++i) {
+      if (targets[i] < 0 || targets[i] >= ad::model::kNumLinear) throw std::out_of_range("LoRA target out of range");
+      which.push_back(static_cast<ad::model::Linear>(targets[i]));
+    }
+    model.attach_lora(rank, alpha, which);
+  });
+}
+
+int lora_enable(ad_cuda_model* m, int32_t on) {
+  return locked(m, [&](ad::cuda::CudaModel& model) { model.set_lora_enabled(on != 0); });
+}
+
+int lora_merge(ad_cuda_model* m) {
+  return locked(m, [&](ad::cuda::CudaModel& model) { model.merge_lora(); });
+}
+
+int tensor_read_merged(ad_cuda_model* m, const char* name, float* out, int64_t n) {
+  return locked(m, [&](ad::cuda::CudaModel& model) { model.read_tensor_merged(name, out, n); });
+}
+
+int score_head_attach(ad_cuda_model* m, int32_t labels) {
+  return locked(m, [&](ad::cuda::CudaModel& model) { model.attach_score_head(labels); });
+}
+
+int score_forward(ad_cuda_model* m, const int32_t* tokens, const int32_t* lengths, int32_t n, int32_t tape, float* scores,
+                  int64_t capacity) {
+  return locked(m, [&](ad::cuda::CudaModel& model) { model.score_forward(tokens, lengths, n, tape != 0, scores, capacity); });
+}
+
+int score_backward(ad_cuda_model* m, const float* d_scores, int64_t n) {
+  return locked(m, [&](ad::cuda::CudaModel& model) { model.score_backward(d_scores, n); });
+}
+
 const ad_cuda_api kApi = {
     AD_CUDA_ABI_VERSION, sizeof(ad_cuda_api), last_error, probe, model_create, model_set_tensor, model_finalize,
     model_destroy, model_parameter_bytes, cache_create, cache_destroy, cache_copy_prefix, cache_truncate, cache_length,
     cache_bytes, step, set_trainable, train_forward, train_backward, optimizer_step, zero_grad, tensor_count, tensor_info,
     tensor_read, tensor_write, gradient_count, gradient_read, profiler_enable, profiler_reset, profiler_read,
-    moment_count, moment_read, moments_clear, moment_write,
+    moment_count, moment_read, moments_clear, moment_write, memory_info, memory_reset_peak, lora_attach, lora_enable,
+    lora_merge, tensor_read_merged, score_head_attach, score_forward, score_backward,
 };
 
 }  // namespace

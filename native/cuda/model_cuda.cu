@@ -5,12 +5,14 @@
 #include "cuda/device_profiler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include "cuda/ops_layers.h"
+#include "cuda/ops_lora.h"
 #include "kernels/rope.h"
 #include "model/tensor_table.h"
 
@@ -63,13 +65,32 @@ int64_t logits_chunk(int64_t rows, int64_t vocab, int64_t bytes_per_logit) {
 
 // ------------------------------------------------------------------ DeviceArray
 
+namespace {
+// Bytes every DeviceArray of this process holds now, and the most since the last reset.
+std::atomic<int64_t> g_allocated{0}, g_peak_allocated{0};
+
+void count_allocation(int64_t bytes) {
+  const int64_t now = g_allocated.fetch_add(bytes) + bytes;
+  int64_t peak = g_peak_allocated.load();
+  while (now > peak && !g_peak_allocated.compare_exchange_weak(peak, now)) {
+  }
+}
+}  // namespace
+
+int64_t device_arrays_allocated() { return g_allocated.load(); }
+int64_t device_arrays_peak() { return g_peak_allocated.load(); }
+void device_arrays_reset_peak() { g_peak_allocated.store(g_allocated.load()); }
+
 template <class T>
 DeviceArray<T>::~DeviceArray() {
   release();
 }
 template <class T>
 void DeviceArray<T>::release() {
-  if (p_) cudaFree(p_);  // no throw from destructors; errors here are reported by the next call
+  if (p_) {
+    cudaFree(p_);  // no throw from destructors; errors here are reported by the next call
+    count_allocation(-static_cast<int64_t>(sizeof(T)) * n_);
+  }
   p_ = nullptr;
   n_ = 0;
 }
@@ -86,6 +107,7 @@ T* DeviceArray<T>::ensure(int64_t n) {
   }
   p_ = static_cast<T*>(p);
   n_ = std::max<int64_t>(n, 1);
+  count_allocation(static_cast<int64_t>(sizeof(T)) * n_);
   return p_;
 }
 template class DeviceArray<float>;
@@ -154,7 +176,6 @@ CudaModel::CudaModel(const model::Config& cfg, int device) : cfg_(cfg), device_(
   if (cfg_.head_dim > 256) throw std::invalid_argument("the CUDA backend supports head_dim up to 256");
   if (cfg_.heads % cfg_.kv_heads != 0) throw std::invalid_argument("num_attention_heads must be a multiple of num_key_value_heads");
   if (cfg_.hidden > 12288) throw std::invalid_argument("the CUDA backend supports hidden sizes up to 12288");
-  if (cfg_.score_labels > 0) throw std::invalid_argument("sequence-classification (score head) models run on the CPU backend only in this version");
   activate();
   ops_check(gemm_init(), "GEMM initialization");
   ADL_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -192,6 +213,7 @@ void CudaModel::set_tensor(const std::string& name, const std::vector<int64_t>& 
   Param& p = params_[name];
   p.shape = shape;
   p.n = n;
+  p.role = name == model::tensor_name(model::TensorId::kScore) ? Role::kScore : Role::kBase;
   upload(p.w32, host, n, stream_);
   if (shape.size() >= 2) cast_f32_to_bf16(p.w32.get(), p.w16.ensure(n), n, stream_);
   sync();
@@ -253,6 +275,9 @@ void CudaModel::bind(const model::ModelTensor& t) {
     case TensorId::kWUp: w->wu = matrix(); return;
     case TensorId::kWDown: w->wd = matrix(); return;
     case TensorId::kScore:
+      score_ = matrix();
+      score_labels_ = static_cast<int>(shape[0]);
+      return;
     case TensorId::kCount: break;
   }
   throw std::invalid_argument("the CUDA backend has no place for tensor " + t.name);
@@ -261,7 +286,8 @@ void CudaModel::bind(const model::ModelTensor& t) {
 void CudaModel::finalize() {
   const model::Config& c = cfg_;
   layers_.assign(c.layers, Layer{});
-  embed_ = lm_head_ = nullptr;
+  embed_ = lm_head_ = score_ = nullptr;
+  score_labels_ = 0;
   final_norm_ = nullptr;
   for (const model::ModelTensor& t : model::model_tensors(c))
     if (t.need == model::Need::REQUIRED || find(t.name)) bind(t);
@@ -388,6 +414,11 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
     linear_nt(xn, T, w.wq, H, qd, w.bq, q32, false);
     linear_nt(xn, T, w.wk, H, kvd, w.bk, k32, false);
     linear_nt(xn, T, w.wv, H, kvd, w.bv, v32_.get(), false);
+    if (has_lora()) {
+      lora_forward(l, model::kQ, xn, T, q32);
+      lora_forward(l, model::kK, xn, T, k32);
+      lora_forward(l, model::kV, xn, T, v32_.get());
+    }
   }
   bf16* qb = lt ? lt->q.ensure(T * qd) : q_b_.get();
   const TokenMap map{d_slot_.get(), d_pos_.get()};
@@ -406,6 +437,7 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
   {
     ADC_PROFILE("fwd.o_proj", stream_);
     linear_nt(att, T, w.wo, qd, H, w.bo, x, true);
+    if (has_lora()) lora_forward(l, model::kO, att, T, x);
   }
   bf16* xn2 = lt ? lt->xn2.ensure(T * H) : xn_b_.get();
   {
@@ -419,6 +451,10 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
     ADC_PROFILE("fwd.gate_up_proj", stream_);
     linear_nt(xn2, T, w.wg, H, I, nullptr, g, false);
     linear_nt(xn2, T, w.wu, H, I, nullptr, u, false);
+    if (has_lora()) {
+      lora_forward(l, model::kGate, xn2, T, g);
+      lora_forward(l, model::kUp, xn2, T, u);
+    }
   }
   {
     ADC_PROFILE("fwd.swiglu", stream_);
@@ -426,6 +462,7 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
   }
   ADC_PROFILE("fwd.down_proj", stream_);
   linear_nt(h_b_.get(), T, w.wd, I, H, nullptr, x, true);
+  if (has_lora()) lora_forward(l, model::kDown, h_b_.get(), T, x);
 }
 
 int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry>& batch, const int32_t* tokens, bool tape) {
@@ -497,7 +534,14 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     rope_now_ = cs.ensure(T * (c.head_dim / 2));
     rope_table(d_pos_.get(), inv_freq_.get(), T, c.head_dim, cs.get(), stream_);
   }
-  for (int l = 0; l < c.layers; ++l) forward_layer(l, cache, T, tape ? &tape_.layers[l] : nullptr);
+  for (int l = 0; l < c.layers; ++l) {
+    LayerTape* lt = tape ? &tape_.layers[l] : nullptr;
+    if (tape && tape_.checkpointed) {  // keep the layer's input only; the rest goes to one shared tape
+      copy_d2d(tape_.layers[l].x_in, x_.get(), T * H, stream_);
+      lt = &tape_.work;
+    }
+    forward_layer(l, cache, T, lt);
+  }
   {
     ADC_PROFILE("fwd.final_norm", stream_);
     if (tape) copy_d2d(tape_.x_final, x_.get(), T * H, stream_);
@@ -674,9 +718,9 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
 // ------------------------------------------------------------------ training
 
 void CudaModel::set_trainable(bool base, bool lora) {
-  if (lora) throw std::invalid_argument("LoRA adapters are not supported on the CUDA backend in this version; train the full model or use device 'cpu'");
   activate();
   train_base_ = base;
+  train_lora_ = lora;
   for (auto& kv : params_) {
     kv.second.grad.release();
     kv.second.m.release();
@@ -684,9 +728,18 @@ void CudaModel::set_trainable(bool base, bool lora) {
   }
 }
 
+bool CudaModel::trains(const Param& p) const {
+  switch (p.role) {
+    case Role::kBase: return train_base_;
+    case Role::kLora: return train_lora_;
+    case Role::kScore: return true;  // with the base, or beside the adapters (as the CPU backend)
+  }
+  return false;
+}
+
 float* CudaModel::grad_of(const std::string& name) {
-  if (!train_base_) return nullptr;
   Param& p = param(name);
+  if (!trains(p)) return nullptr;
   if (!p.grad.get()) {
     p.grad.ensure(p.n);
     ADL_CHECK(cudaMemsetAsync(p.grad.get(), 0, sizeof(float) * p.n, stream_));
@@ -702,7 +755,8 @@ void CudaModel::zero_grad() {
 }
 
 void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
-  if (f.ref_lora_off) throw std::invalid_argument("reference 'lora-off' needs LoRA adapters, which the CUDA backend does not support yet");
+  if (f.ref_lora_off && !has_lora()) throw std::invalid_argument("reference 'lora-off' needs LoRA adapters attached");
+  if (!lm_head_) throw std::invalid_argument("this model has no LM head (a sequence-classification model scores, it does not generate)");
   const int B = f.n_sequences;
   if (B <= 0) throw std::invalid_argument("lengths and promptLengths must be non-empty and of equal length");
   int capacity = 1;
@@ -720,28 +774,14 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   }
   activate();
   tape_.valid = false;
+  score_tape_ = false;
+  set_checkpointing(f.checkpoint != 0);
   const int64_t R = forward(reusable_cache(tape_.cache, B, capacity), batch, fed.data(), true);
   if (R > f.rows_capacity) throw std::invalid_argument("more completion rows than the output capacity");
   const int64_t H = cfg_.hidden, V = cfg_.vocab;
   copy_d2d(tape_.hidden, hid_b_.get(), R * H, stream_);
   upload(tape_.targets, targets.data(), R, stream_);
-  // Slot rows for the attention backward: the rows of each slot are contiguous.
-  std::vector<int32_t> row0(B, -1), pos0(B, 0), rows(B, 0);
-  for (int64_t t = 0; t < tape_.T; ++t) {
-    const int s = tape_.token_slot[t];
-    if (row0[s] < 0) {
-      row0[s] = static_cast<int32_t>(t);
-      pos0[s] = tape_.token_pos[t];
-    }
-    ++rows[s];
-  }
-  upload(tape_.d_row0, row0.data(), B, stream_);
-  upload(tape_.d_pos0, pos0.data(), B, stream_);
-  upload(tape_.d_rows, rows.data(), B, stream_);
-  upload(tape_.d_tokens, tape_.tokens.data(), tape_.T, stream_);
-  upload(tape_.d_slot, tape_.token_slot.data(), tape_.T, stream_);
-  upload(tape_.d_pos, tape_.token_pos.data(), tape_.T, stream_);
-  upload(tape_.d_out_rows, tape_.out_rows.data(), R, stream_);
+  finish_tape(B);
   f.rows = R;
 
   // Chosen-token logprob and entropy of each completion row, chunk by chunk.
@@ -774,7 +814,19 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   };
   row_stats(*this, tape_.hidden.get(), f.logp, f.entropy);
   tape_.valid = true;
-  if (ref && f.ref_logp) {
+  if (f.ref_lora_off && f.ref_logp) {
+    // The reference is this model with its adapters off: the same base weights, no second copy.
+    const bool was = lora_enabled_;
+    lora_enabled_ = false;
+    try {
+      forward(reusable_cache(scoring_cache_, B, capacity), batch, fed.data(), false);
+    } catch (...) {
+      lora_enabled_ = was;
+      throw;
+    }
+    lora_enabled_ = was;
+    row_stats(*this, hid_b_.get(), f.ref_logp, nullptr);
+  } else if (ref && f.ref_logp) {
     if (ref->config().vocab != V) throw std::invalid_argument("the reference model has another vocabulary");
     ref->activate();
     const int64_t rr = ref->forward(ref->reusable_cache(ref->scoring_cache_, B, capacity), batch, fed.data(), false);
@@ -784,8 +836,28 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   }
 }
 
-void CudaModel::linear_bwd(const bf16* dy_b, const float* dy32, int64_t T, const std::string& weight, const bf16* W, int64_t in,
-                           int64_t out, const bf16* x, float* dx, bool accumulate_dx, const std::string& bias) {
+void CudaModel::finish_tape(int B) {
+  // Slot rows for the attention backward: the rows of each slot are contiguous.
+  std::vector<int32_t> row0(B, -1), pos0(B, 0), rows(B, 0);
+  for (int64_t t = 0; t < tape_.T; ++t) {
+    const int s = tape_.token_slot[t];
+    if (row0[s] < 0) {
+      row0[s] = static_cast<int32_t>(t);
+      pos0[s] = tape_.token_pos[t];
+    }
+    ++rows[s];
+  }
+  upload(tape_.d_row0, row0.data(), B, stream_);
+  upload(tape_.d_pos0, pos0.data(), B, stream_);
+  upload(tape_.d_rows, rows.data(), B, stream_);
+  upload(tape_.d_tokens, tape_.tokens.data(), tape_.T, stream_);
+  upload(tape_.d_slot, tape_.token_slot.data(), tape_.T, stream_);
+  upload(tape_.d_pos, tape_.token_pos.data(), tape_.T, stream_);
+  upload(tape_.d_out_rows, tape_.out_rows.data(), tape_.R, stream_);
+}
+
+void CudaModel::linear_bwd(int l, model::Linear which, const bf16* dy_b, const float* dy32, int64_t T, const bf16* W, int64_t in,
+                           int64_t out, const bf16* x, float* dx, bool accumulate_dx) {
   GemmArgs a;  // dx (=|+=) dy·W: [T × out]·[out × in]
   a.layout = GemmLayout::NN;
   a.M = T;
@@ -799,7 +871,9 @@ void CudaModel::linear_bwd(const bf16* dy_b, const float* dy32, int64_t T, const
   a.ldc = in;
   a.beta = accumulate_dx ? 1.f : 0.f;
   ops_check(gemm(a, stream_), "GEMM (dy·W)");
+  if (has_lora()) lora_backward(l, which, x, T, dy_b, dx);
   if (!train_base_) return;
+  const std::string weight = model::tensor_name(model::linear_weight(which), l);
   GemmArgs g;  // dW += dyᵀ·x: [out × T]·[T × in]
   g.layout = GemmLayout::TN;
   g.M = out;
@@ -813,11 +887,14 @@ void CudaModel::linear_bwd(const bf16* dy_b, const float* dy32, int64_t T, const
   g.ldc = in;
   g.beta = 1.f;
   ops_check(gemm(g, stream_), "GEMM (dyᵀ·x)");
-  if (!bias.empty()) column_sum_add(dy32, T, static_cast<int>(out), grad_of(bias), stream_);
+  if (model::linear_has_bias_entry(which)) {
+    const std::string bias = model::tensor_name(model::linear_bias(which), l);
+    if (find(bias)) column_sum_add(dy32, T, static_cast<int>(out), grad_of(bias), stream_);
+  }
 }
 
 void CudaModel::train_backward(const float* a, const float* b, int64_t rows) {
-  if (!tape_.valid || !tape_.cache) throw std::runtime_error("trainBackward needs a trainForward first");
+  if (!tape_.valid || !tape_.cache || score_tape_) throw std::runtime_error("trainBackward needs a trainForward first");
   if (rows != tape_.R) throw std::runtime_error("a and b must have one coefficient per completion token (" + std::to_string(tape_.R) + ")");
   activate();
   const int64_t R = tape_.R, V = cfg_.vocab, H = cfg_.hidden;
@@ -890,6 +967,30 @@ CudaCache& CudaModel::reusable_cache(std::unique_ptr<CudaCache>& c, int slots, i
   return *c;
 }
 
+void CudaModel::set_checkpointing(bool on) {
+  if (on && !tape_.checkpointed)  // what a full tape held is not needed: give it back
+    for (LayerTape& lt : tape_.layers) {
+      lt.q_raw.release();
+      lt.k_raw.release();
+      lt.lse.release();
+      lt.x_mid.release();
+      lt.gate.release();
+      lt.up.release();
+      lt.xn1.release();
+      lt.q.release();
+      lt.att.release();
+      lt.xn2.release();
+    }
+  tape_.checkpointed = on;
+}
+
+void CudaModel::recompute_layer(int l) {
+  ADC_PROFILE("bwd.recompute", stream_);
+  const int64_t T = tape_.T, H = cfg_.hidden;
+  ADL_CHECK(cudaMemcpyAsync(x_.get(), tape_.layers[l].x_in.get(), sizeof(float) * T * H, cudaMemcpyDeviceToDevice, stream_));
+  forward_layer(l, *tape_.cache, T, &tape_.work);  // rewrites the layer's K and V with the same values
+}
+
 // Back-propagates d hidden_out rows through the taped forward, as Transformer::backward.
 void CudaModel::backward(const float* d_hidden) {
   const model::Config& c = cfg_;
@@ -918,9 +1019,17 @@ void CudaModel::backward(const float* d_hidden) {
                       static_cast<int>(H), eps, stream_);
   const TokenMap map{tape_.d_slot.get(), tape_.d_pos.get()};
   const SlotRows slots{tape_.d_row0.get(), tape_.d_pos0.get(), tape_.d_rows.get()};
+  if (tape_.checkpointed) {
+    // The recompute's forward state: the taped tokens' slots and positions, attention plan, RoPE.
+    copy_d2d(d_slot_, tape_.d_slot.get(), T, stream_);
+    copy_d2d(d_pos_, tape_.d_pos.get(), T, stream_);
+    plan_attention(attention_, tape_.attention.spans, false);
+    rope_now_ = tape_.rope_cs.get();
+  }
 
   for (int l = c.layers - 1; l >= 0; --l) {
-    const LayerTape& lt = tape_.layers[l];
+    if (tape_.checkpointed) recompute_layer(l);
+    const LayerTape& lt = tape_.checkpointed ? tape_.work : tape_.layers[l];
     const Layer& w = layers_[l];
     using model::TensorId;
     using model::tensor_name;
@@ -929,7 +1038,7 @@ void CudaModel::backward(const float* d_hidden) {
       ADC_PROFILE("bwd.down_proj", stream_);
       swiglu_fwd(lt.gate.get(), lt.up.get(), hb, T * I, stream_);
       cast_f32_to_bf16(dx, dyb, T * H, stream_);
-      linear_bwd(dyb, dx, T, tensor_name(TensorId::kWDown, l), w.wd, I, H, hb, dh, false, "");
+      linear_bwd(l, model::kDown, dyb, dx, T, w.wd, I, H, hb, dh, false);
     }
     {
       ADC_PROFILE("bwd.swiglu", stream_);  // bf16 only: the MLP has no biases, so no f32 column sums
@@ -937,8 +1046,8 @@ void CudaModel::backward(const float* d_hidden) {
     }
     {
       ADC_PROFILE("bwd.gate_up_proj", stream_);
-      linear_bwd(dhb, nullptr, T, tensor_name(TensorId::kWGate, l), w.wg, H, I, lt.xn2.get(), dxn, false, "");
-      linear_bwd(dupb, nullptr, T, tensor_name(TensorId::kWUp, l), w.wu, H, I, lt.xn2.get(), dxn, true, "");
+      linear_bwd(l, model::kGate, dhb, nullptr, T, w.wg, H, I, lt.xn2.get(), dxn, false);
+      linear_bwd(l, model::kUp, dupb, nullptr, T, w.wu, H, I, lt.xn2.get(), dxn, true);
     }
     {
       ADC_PROFILE("bwd.mlp_norm", stream_);
@@ -950,8 +1059,7 @@ void CudaModel::backward(const float* d_hidden) {
     {
       ADC_PROFILE("bwd.o_proj", stream_);
       cast_f32_to_bf16(dx, dyb, T * H, stream_);
-      linear_bwd(dyb, dx, T, tensor_name(TensorId::kWo, l), w.wo, qd, H, lt.att.get(), datt, false,
-                 w.bo ? tensor_name(TensorId::kBo, l) : "");
+      linear_bwd(l, model::kO, dyb, dx, T, w.wo, qd, H, lt.att.get(), datt, false);
     }
     const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
     {
@@ -973,12 +1081,9 @@ void CudaModel::backward(const float* d_hidden) {
     }
     {
       ADC_PROFILE("bwd.qkv_proj", stream_);
-      linear_bwd(dqb, dq, T, tensor_name(TensorId::kWq, l), w.wq, H, qd, lt.xn1.get(), dxn, false,
-                 w.bq ? tensor_name(TensorId::kBq, l) : "");
-      linear_bwd(dkb, dk, T, tensor_name(TensorId::kWk, l), w.wk, H, kvd, lt.xn1.get(), dxn, true,
-                 w.bk ? tensor_name(TensorId::kBk, l) : "");
-      linear_bwd(dvb, dv, T, tensor_name(TensorId::kWv, l), w.wv, H, kvd, lt.xn1.get(), dxn, true,
-                 w.bv ? tensor_name(TensorId::kBv, l) : "");
+      linear_bwd(l, model::kQ, dqb, dq, T, w.wq, H, qd, lt.xn1.get(), dxn, false);
+      linear_bwd(l, model::kK, dkb, dk, T, w.wk, H, kvd, lt.xn1.get(), dxn, true);
+      linear_bwd(l, model::kV, dvb, dv, T, w.wv, H, kvd, lt.xn1.get(), dxn, true);
     }
     ADC_PROFILE("bwd.attn_norm", stream_);
     rmsnorm_bwd(lt.x_in.get(), w.attn_norm, dxn, dx, true, grad_of(tensor_name(TensorId::kAttnNorm, l)), T, static_cast<int>(H), eps, stream_);
@@ -1111,6 +1216,213 @@ int64_t CudaModel::read_gradient(const std::string& name, float* host, int64_t n
     sync();
   }
   return p->n;
+}
+
+// ------------------------------------------------------------------ LoRA adapters
+
+CudaModel::Param& CudaModel::new_param(const std::string& name, std::vector<int64_t> shape, Role role) {
+  if (find(name)) throw std::invalid_argument("the model already has a parameter named " + name);
+  Param& p = params_[name];
+  p.shape = std::move(shape);
+  p.n = 1;
+  for (auto d : p.shape) p.n *= d;
+  p.role = role;
+  ADL_CHECK(cudaMemsetAsync(p.w32.ensure(p.n), 0, sizeof(float) * p.n, stream_));
+  if (p.shape.size() >= 2) ADL_CHECK(cudaMemsetAsync(p.w16.ensure(p.n), 0, sizeof(bf16) * p.n, stream_));
+  return p;
+}
+
+void CudaModel::attach_lora(int rank, float alpha, const std::vector<model::Linear>& targets) {
+  if (!finalized_) throw std::logic_error("the CUDA model is not finalized");
+  if (rank <= 0) throw std::invalid_argument("LoRA rank must be positive");
+  if (has_lora()) throw std::invalid_argument("this model already has LoRA adapters (merge them or load the base again)");
+  activate();
+  std::vector<std::array<Adapter, model::kNumLinear>> adapters(cfg_.layers);
+  std::vector<std::string> created;
+  try {
+    for (int l = 0; l < cfg_.layers; ++l)
+      for (model::Linear which : targets) {
+        const std::vector<int64_t>& w = param(model::tensor_name(model::linear_weight(which), l)).shape;  // [out × in]
+        Adapter& a = adapters[l][which];
+        a.a_name = model::lora_a_name(l, which);
+        a.b_name = model::lora_b_name(l, which);
+        a.rank = rank;
+        a.out = w[0];
+        a.in = w[1];
+        a.scale = alpha / static_cast<float>(rank);  // LoRA Eq. 3's α/r
+        new_param(a.a_name, {rank, a.in}, Role::kLora);
+        created.push_back(a.a_name);
+        new_param(a.b_name, {a.out, rank}, Role::kLora);
+        created.push_back(a.b_name);
+      }
+    sync();
+  } catch (...) {
+    for (const auto& n : created) params_.erase(n);  // nothing half-attached
+    throw;
+  }
+  adapters_ = std::move(adapters);
+}
+
+const CudaModel::Adapter* CudaModel::adapter(int l, model::Linear which) const {
+  if (adapters_.empty()) return nullptr;
+  const Adapter& a = adapters_[l][which];
+  return a.rank > 0 ? &a : nullptr;
+}
+
+namespace {
+// One product of the adapter and score-head paths: C (=|+=) alpha·op(A, B), ops.h's layouts.
+void gemm_into(GemmLayout layout, int64_t M, int64_t N, int64_t K, const bf16* A, int64_t lda, const bf16* B, int64_t ldb, void* C,
+               int64_t ldc, DType c_type, float alpha, float beta, cudaStream_t stream, const char* what) {
+  GemmArgs g;
+  g.layout = layout;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.A = A;
+  g.lda = lda;
+  g.B = B;
+  g.ldb = ldb;
+  g.C = C;
+  g.ldc = ldc;
+  g.c_type = c_type;
+  g.alpha = alpha;
+  g.beta = beta;
+  ops_check(gemm(g, stream), what);
+}
+}  // namespace
+
+// y += s·(x·Aᵀ)·Bᵀ: u = s·x·Aᵀ [T × rank] in bf16 (GEMM alpha = s), then y += u·Bᵀ.
+void CudaModel::lora_forward(int l, model::Linear which, const bf16* x, int64_t T, float* y) {
+  const Adapter* a = lora_enabled_ ? adapter(l, which) : nullptr;
+  if (!a || T <= 0) return;
+  bf16* u = lora_u_.ensure(T * a->rank);
+  gemm_into(GemmLayout::NT, T, a->rank, a->in, x, a->in, param(a->a_name).w16.get(), a->in, u, a->rank, DType::BF16, a->scale, 0.f,
+            stream_, "GEMM (LoRA s·x·Aᵀ)");
+  linear_nt(u, T, param(a->b_name).w16.get(), a->rank, a->out, nullptr, y, true);
+}
+
+// As Transformer::linear_backward's adapter part: u = s·x·Aᵀ (recomputed), du = s·dy·B,
+// dB += dyᵀ·u, dA += duᵀ·x, dx += du·A.
+void CudaModel::lora_backward(int l, model::Linear which, const bf16* x, int64_t T, const bf16* dy_b, float* dx) {
+  const Adapter* a = lora_enabled_ ? adapter(l, which) : nullptr;
+  if (!a || T <= 0) return;
+  const int64_t r = a->rank, in = a->in, out = a->out;
+  const bf16* A = param(a->a_name).w16.get();
+  const bf16* B = param(a->b_name).w16.get();
+  bf16* u = lora_u_.ensure(T * r);
+  bf16* du = lora_du_.ensure(T * r);
+  gemm_into(GemmLayout::NT, T, r, in, x, in, A, in, u, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·x·Aᵀ)");
+  gemm_into(GemmLayout::NN, T, r, out, dy_b, out, B, r, du, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·dy·B)");
+  if (float* gB = grad_of(a->b_name))  // [out × T]·[T × r]
+    gemm_into(GemmLayout::TN, out, r, T, dy_b, out, u, r, gB, r, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA dyᵀ·u)");
+  if (float* gA = grad_of(a->a_name))  // [r × T]·[T × in]
+    gemm_into(GemmLayout::TN, r, in, T, du, r, x, in, gA, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA duᵀ·x)");
+  gemm_into(GemmLayout::NN, T, in, r, du, r, A, in, dx, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA du·A)");
+}
+
+void CudaModel::merge_lora() {
+  if (!has_lora()) throw std::invalid_argument("this model has no LoRA adapters to merge");
+  activate();
+  for (int l = 0; l < cfg_.layers; ++l)
+    for (int k = 0; k < model::kNumLinear; ++k) {
+      const auto which = static_cast<model::Linear>(k);
+      const Adapter* a = adapter(l, which);
+      if (!a) continue;
+      Param& W = param(model::tensor_name(model::linear_weight(which), l));
+      Param& A = param(a->a_name);
+      Param& B = param(a->b_name);
+      lora_merge(W.w32.get(), W.w32.get(), W.w16.get(), A.w32.get(), B.w32.get(), a->out, a->in, a->rank, a->scale, stream_);
+      ADL_CHECK(cudaMemsetAsync(B.w32.get(), 0, sizeof(float) * B.n, stream_));
+      ADL_CHECK(cudaMemsetAsync(B.w16.get(), 0, sizeof(bf16) * B.n, stream_));
+    }
+  sync();
+}
+
+void CudaModel::read_tensor_merged(const std::string& name, float* host, int64_t n) {
+  for (int l = 0; l < cfg_.layers && has_lora(); ++l)
+    for (int k = 0; k < model::kNumLinear; ++k) {
+      const auto which = static_cast<model::Linear>(k);
+      const Adapter* a = adapter(l, which);
+      if (!a || model::tensor_name(model::linear_weight(which), l) != name) continue;
+      activate();
+      Param& W = param(name);
+      if (n != W.n) throw std::invalid_argument("parameter " + name + " has " + std::to_string(W.n) + " elements, got " + std::to_string(n));
+      float* merged = merged_.ensure(W.n);
+      lora_merge(W.w32.get(), merged, nullptr, param(a->a_name).w32.get(), param(a->b_name).w32.get(), a->out, a->in, a->rank, a->scale,
+                 stream_);
+      download(host, merged, n, stream_);
+      sync();
+      return;
+    }
+  read_tensor(name, host, n);
+}
+
+// ------------------------------------------------------------------ score head
+
+void CudaModel::attach_score_head(int labels) {
+  if (!finalized_) throw std::logic_error("the CUDA model is not finalized");
+  if (score_) throw std::invalid_argument("this model already has a score head");
+  if (labels <= 0) throw std::invalid_argument("a score head needs at least one label");
+  activate();
+  Param& p = new_param(model::tensor_name(model::TensorId::kScore), {labels, cfg_.hidden}, Role::kScore);
+  sync();
+  score_ = p.w16.get();
+  score_labels_ = labels;
+  cfg_.score_labels = labels;
+}
+
+void CudaModel::score_forward(const int32_t* tokens, const int32_t* lengths, int n, bool tape, float* scores, int64_t capacity) {
+  if (!score_) throw std::invalid_argument("this model has no score head");
+  if (n <= 0) throw std::invalid_argument("a score forward needs at least one sequence");
+  if (capacity < static_cast<int64_t>(n) * score_labels_) throw std::invalid_argument("the scores need room for sequences × labels values");
+  std::vector<model::BatchEntry> batch;
+  int longest = 1;
+  for (int i = 0; i < n; ++i) {
+    if (lengths[i] < 1) throw std::out_of_range("every sequence needs at least one token");
+    batch.push_back({i, lengths[i], 1, 0});  // the last token's row
+    longest = std::max(longest, lengths[i]);
+  }
+  activate();
+  tape_.valid = false;
+  score_tape_ = false;
+  if (tape) set_checkpointing(false);
+  const int64_t R = forward(reusable_cache(tape ? tape_.cache : scoring_cache_, n, longest), batch, tokens, tape);
+  if (R != n) throw std::logic_error("a score forward gives one row per sequence");
+  const int64_t H = cfg_.hidden, L = score_labels_;
+  float* s = scores_.ensure(R * L);
+  {
+    ADC_PROFILE("score.head", stream_);
+    linear_nt(hid_b_.get(), R, score_, H, L, nullptr, s, false);  // scores = h·scoreᵀ
+  }
+  download(scores, s, R * L, stream_);
+  if (tape) {
+    copy_d2d(tape_.hidden, hid_b_.get(), R * H, stream_);
+    finish_tape(n);
+  }
+  sync();
+  tape_.valid = tape;
+  score_tape_ = tape;
+}
+
+// As Transformer::score_head_backward: d hidden = ds·score, d score += dsᵀ·h, then the body.
+void CudaModel::score_backward(const float* d_scores, int64_t n) {
+  if (!tape_.valid || !score_tape_ || !tape_.cache) throw std::runtime_error("scoreBackward needs a taped scoreForward first");
+  const int64_t R = tape_.R, H = cfg_.hidden, L = score_labels_;
+  if (n != R * L) throw std::invalid_argument("dScores needs one value per sequence and label");
+  activate();
+  upload(scores_, d_scores, R * L, stream_);
+  bf16* ds = d_scores_b_.ensure(R * L);
+  cast_f32_to_bf16(scores_.get(), ds, R * L, stream_);
+  float* dh = hid32_.ensure(R * H);
+  {
+    ADC_PROFILE("bwd.score_head", stream_);
+    gemm_into(GemmLayout::NN, R, H, L, ds, L, score_, H, dh, H, DType::F32, 1.f, 0.f, stream_, "GEMM (ds·score)");  // [R × L]·[L × H]
+    if (float* gW = grad_of(model::tensor_name(model::TensorId::kScore)))  // dW += dsᵀ·h: [L × R]·[R × H]
+      gemm_into(GemmLayout::TN, L, H, R, ds, L, tape_.hidden.get(), H, gW, H, DType::F32, 1.f, 1.f, stream_, "GEMM (dsᵀ·h)");
+  }
+  tape_.valid = false;  // one backward per forward
+  score_tape_ = false;
+  backward(dh);
 }
 
 }  // namespace ad::cuda

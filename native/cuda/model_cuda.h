@@ -4,11 +4,14 @@
 //
 // Numerics: bf16 weights for the matrix products (tensor cores, ops.h GEMM) with f32 master
 // copies; f32 norm weights and biases; f32 residual stream, gradients and optimizer state;
-// bf16 KV cache. LoRA adapters and score heads are not on the device yet (typed errors say so).
+// bf16 KV cache. LoRA adapters (PEFT names, y += α/r·(x·Aᵀ)·Bᵀ on the listed linears, base
+// frozen) and a score head (score.weight on each sequence's last hidden row) are parameters like
+// the others: f32 masters, bf16 copies for the GEMMs, gradients and AdamW moments when they train.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -45,6 +48,11 @@ class DeviceArray {
   T* p_ = nullptr;
   int64_t n_ = 0;
 };
+
+// Bytes held by this process's DeviceArrays (every model), now and at most since the last reset.
+int64_t device_arrays_allocated();
+int64_t device_arrays_peak();
+void device_arrays_reset_peak();
 
 class CudaModel;
 
@@ -124,12 +132,40 @@ class CudaModel {
   void clear_moments();
   void write_moments(const std::string& name, const float* m_host, const float* v_host, int64_t n);
 
+  // ---- LoRA adapters (LoRA Eq. 3: h = W·x + α/r·B·A·x), as Transformer's on the CPU
+  // Adds zero A [rank × in] and B [out × rank] on `targets` of every layer (A's values are
+  // written next by the caller: model::lora_initial_a, the CPU's stream).
+  void attach_lora(int rank, float alpha, const std::vector<model::Linear>& targets);
+  bool has_lora() const { return !adapters_.empty(); }
+  void set_lora_enabled(bool on) { lora_enabled_ = on; }
+  // W += α/r·B·A for every adapter, then B = 0: the same function, the adapters now no-ops.
+  void merge_lora();
+  // `name`'s f32 master with its adapter folded in (the model is not changed).
+  void read_tensor_merged(const std::string& name, float* host, int64_t n);
+
+  // ---- score head (a *ForSequenceClassification model's score.weight [labels × hidden])
+  void attach_score_head(int labels);
+  // scores [n × labels] from each sequence's last hidden row; taped for score_backward when `tape`.
+  void score_forward(const int32_t* tokens, const int32_t* lengths, int n, bool tape, float* scores, int64_t capacity);
+  void score_backward(const float* d_scores, int64_t n);
+
  private:
+  // Who a parameter is: a base weight, a LoRA factor, or the score head (trained with the base,
+  // or beside the adapters: a new head must learn).
+  enum class Role { kBase, kLora, kScore };
   struct Param {
     std::vector<int64_t> shape;
     int64_t n = 0;
+    Role role = Role::kBase;
     DeviceArray<float> w32, grad, m, v;
     DeviceArray<bf16> w16;  // matrices only
+  };
+  // One linear's adapter: the PEFT names of its factors (empty: no adapter), its sizes and α/r.
+  struct Adapter {
+    std::string a_name, b_name;
+    int rank = 0;
+    int64_t in = 0, out = 0;
+    float scale = 0.f;
   };
   struct Layer {
     const float *attn_norm = nullptr, *mlp_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
@@ -151,6 +187,9 @@ class CudaModel {
   };
   struct Tape {
     bool valid = false;
+    // Gradient checkpointing: layers[l] keeps only x_in; backward recomputes each layer into `work`.
+    bool checkpointed = false;
+    LayerTape work;
     AttentionPlan attention;
     int64_t T = 0, R = 0;
     std::vector<int32_t> token_slot, token_pos, out_rows, tokens;
@@ -172,11 +211,26 @@ class CudaModel {
   void plan_attention(AttentionPlan& plan, std::vector<SlotSpan> spans, bool with_keys);
   void attention_forward(const bf16* q, const KVLayer& kv, int64_t T, bf16* out, float* lse);
   void backward(const float* d_hidden);
+  // A checkpointed layer's activations again, from its taped input, into tape_.work (bit for
+  // bit those of the forward: the same kernels on the same inputs).
+  void recompute_layer(int l);
+  // Whether the next taped forward keeps only each layer's input.
+  void set_checkpointing(bool on);
   void linear_nt(const bf16* x, int64_t T, const bf16* W, int64_t in, int64_t out, const float* bias, float* y, bool accumulate);
   // dx (=|+=) dy·W; dW += dyᵀ·x when a gradient exists (and db += Σ dy).
-  void linear_bwd(const bf16* dy_b, const float* dy32, int64_t T, const std::string& weight, const bf16* W, int64_t in,
-                  int64_t out, const bf16* x, float* dx, bool accumulate_dx, const std::string& bias);
+  // (and the adapter of layer l's `which`: dx += s·(dy·B)·A; dA, dB when the adapters train).
+  void linear_bwd(int l, model::Linear which, const bf16* dy_b, const float* dy32, int64_t T, const bf16* W, int64_t in,
+                  int64_t out, const bf16* x, float* dx, bool accumulate_dx);
+  // y += α/r·(x·Aᵀ)·Bᵀ of layer l's `which` adapter, when it has one and adapters are on.
+  void lora_forward(int l, model::Linear which, const bf16* x, int64_t T, float* y);
+  void lora_backward(int l, model::Linear which, const bf16* x, int64_t T, const bf16* dy_b, float* dx);
+  const Adapter* adapter(int l, model::Linear which) const;
+  // The gradient of `name`, allocated at zero on first use; null when it does not train.
   float* grad_of(const std::string& name);
+  bool trains(const Param& p) const;
+  Param& new_param(const std::string& name, std::vector<int64_t> shape, Role role);
+  // Uploads what a backward needs of the forward just taped (B sequences).
+  void finish_tape(int B);
   // `c` emptied, or (re)allocated when it has fewer slots or positions than asked: a training
   // step's cache is hundreds of MiB, and freeing device memory synchronizes the device.
   CudaCache& reusable_cache(std::unique_ptr<CudaCache>& c, int slots, int capacity);
@@ -192,7 +246,11 @@ class CudaModel {
   const float* final_norm_ = nullptr;
   std::string lm_head_name_;
   DeviceArray<double> inv_freq_;
-  bool finalized_ = false, train_base_ = false;
+  bool finalized_ = false, train_base_ = false, train_lora_ = false, lora_enabled_ = true;
+  std::vector<std::array<Adapter, model::kNumLinear>> adapters_;  // per layer; empty: no adapters
+  const bf16* score_ = nullptr;
+  int score_labels_ = 0;
+  bool score_tape_ = false;  // the tape is a score forward's (score_backward), not a train forward's
   Tape tape_;
   AttentionPlan attention_;  // the current forward's
   DeviceArray<float2> rope_cs_;
@@ -213,6 +271,8 @@ class CudaModel {
   DeviceArray<float> dx_, dxn_, dq_, dk_, dv_, datt_, dh_, delta_, coef_a_, coef_b_;
   DeviceArray<bf16> dyb_, dqb_, dkb_, dvb_, dhb_, dupb_;
   DeviceArray<double> norm_acc_;
+  DeviceArray<bf16> lora_u_, lora_du_, d_scores_b_;  // s·x·Aᵀ and s·dy·B [T × rank]; d scores
+  DeviceArray<float> scores_, merged_;
   DeviceArray<GradClip> clip_;
   DeviceArray<AdamWTensor> small_params_;  // the optimizer's one-launch group
 

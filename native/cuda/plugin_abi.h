@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define AD_CUDA_ABI_VERSION 3u
+#define AD_CUDA_ABI_VERSION 4u
 #define AD_CUDA_PLUGIN_SYMBOL "ad_cuda_plugin_api"
 
 typedef struct ad_cuda_model ad_cuda_model; /* opaque: weights, scratch, gradients, optimizer */
@@ -44,6 +44,7 @@ typedef struct {
   float rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position;
   int32_t tie_embeddings, qkv_bias, o_bias, qk_norm;
   int32_t device; /* ordinal */
+  int32_t score_labels; /* ABI 4: a *ForSequenceClassification model's score-head labels (0: none) */
 } ad_cuda_config;
 
 /* One ragged-batch entry (as model::BatchEntry): `count` new tokens appended to cache `slot`;
@@ -104,6 +105,13 @@ typedef struct {
   int64_t parameters; /* out */
 } ad_cuda_optimizer;
 
+/* A device's memory: what the driver reports free and total (cudaMemGetInfo), and what this
+ * process's device arrays hold now and at most since the last reset (every model, process-wide). */
+typedef struct {
+  uint64_t free_bytes, total_bytes;
+  int64_t allocated_bytes, peak_allocated_bytes;
+} ad_cuda_memory;
+
 /* One named phase of the device profile: device time between its scope's first and last launch. */
 typedef struct {
   char name[48];
@@ -160,6 +168,26 @@ typedef struct {
                      int64_t* numel);
   int (*moments_clear)(ad_cuda_model* m);
   int (*moment_write)(ad_cuda_model* m, const char* name, const float* m_in, const float* v_in, int64_t n);
+
+  /* ABI 4: device memory (the memory plan's refusal and the device-check's measured peak). */
+  int (*memory_info)(int32_t device, ad_cuda_memory* out);
+  void (*memory_reset_peak)(void);
+
+  /* ABI 4: LoRA adapters on the linears `targets` (model::Linear values) of every layer, as
+   * parameters with PEFT names (…q_proj.lora_A.weight [rank × in], …lora_B.weight [out × rank]),
+   * created at zero: the caller writes A's initial values (tensor_write); B stays 0. */
+  int (*lora_attach)(ad_cuda_model* m, int32_t rank, float alpha, const int32_t* targets, int32_t n_targets);
+  int (*lora_enable)(ad_cuda_model* m, int32_t on);
+  /* W += α/r·B·A for every adapter (f32 masters, bf16 copies recast), then B = 0. */
+  int (*lora_merge)(ad_cuda_model* m);
+  /* A parameter's f32 master with its adapter folded in (W + α/r·B·A); the model is unchanged. */
+  int (*tensor_read_merged)(ad_cuda_model* m, const char* name, float* out, int64_t n);
+  /* A score head (HF score.weight [labels × hidden]) created at zero: the caller writes its values. */
+  int (*score_head_attach)(ad_cuda_model* m, int32_t labels);
+  /* Scores [n × labels] of whole sequences from the score head on each last token; taped when `tape`. */
+  int (*score_forward)(ad_cuda_model* m, const int32_t* tokens, const int32_t* lengths, int32_t n, int32_t tape, float* scores,
+                       int64_t scores_capacity);
+  int (*score_backward)(ad_cuda_model* m, const float* d_scores, int64_t n);
 } ad_cuda_api;
 
 typedef const ad_cuda_api* (*ad_cuda_plugin_api_fn)(void);

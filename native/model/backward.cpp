@@ -15,6 +15,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
+#include "model/initial_values.h"
 #include "model/transformer.h"
 
 namespace ad::model {
@@ -36,9 +37,7 @@ void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& 
       a->scale = alpha / rank;
       a->A = Buffer(rank * in);
       a->B = Buffer(out * rank);
-      // PEFT's default: kaiming-uniform A (bound 1/sqrt(in)), B = 0 so the adapter starts as a no-op.
-      std::uniform_real_distribution<float> u(-1.f / std::sqrt(static_cast<float>(in)), 1.f / std::sqrt(static_cast<float>(in)));
-      for (int64_t i = 0; i < rank * in; ++i) a->A.data[i] = u(rng);
+      lora_initial_a(rng, rank, in, a->A.data);  // B = 0: the adapter starts as a no-op
       zero(a->B);
       layers_[l].lora[which] = std::move(a);
     }
@@ -67,12 +66,11 @@ void Transformer::merge_lora() {
 void Transformer::attach_score_head(int labels, float std, uint64_t seed) {
   if (score_) throw std::invalid_argument("this model already has a score head");
   if (labels <= 0) throw std::invalid_argument("a score head needs at least one label");
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n(0.f, std);
   Tensor t;
   t.shape = {labels, cfg_.hidden};
   t.buf = Buffer(static_cast<int64_t>(labels) * cfg_.hidden);
-  for (int64_t i = 0; i < t.buf.size; ++i) t.buf.data[i] = n(rng);
+  const std::vector<float> init = score_head_initial(seed, std, t.buf.size);
+  std::copy(init.begin(), init.end(), t.buf.data);
   const std::string name = tensor_name(TensorId::kScore);
   tensors_[name] = std::move(t);
   score_ = tensors_[name].buf.data;

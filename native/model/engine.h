@@ -309,6 +309,13 @@ struct BackendStatus {
   std::vector<DeviceInfo> devices;
 };
 
+// A device's memory now: free and total (the driver's count) and what this process's engines hold
+// (now, and at most since the last reset_memory_peak).
+struct DeviceMemory {
+  uint64_t free_bytes = 0, total_bytes = 0;
+  int64_t allocated_bytes = 0, peak_allocated_bytes = 0;
+};
+
 struct ProfileRow {
   std::string name;
   int64_t calls = 0;
@@ -327,6 +334,14 @@ class Backend {
 
   // Reads the tensors and finalizes them against the tensor table (runs on a worker thread).
   std::unique_ptr<Engine> load(const LoadRequest& request) const;
+
+  // The memory of device `index`; false for a backend without device memory (the CPU).
+  virtual bool device_memory(int index, DeviceMemory& out) const {
+    (void)index;
+    (void)out;
+    return false;
+  }
+  virtual void reset_memory_peak() const {}
 
   // Profiling scopes of this backend's engines (process-wide).
   virtual void profiler_enable(bool on) const = 0;

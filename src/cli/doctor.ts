@@ -1,7 +1,7 @@
 // `autodidact doctor`: what this installation can do, and why not where it cannot.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { nativeAddon, packageRoot, type NativeInfo } from '../native.js'
+import { nativeAddon, packageRoot, type NativeDeviceMemory, type NativeInfo } from '../native.js'
 import { onnxRuntimeStatus, type OnnxRuntimeStatus } from '../onnx/runtime.js'
 
 export interface DoctorReport {
@@ -11,13 +11,17 @@ export interface DoctorReport {
   nativeError: string | null
   /** The install: onnxruntime-node (an optional dependency), or why the ONNX features are off. */
   onnx: OnnxRuntimeStatus
+  /** Per CUDA device: free and total bytes now, and this process's peak of held bytes (null where unreadable). */
+  deviceMemory?: (NativeDeviceMemory | null)[]
 }
 
 export async function doctorReport(): Promise<DoctorReport> {
   const version = (JSON.parse(readFileSync(join(packageRoot, 'package.json'), 'utf8')) as { version: string }).version
   try {
     const addon = await nativeAddon()
-    return { version, node: process.version, native: addon.info(), nativeError: null, onnx: onnxRuntimeStatus() }
+    const native = addon.info()
+    const deviceMemory = native.cuda.available ? native.cuda.devices.map((d) => addon.deviceMemory('cuda', d.index)) : []
+    return { version, node: process.version, native, nativeError: null, onnx: onnxRuntimeStatus(), deviceMemory }
   } catch (e) {
     return { version, node: process.version, native: null, nativeError: (e as Error).message, onnx: onnxRuntimeStatus() }
   }
@@ -38,8 +42,12 @@ export function formatDoctor(r: DoctorReport): string {
   lines.push(`cpu: ${n.cpuThreads} threads, SIMD ${n.simd}, built with ${n.compiler}`)
   if (n.cuda.available) {
     lines.push(`cuda: runtime ${n.cuda.runtimeVersion}, driver ${n.cuda.driverVersion}`)
-    for (const d of n.cuda.devices)
-      lines.push(`  [${d.index}] ${d.name}: ${gib(d.totalMemory)}, compute capability ${d.computeCapability}, ${d.multiprocessors} SMs`)
+    for (const d of n.cuda.devices) {
+      const m = r.deviceMemory?.[d.index]
+      const memory = m ? ` (${gib(m.free)} free now; peak held by this process ${gib(m.peakAllocated)})` : ''
+      lines.push(`  [${d.index}] ${d.name}: ${gib(d.totalMemory)}${memory}, compute capability ${d.computeCapability}, ${d.multiprocessors} SMs`)
+    }
+    lines.push(`  memory: 'autodidact profile --estimate --model DIR --batch B --seq N [--lora R]' plans a training step's peak before a run`)
     lines.push(`  GEMM: ${n.cuda.gemmPath}; loadModel(dir, { device: 'cuda' }) and evolve --device cuda run here (bench/device-check checks this GPU against the CPU)`)
   } else {
     lines.push(`cuda: unavailable (${n.cuda.kind}): ${n.cuda.reason}`)

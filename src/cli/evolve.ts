@@ -38,9 +38,10 @@ ${WORLD_USAGE}
   --keep N          checkpoints kept in the run folder (default ${DEFAULT_KEEP}; the latest is never removed)
   --threads N       CPU threads for the engine
   --device cpu|cuda where every model of the run is loaded (default cpu; AUTODIDACT_DEVICE too).
-                    On cuda: full fine-tuning only (COSE, R-Zero, GRPO; TTRL with ppo.loraRank 0);
-                    LoRA adapters (TTRL's and the offline methods' presets) and J-Zero's
-                    score-head Judge need cpu in this version (a clear error says so)`
+                    On cuda every method runs: full fine-tuning, LoRA adapters (TTRL's and
+                    the offline methods' presets) and J-Zero's score-head Judge; a run that
+                    would not fit the device's memory is refused at once with the numbers
+                    ('autodidact profile --estimate' plans it beforehand)`
 }
 
 /** The --method value, read before full parsing because each method adds its own flags. */

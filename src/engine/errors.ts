@@ -175,6 +175,24 @@ export class DeviceUnavailableError extends AutodidactError {
   }
 }
 
+/**
+ * A model, trainer or training step that the memory plan (src/engine/memory-plan.ts) says will
+ * not fit in the device's free memory: refused before anything is allocated, with the numbers.
+ */
+export class DeviceMemoryError extends AutodidactError {
+  /** What was refused: loading the weights, creating the trainer, or a step of a larger shape. */
+  readonly phase: 'load' | 'trainer' | 'step'
+  readonly neededBytes: number
+  readonly freeBytes: number
+
+  constructor(phase: 'load' | 'trainer' | 'step', neededBytes: number, freeBytes: number, message: string) {
+    super('DEVICE_MEMORY', message)
+    this.phase = phase
+    this.neededBytes = neededBytes
+    this.freeBytes = freeBytes
+  }
+}
+
 /** What is wrong with a run folder or checkpoint; lets callers and tests tell the cases apart. */
 export type CheckpointErrorReason =
   | 'missing' // a file the checkpoint needs is not there

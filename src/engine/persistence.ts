@@ -10,6 +10,7 @@ import { writeFileAtomic } from '../util/atomic.js'
 import { readAdapterConfig } from './hf/adapter.js'
 import { readModelFolder } from './hf/folder.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors, writeShardedSafetensors } from './hf/safetensors.js'
+import { assertFits, trainingMemoryPlan } from './memory-plan.js'
 import { resolveLoad, type LoadOptions } from './options.js'
 import { modelTensors, tensorName } from './tensor-table.js'
 import type { Tokenizer } from './tokenizer.js'
@@ -50,6 +51,11 @@ export async function loadFolder(dir: string, options: LoadOptions): Promise<Loa
   const extra = new Set(folder.extraTensors)
   const scoreLabels = folder.head.kind === 'sequence-classification' ? folder.head.numLabels : 0
   const placed = device === 'cuda' ? 'cuda' : 'cpu'
+  if (placed === 'cuda') {
+    // The weights must fit before the first is uploaded (the memory plan, src/engine/memory-plan.ts).
+    const free = addon.deviceMemory('cuda', deviceIndex)?.free
+    if (free !== undefined) assertFits(trainingMemoryPlan(folder.config, { batch: 1, sequenceLength: 2 }, { scoreLabels }), 'load', free, `loading ${dir}`)
+  }
   const native = await Promise.resolve()
     .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex }))
     .catch((e: Error) => {

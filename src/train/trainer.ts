@@ -8,8 +8,9 @@ import { writeFileAtomic } from '../util/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
 import { MAX_LORA_RANK, checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
 import type { LoraInfo } from '../engine/persistence.js'
+import { assertFits, trainingMemoryPlan, type MemoryPlan, type MemoryPlanOptions, type TrainingShape } from '../engine/memory-plan.js'
 import type { ModelConfig } from '../engine/types.js'
-import { nativeAddon, type NativeModel, type NativeTrain } from '../native.js'
+import { nativeAddon, type NativeAddon, type NativeModel, type NativeTrain } from '../native.js'
 import {
   createObjective,
   globalNormalizer,
@@ -106,6 +107,13 @@ export interface StepMetrics {
   objective: Record<string, number | null>
 }
 
+/** The free bytes of the device a model runs on, or null for a model on the CPU. */
+function freeDeviceBytes(addon: NativeAddon, model: NativeModel): number | null {
+  const d = model.describe()
+  if (d.backend === 'cpu') return null
+  return addon.deviceMemory('cuda', d.deviceIndex ?? 0)?.free ?? null
+}
+
 function chunk<T>(items: T[], size: number): T[][] {
   const out: T[][] = []
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
@@ -119,6 +127,8 @@ export class Trainer {
   private readonly clip: number
   private readonly micro: number
   private readonly adam: Required<OptimizerOptions>
+  /** On a device: the largest step shape's plan checked so far (its scratch stays allocated). */
+  private deviceStepPlan: MemoryPlan | null = null
 
   private constructor(
     private readonly model: TrainerModel,
@@ -138,7 +148,8 @@ export class Trainer {
   }
 
   static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
-    const train = (await nativeAddon()).train
+    const addon = await nativeAddon()
+    const train = addon.train
     const t = new Trainer(model, train, options)
     const lora = options.lora
     if (lora) {
@@ -147,6 +158,12 @@ export class Trainer {
       if (!(lora.alpha > 0)) throw new InvalidArgumentError('lora.alpha', 'lora.alpha must be positive')
       const targets = lora.targets ?? [...LORA_TARGETS]
       for (const x of targets) if (!(LORA_TARGETS as readonly string[]).includes(x)) throw new InvalidArgumentError('lora.targets', `unknown LoRA target '${x}'`)
+    }
+    // On a device, gradients and moments (or adapters and theirs) must fit before any is allocated.
+    const free = freeDeviceBytes(addon, model.handle)
+    if (free !== null) assertFits(trainingMemoryPlan(model.config, { batch: 1, sequenceLength: 2 }, t.planOptions()), 'trainer', free, 'creating the trainer')
+    if (lora) {
+      const targets = lora.targets ?? [...LORA_TARGETS]
       if (!model.lora) {
         train.attachLora(model.handle, { rank: lora.rank, alpha: lora.alpha, targets, seed: lora.seed ?? 0 })
         model.lora = { rank: lora.rank, alpha: lora.alpha, targets }
@@ -162,9 +179,37 @@ export class Trainer {
     return this.stepCount
   }
 
+  /** What the memory plan needs of this trainer's options (src/engine/memory-plan.ts). */
+  private planOptions(): MemoryPlanOptions {
+    const lora = this.options.lora ?? (this.model.lora ? { rank: this.model.lora.rank, targets: this.model.lora.targets } : null)
+    const needsReference = this.needsReference()
+    return {
+      lora: lora ? { rank: lora.rank, targets: lora.targets } : null,
+      gradientCheckpointing: this.options.gradientCheckpointing ?? false,
+      scoreLabels: this.model.scoreLabels,
+      // a frozen copy is its own model (its load is checked on its own); 'lora-off' runs on this one
+      reference: needsReference && lora && (this.options.reference ?? 'lora-off') === 'lora-off' ? 'lora-off' : 'none',
+    }
+  }
+
+  // On a device, a micro-batch of a larger shape than any before must fit what it adds: scratch
+  // only grows, so what the largest earlier shape allocated is already held.
+  private async checkDeviceStep(shape: TrainingShape): Promise<void> {
+    const free = freeDeviceBytes(await nativeAddon(), this.model.handle)
+    if (free === null) return
+    const plan = trainingMemoryPlan(this.model.config, shape, this.planOptions())
+    if (this.deviceStepPlan && plan.stepBytes <= this.deviceStepPlan.stepBytes) return
+    assertFits(plan, 'step', free, `a training step of ${shape.batch} sequences of up to ${shape.sequenceLength} tokens`, this.deviceStepPlan?.stepBytes ?? 0)
+    this.deviceStepPlan = plan
+  }
+
+  // DPO's reference log-ratios and the policy objective's KL term read a reference model.
+  private needsReference(): boolean {
+    return this.objective.name === 'dpo' || (this.objective.name === 'policy' && this.objective.config.klCoef > 0)
+  }
+
   private referenceFor(): 'lora-off' | NativeModel | undefined {
-    const needs = this.objective.name === 'dpo' || (this.objective.name === 'policy' && this.objective.config.klCoef > 0)
-    if (!needs) return undefined
+    if (!this.needsReference()) return undefined
     const ref = this.options.reference ?? (this.model.lora ? 'lora-off' : undefined)
     if (ref === undefined)
       throw new InvalidArgumentError('reference', `objective '${this.objective.name}' needs a reference: train LoRA (reference = base weights) or pass a frozen model`)
@@ -196,6 +241,11 @@ export class Trainer {
         const ids = group.flat()
         const local = new Map(ids.map((id, k) => [id, k]))
         const lengths = Int32Array.from(ids, (i) => seqs[i].prompt.length + seqs[i].completion.length)
+        await this.checkDeviceStep({
+          batch: ids.length,
+          sequenceLength: Math.max(...lengths),
+          completionLength: Math.max(1, Math.ceil(ids.reduce((a, i) => a + seqs[i].completion.length, 0) / ids.length)),
+        })
         const fwd = await this.train.forward(this.model.handle, {
           tokens: Int32Array.from(ids.flatMap((i) => [...seqs[i].prompt, ...seqs[i].completion])),
           lengths,
@@ -260,6 +310,7 @@ export class Trainer {
     if (!pairs.length) throw new InvalidArgumentError('batch.pairs', 'a score objective needs preference pairs [chosen, rejected]')
     if (this.model.scoreLabels !== 1) throw new InvalidArgumentError('model', 'Bradley–Terry needs a score head with one label')
     const tokens = seqs.map((s) => [...s.prompt, ...s.completion])
+    await this.checkDeviceStep({ batch: tokens.length, sequenceLength: Math.max(2, ...tokens.map((t) => t.length)) })
     const scores = await this.train.scoreForward(this.model.handle, { tokens: Int32Array.from(tokens.flat()), lengths: Int32Array.from(tokens, (t) => t.length) })
     const sums: Record<string, number> = {}
     let result

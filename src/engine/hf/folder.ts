@@ -91,7 +91,8 @@ export interface ReadModelFolderOptions {
  * UnsupportedArchitectureError (config.json), SafetensorsError / MissingTensorError /
  * TensorShapeError (weights), TokenizerError (tokenizer files).
  */
-export async function readModelFolder(dir: string, options: ReadModelFolderOptions = {}): Promise<ModelFolder> {
+/** A model folder's config.json alone: the configuration and head (what the memory plan needs before any weight is read). */
+export async function readModelConfig(dir: string): Promise<{ config: ModelConfig; head: ModelHead }> {
   let isDir = false
   try {
     isDir = (await stat(dir)).isDirectory()
@@ -99,11 +100,14 @@ export async function readModelFolder(dir: string, options: ReadModelFolderOptio
     throw new ConfigError(dir, null, `${dir}: model folder not found`, { cause: e })
   }
   if (!isDir) throw new ConfigError(dir, null, `${dir}: not a folder (pass the model folder holding config.json)`)
-
   const configPath = join(dir, 'config.json')
   const configJson = await readJson(configPath, 'config.json')
-  const config = parseModelConfig(configJson, configPath)
-  const head = parseModelHead(configJson, configPath)
+  return { config: parseModelConfig(configJson, configPath), head: parseModelHead(configJson, configPath) }
+}
+
+export async function readModelFolder(dir: string, options: ReadModelFolderOptions = {}): Promise<ModelFolder> {
+  const { config, head } = await readModelConfig(dir)
+  const configPath = join(dir, 'config.json')
 
   const single = join(dir, 'model.safetensors')
   const index = join(dir, 'model.safetensors.index.json')
