@@ -50,6 +50,7 @@ int KVCache::take_page() {
 }
 
 void KVCache::drop_page(int page) {
+  if (refs_[page] > 1) --extra_refs_;
   if (--refs_[page] == 0) free_.push_back(page);
 }
 
@@ -115,6 +116,7 @@ void KVCache::copy_prefix(int src, int dst, int len) {
     const size_t held = (static_cast<size_t>(len) + page_size_ - 1) / page_size_;
     std::vector<int32_t> table(table_[src].begin(), table_[src].begin() + held);
     for (int32_t p : table) ++refs_[p];
+    extra_refs_ += static_cast<int64_t>(table.size());
     for (int32_t p : table_[dst]) drop_page(p);
     table_[dst] = std::move(table);
     shared_total_ += static_cast<int64_t>(len / page_size_) * usage().page_bytes;
@@ -145,9 +147,7 @@ CacheUsage KVCache::usage() const {
   u.pages = pages_;
   u.free_pages = paged_ ? static_cast<int64_t>(free_.size()) : 0;
   u.page_bytes = static_cast<int64_t>(layers_) * 2 * page_floats() * 4;
-  int64_t extra = 0;
-  for (int32_t r : refs_) extra += r > 1 ? r - 1 : 0;
-  u.shared_bytes = extra * u.page_bytes;
+  u.shared_bytes = extra_refs_ * u.page_bytes;
   u.shared_bytes_total = shared_total_;
   return u;
 }

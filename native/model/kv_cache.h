@@ -77,6 +77,7 @@ class KVCache {
   std::vector<int32_t> refs_;               // [page] → holders
   std::vector<int32_t> free_;
   int64_t shared_total_ = 0;
+  int64_t extra_refs_ = 0;  // Σ over pages of (holders − 1): the pages sharing saves now
   std::vector<int> length_;
   std::vector<std::vector<int32_t>> tokens_;
 };
