@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 namespace ad::model {
 
@@ -17,15 +18,10 @@ KVCache::KVCache(const Config& cfg, int slots, int capacity, int page_size, int6
     k_.emplace_back(pages_ * page_floats());
     v_.emplace_back(pages_ * page_floats());
   }
-  refs_.assign(pages_, 0);
-  if (paged_) {
-    free_.reserve(pages_);
-    for (int64_t p = pages_ - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
-  } else {
-    for (int s = 0; s < slots; ++s) {
-      table_[s].push_back(s);  // the slot layout: slot s owns page s for good
-      refs_[s] = 1;
-    }
+  if (!paged_) {
+    refs_.assign(pages_, 1);
+    for (int s = 0; s < slots; ++s) table_[s].push_back(s);  // the slot layout: slot s owns page s for good
+    fresh_ = pages_;
   }
 }
 
@@ -42,12 +38,21 @@ float* KVCache::values(int layer, int slot) {
 float* KVCache::page_keys(int layer, int slot, int p) { return k_[layer].data + (int64_t)table_[slot][p] * page_floats(); }
 float* KVCache::page_values(int layer, int slot, int p) { return v_[layer].data + (int64_t)table_[slot][p] * page_floats(); }
 
+// Returned pages first, then pages never used (the pool's bookkeeping grows as pages are first used).
 int KVCache::take_page() {
-  const int p = free_.back();
-  free_.pop_back();
+  int p;
+  if (!free_.empty()) {
+    p = free_.back();
+    free_.pop_back();
+  } else {
+    p = static_cast<int>(fresh_++);
+    refs_.push_back(0);
+  }
   refs_[p] = 1;
   return p;
 }
+
+int64_t KVCache::free_pages() const { return static_cast<int64_t>(free_.size()) + (pages_ - fresh_); }
 
 void KVCache::drop_page(int page) {
   if (refs_[page] > 1) --extra_refs_;
@@ -64,21 +69,26 @@ void KVCache::copy_page(int from, int to, int positions) {
 
 int64_t KVCache::pages_needed(int slot, int count) const {
   if (!paged_ || count <= 0) return 0;
-  const int len = length_[slot];
   const int64_t held = static_cast<int64_t>(table_[slot].size());
-  const int64_t want = (static_cast<int64_t>(len) + count + page_size_ - 1) / page_size_;
-  // The page holding position `len` is written; a shared one is copied first.
-  const int64_t first = len / page_size_;
-  const int64_t cow = first < held && refs_[table_[slot][first]] > 1 ? 1 : 0;
-  return std::max<int64_t>(0, want - held) + cow;
+  return std::max<int64_t>(0, (static_cast<int64_t>(length_[slot]) + count + page_size_ - 1) / page_size_ - held);
 }
 
 void KVCache::reserve(const std::vector<std::pair<int, int>>& writes) {
   if (!paged_) return;
+  // New pages, plus a copy of each shared page a slot writes into — but the last holder of a
+  // shared page writes in place (the others' copies have left it alone), so count copies in order.
   int64_t need = 0;
-  for (const auto& [slot, count] : writes) need += pages_needed(slot, count);
-  if (need > static_cast<int64_t>(free_.size()))
-    throw std::length_error("the KV cache has " + std::to_string(free_.size()) + " free pages; this step needs " + std::to_string(need));
+  std::unordered_map<int32_t, int32_t> copied;  // shared page → holders that will have copied it
+  for (const auto& [slot, count] : writes) {
+    need += pages_needed(slot, count);
+    const size_t first = length_[slot] / page_size_;
+    if (count > 0 && first < table_[slot].size()) {
+      const int32_t page = table_[slot][first];
+      if (refs_[page] - copied[page] > 1) ++need, ++copied[page];
+    }
+  }
+  if (need > free_pages())
+    throw std::length_error("the KV cache has " + std::to_string(free_pages()) + " free pages; this step needs " + std::to_string(need));
   for (const auto& [slot, count] : writes) {
     auto& table = table_[slot];
     const int len = length_[slot];
@@ -145,7 +155,7 @@ CacheUsage KVCache::usage() const {
   CacheUsage u;
   u.page_size = page_size_;
   u.pages = pages_;
-  u.free_pages = paged_ ? static_cast<int64_t>(free_.size()) : 0;
+  u.free_pages = paged_ ? free_pages() : 0;
   u.page_bytes = static_cast<int64_t>(layers_) * 2 * page_floats() * 4;
   u.shared_bytes = extra_refs_ * u.page_bytes;
   u.shared_bytes_total = shared_total_;

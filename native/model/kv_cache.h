@@ -50,8 +50,7 @@ class KVCache {
   float* key_at(int layer, int slot, int pos) { return page_keys(layer, slot, pos / page_size_) + (int64_t)(pos % page_size_) * kv_dim_; }
   float* value_at(int layer, int slot, int pos) { return page_values(layer, slot, pos / page_size_) + (int64_t)(pos % page_size_) * kv_dim_; }
 
-  // Pages a write of `count` positions at the end of `slot` needs from the pool (new pages and
-  // copies of shared ones).
+  // New pages a write of `count` positions at the end of `slot` needs (copies of shared pages aside).
   int64_t pages_needed(int slot, int count) const;
   // Holds pages for positions [length, length + count) of each (slot, count), copying shared pages
   // that will be written; throws std::length_error, holding nothing new, when the pool is short.
@@ -66,6 +65,7 @@ class KVCache {
  private:
   int64_t page_floats() const { return (int64_t)page_size_ * kv_dim_; }
   int take_page();
+  int64_t free_pages() const;
   void drop_page(int page);
   void copy_page(int from, int to, int positions);
 
@@ -75,7 +75,8 @@ class KVCache {
   std::vector<Buffer> k_, v_;  // [layer] → pages × page_size × kv_dim
   std::vector<std::vector<int32_t>> table_;  // [slot] → page ids
   std::vector<int32_t> refs_;               // [page] → holders
-  std::vector<int32_t> free_;
+  std::vector<int32_t> free_;  // pages returned to the pool
+  int64_t fresh_ = 0;          // pages [fresh_, pages_) have never been used
   int64_t shared_total_ = 0;
   int64_t extra_refs_ = 0;  // Σ over pages of (holders − 1): the pages sharing saves now
   std::vector<int> length_;

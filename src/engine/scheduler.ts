@@ -52,6 +52,8 @@ export interface SchedulerOptions {
   pageSize?: number
   /** Bytes of KV cache the scheduler may hold (paged caches). Default min(4 GiB, free memory / 4), or AUTODIDACT_KV_CACHE_BYTES. */
   kvCacheBytes?: number
+  /** false: the slot layout even where the backend pages (a fixed slot per row, prefixes copied). Default true. */
+  paged?: boolean
 }
 
 export interface SchedulerStats {
@@ -141,7 +143,7 @@ export class DecodeScheduler {
     paged: boolean,
     options: SchedulerOptions = {},
   ) {
-    this.paged = paged
+    this.paged = paged && options.paged !== false
     this.pageSize = options.pageSize ?? 16
     this.maxRows = options.maxRows ?? (paged ? 1024 : 256)
     this.kvBytes = options.kvCacheBytes ?? defaultKvBytes()
@@ -171,7 +173,7 @@ export class DecodeScheduler {
     this.jobs.push(state as unknown as JobState<DecodeSequence>)
     if (!this.running) {
       this.running = true
-      void this.loop().finally(() => (this.running = false))
+      void this.loop()
     }
   }
 
@@ -186,6 +188,8 @@ export class DecodeScheduler {
 
   // ---------------------------------------------------------------- the loop
 
+  // `running` drops in the same synchronous stretch as the last check of `jobs`: a job submitted
+  // after it starts a new loop, one submitted before it is seen by this one.
   private async loop(): Promise<void> {
     while (this.jobs.length) {
       try {
@@ -205,6 +209,7 @@ export class DecodeScheduler {
     }
     // Idle: give the memory back; the next job builds a cache of its own size.
     this.dispose()
+    this.running = false
   }
 
   /** Sequences whose call or prompt was aborted finish now, with what they have. */
@@ -239,7 +244,9 @@ export class DecodeScheduler {
     const m = this.handle()
     if (this.paged) {
       const bytes = pageBytes(this.config, this.pageSize)
-      this.budgetPages = Math.min(MAX_PAGES, Math.max(Math.floor(this.kvBytes / bytes), want.pages))
+      // The budget, but no more than a full batch of the largest waiting sequence (or all that wait) can use.
+      const enough = Math.max(want.total, this.maxRows * want.pages)
+      this.budgetPages = Math.min(MAX_PAGES, Math.max(Math.min(Math.floor(this.kvBytes / bytes), enough), want.pages))
       this.slotCount = this.maxRows
       this.capacity = PAGED_CAPACITY
       try {
@@ -259,18 +266,19 @@ export class DecodeScheduler {
     this.reservedPages = 0
   }
 
-  /** What the first waiting sequence of each job needs, at most: pages, positions; and how many wait. */
-  private waitingNeed(): { pages: number; positions: number; sequences: number } | null {
-    let pages = 0, positions = 0, sequences = 0
+  /** What waiting sequences need: the most pages and positions of one, all their pages together, how many wait. */
+  private waitingNeed(): { pages: number; positions: number; total: number; sequences: number } | null {
+    let pages = 0, positions = 0, total = 0, sequences = 0
     for (const j of this.jobs) {
       sequences += j.waiting.length
       for (const s of j.waiting) {
         const p = this.ownPages(s.prompt.length, j.job.maxTokens)
         pages = Math.max(pages, p.own + p.shared)
+        total += p.own + p.shared
         positions = Math.max(positions, s.prompt.length + j.job.maxTokens)
       }
     }
-    return sequences ? { pages, positions, sequences } : null
+    return sequences ? { pages, positions, total, sequences } : null
   }
 
   private fits(want: { pages: number; positions: number }): boolean {

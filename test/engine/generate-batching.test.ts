@@ -103,12 +103,22 @@ describe('continuous batching', () => {
     }
   })
 
-  it('gives the samples of the pre-scheduler waves (AUTODIDACT_SCHEDULER=waves), prompts of mixed lengths, n > 1, maxBatch', async () => {
+  it('gives the samples of the pre-scheduler waves (AUTODIDACT_SCHEDULER=waves), paged or on fixed slots, prompts of mixed lengths, n > 1, maxBatch', async () => {
     const prompts = [tokens(40, 1), tokens(1, 2), tokens(9, 3), tokens(16, 4), tokens(17, 5)]
     const options: GenerateOptions = { n: 3, temperature: 1, seed: 11, maxTokens: 10, stopTokenIds: [], stats: { topK: 3 }, maxBatch: 4 }
     const waves = await withScheduler('waves', () => model.generate(prompts, options))
     const continuous = await withScheduler('continuous', () => model.generate(prompts, options))
     expect(continuous.map((g) => g.map(trace))).toEqual(waves.map((g) => g.map(trace)))
+    // the slot layout (what a backend without paged caches gets: fixed slots, prefixes copied)
+    const slots = await loadModel(tiny.dir, { threads: 2 })
+    slots.configureScheduler({ paged: false, maxRows: 5 })
+    try {
+      const fixed = await slots.generate(prompts, options)
+      expect(fixed.map((g) => g.map(trace))).toEqual(waves.map((g) => g.map(trace)))
+      expect(slots.schedulerStats()!.peakSharedBytes).toBe(0)
+    } finally {
+      slots.dispose()
+    }
     const greedyWaves = await withScheduler('waves', () => model.generate(prompts, { ...options, temperature: 0 }))
     const greedy = await model.generate(prompts, { ...options, temperature: 0 })
     expect(greedy.map((g) => g.map(trace))).toEqual(greedyWaves.map((g) => g.map(trace)))

@@ -109,6 +109,18 @@ describe('the paged KV cache', () => {
     cache.dispose()
   })
 
+  it('the last holder of a shared page writes in place: n slots forking one partial page need n − 1 copies', async () => {
+    const cache = model.handle.createCache(3, 16, { pageSize: 8, pages: 3 })
+    await model.handle.step(cache, { slots: Int32Array.of(0), counts: Int32Array.of(5), outModes: Uint8Array.of(0), tokens: Int32Array.from(randomTokens(5, 4)) })
+    cache.copyPrefix(0, 1, 5)
+    cache.copyPrefix(0, 2, 5)
+    expect(cache.describe().freePages).toBe(2)
+    await model.handle.step(cache, { slots: Int32Array.of(0, 1, 2), counts: Int32Array.of(1, 1, 1), outModes: Uint8Array.of(0, 0, 0), tokens: Int32Array.of(1, 2, 3) })
+    expect([cache.describe().freePages, cache.describe().sharedBytes]).toEqual([0, 0])
+    expect([cache.length(0), cache.length(1), cache.length(2)]).toEqual([6, 6, 6])
+    cache.dispose()
+  })
+
   it('checks the layout: page size within capacity, a positive page count', () => {
     expect(() => model.handle.createCache(2, 16, { pageSize: 17, pages: 4 })).toThrow(/pageSize/)
     expect(() => model.handle.createCache(2, 16, { pageSize: 4, pages: 0 })).toThrow(/pages/)
