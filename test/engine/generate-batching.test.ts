@@ -186,4 +186,15 @@ describe('continuous batching', () => {
       m.dispose()
     }
   })
+
+  it('a model disposed while its scheduler decodes rejects every running call with a typed error', async () => {
+    const m = await loadModel(tiny.dir, { threads: 2 })
+    const a = m.generate([tokens(5, 1)], { n: 4, temperature: 1, seed: 1, maxTokens: 5000, stopTokenIds: [] })
+    const b = m.generate([tokens(9, 2)], { temperature: 1, seed: 2, maxTokens: 5000, stopTokenIds: [] })
+    while ((m.schedulerStats()?.steps ?? 0) < 3) await new Promise((r) => setTimeout(r, 1))
+    m.dispose()
+    await expect(a).rejects.toThrow(/disposed/)
+    await expect(b).rejects.toThrow(/disposed/)
+    expect(m.schedulerStats()!.cache).toBeNull()
+  })
 })
