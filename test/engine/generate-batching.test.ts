@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadModel, type Completion, type GenerateOptions, type Model } from '../../src/index.js'
 import { pageBytes } from '../../src/engine/scheduler.js'
+import { randomTokens } from '../helpers/random-tokens.js'
 import { writeTinyModel, type TinyModel } from '../helpers/tiny-model.js'
 
 let root: string
@@ -25,13 +26,7 @@ afterAll(() => {
   rmSync(root, { recursive: true, force: true })
 })
 
-function tokens(n: number, seed: number): number[] {
-  let x = seed >>> 0
-  return Array.from({ length: n }, () => {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0
-    return x % tiny.config.vocabSize
-  })
-}
+const tokens = (n: number, seed: number) => randomTokens(n, seed, tiny.config.vocabSize)
 
 // Everything a completion carries, as plain arrays (toEqual then compares bit for bit).
 function trace(c: Completion) {

@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadModel, type Model } from '../../src/index.js'
 import type { NativeKVCache, NativeStepRequest } from '../../src/native.js'
+import { randomTokens } from '../helpers/random-tokens.js'
 import { writeTinyModel, type TinyModel } from '../helpers/tiny-model.js'
 
 let root: string
@@ -24,13 +25,7 @@ afterAll(() => {
   rmSync(root, { recursive: true, force: true })
 })
 
-function randomTokens(n: number, seed: number): number[] {
-  let x = seed >>> 0
-  return Array.from({ length: n }, () => {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0
-    return x % tiny.config.vocabSize
-  })
-}
+const tokens = (n: number, seed: number) => randomTokens(n, seed, tiny.config.vocabSize)
 
 // Prefill `prompt` into slot 0, share it into slots 1..3, then decode the four slots together
 // (each its own tokens), returning every step's logits.
@@ -43,7 +38,7 @@ async function forkAndDecode(cache: NativeKVCache, prompt: number[], steps: numb
       slots: Int32Array.of(0, 1, 2, 3),
       counts: Int32Array.of(1, 1, 1, 2),
       outModes: Uint8Array.of(1, 1, 1, 2),
-      tokens: Int32Array.from(randomTokens(5, 100 + t)),
+      tokens: Int32Array.from(tokens(5, 100 + t)),
       topK: 3,
       returnLogits: true,
     }
@@ -56,7 +51,7 @@ async function forkAndDecode(cache: NativeKVCache, prompt: number[], steps: numb
 
 describe('the paged KV cache', () => {
   it('gives bit-identical logits to the slot layout, for page sizes that do and do not divide the prompt', async () => {
-    const prompt = randomTokens(37, 7)
+    const prompt = tokens(37, 7)
     const capacity = 37 + 2 * 12
     const slots = model.handle.createCache(4, capacity)
     const expected = await forkAndDecode(slots, prompt, 12)
@@ -73,7 +68,7 @@ describe('the paged KV cache', () => {
   it('shares full prefix pages (counted), copies a shared page on its first write, frees pages on truncate', async () => {
     const P = 8
     const cache = model.handle.createCache(4, 64, { pageSize: P, pages: 20 })
-    const prompt = randomTokens(20, 3)  // 2 full pages + a partial one
+    const prompt = tokens(20, 3)  // 2 full pages + a partial one
     await model.handle.step(cache, { slots: Int32Array.of(0), counts: Int32Array.of(20), outModes: Uint8Array.of(0), tokens: Int32Array.from(prompt) })
     let d = cache.describe()
     expect([d.pageSize, d.pages, d.freePages, d.sharedBytes]).toEqual([P, 20, 17, 0])
@@ -102,8 +97,8 @@ describe('the paged KV cache', () => {
 
   it('a step needing more pages than are free is a typed error and writes nothing', async () => {
     const cache = model.handle.createCache(2, 64, { pageSize: 4, pages: 5 })
-    await model.handle.step(cache, { slots: Int32Array.of(0), counts: Int32Array.of(12), outModes: Uint8Array.of(0), tokens: Int32Array.from(randomTokens(12, 1)) })
-    const tooMuch = model.handle.step(cache, { slots: Int32Array.of(0, 1), counts: Int32Array.of(1, 8), outModes: Uint8Array.of(0, 0), tokens: Int32Array.from(randomTokens(9, 2)) })
+    await model.handle.step(cache, { slots: Int32Array.of(0), counts: Int32Array.of(12), outModes: Uint8Array.of(0), tokens: Int32Array.from(tokens(12, 1)) })
+    const tooMuch = model.handle.step(cache, { slots: Int32Array.of(0, 1), counts: Int32Array.of(1, 8), outModes: Uint8Array.of(0, 0), tokens: Int32Array.from(tokens(9, 2)) })
     await expect(tooMuch).rejects.toMatchObject({ code: 'ERR_AD_OUT_OF_RANGE', message: expect.stringMatching(/2 free pages; this step needs 3/) })
     expect([cache.length(0), cache.length(1), cache.describe().freePages]).toEqual([12, 0, 2])
     cache.dispose()
@@ -111,7 +106,7 @@ describe('the paged KV cache', () => {
 
   it('the last holder of a shared page writes in place: n slots forking one partial page need n − 1 copies', async () => {
     const cache = model.handle.createCache(3, 16, { pageSize: 8, pages: 3 })
-    await model.handle.step(cache, { slots: Int32Array.of(0), counts: Int32Array.of(5), outModes: Uint8Array.of(0), tokens: Int32Array.from(randomTokens(5, 4)) })
+    await model.handle.step(cache, { slots: Int32Array.of(0), counts: Int32Array.of(5), outModes: Uint8Array.of(0), tokens: Int32Array.from(tokens(5, 4)) })
     cache.copyPrefix(0, 1, 5)
     cache.copyPrefix(0, 2, 5)
     expect(cache.describe().freePages).toBe(2)
