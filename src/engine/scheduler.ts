@@ -131,8 +131,12 @@ export class DecodeScheduler {
   private running = false
   private paged: boolean
   private readonly pageSize: number
-  private readonly maxRows: number
+  private readonly rowsOption: number | undefined
   private readonly kvBytes: number
+  /** Most rows in one step: the option, else 1024 on a paged cache and 256 on the slot layout. */
+  private get maxRows(): number {
+    return this.rowsOption ?? (this.paged ? 1024 : 256)
+  }
   private readonly counters = { steps: 0, admitted: 0, largestStep: 0, sharedSteps: 0, peakSharedBytes: 0, sharedBytesTotal: 0 }
   private sharedBefore = 0  // sharedBytesTotal of the caches already gone
   private shared = false  // a prefix was shared since the counters were last read
@@ -145,7 +149,7 @@ export class DecodeScheduler {
   ) {
     this.paged = paged && options.paged !== false
     this.pageSize = options.pageSize ?? 16
-    this.maxRows = options.maxRows ?? (paged ? 1024 : 256)
+    this.rowsOption = options.maxRows
     this.kvBytes = options.kvCacheBytes ?? defaultKvBytes()
   }
 

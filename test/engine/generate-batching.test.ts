@@ -5,6 +5,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadModel, type Completion, type GenerateOptions, type Model } from '../../src/index.js'
 import { pageBytes } from '../../src/engine/scheduler.js'
@@ -191,5 +192,42 @@ describe('continuous batching', () => {
     await expect(a).rejects.toThrow(/disposed/)
     await expect(b).rejects.toThrow(/disposed/)
     expect(m.schedulerStats()!.cache).toBeNull()
+  })
+
+  it('any mix of concurrent calls, page sizes and tight KV budgets: every call completes with the samples it gets alone', async () => {
+    const call = fc.record({
+      prompts: fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 4 }),
+      n: fc.integer({ min: 1, max: 4 }),
+      maxTokens: fc.integer({ min: 1, max: 20 }),
+      seed: fc.integer({ min: 0, max: 1000 }),
+      maxBatch: fc.integer({ min: 1, max: 16 }),
+      delaySteps: fc.integer({ min: 0, max: 6 }),
+    })
+    const property = fc.asyncProperty(
+      fc.array(call, { minLength: 1, maxLength: 4 }),
+      fc.integer({ min: 1, max: 24 }),
+      fc.integer({ min: 1, max: 40 }),
+      fc.integer({ min: 1, max: 12 }),
+      async (calls, pageSize, budgetPages, maxRows) => {
+        const m = await loadModel(tiny.dir, { threads: 1 })
+        m.configureScheduler({ pageSize, maxRows, kvCacheBytes: budgetPages * pageBytes(tiny.config, pageSize) })
+        try {
+          const options = (c: (typeof calls)[number]): GenerateOptions => ({ n: c.n, temperature: 1, seed: c.seed, maxTokens: c.maxTokens, maxBatch: c.maxBatch, stopTokenIds: [] })
+          const promptsOf = (c: (typeof calls)[number], i: number) => c.prompts.map((len, j) => tokens(len, 100 * i + j))
+          const running = calls.map(async (c, i) => {
+            while ((m.schedulerStats()?.steps ?? 0) < c.delaySteps && i > 0 && m.schedulerStats()?.cache) await new Promise((r) => setTimeout(r, 0))
+            return m.generate(promptsOf(c, i), options(c))
+          })
+          const got = await Promise.all(running)
+          for (let i = 0; i < calls.length; ++i) {
+            const alone = await model.generate(promptsOf(calls[i], i), options(calls[i]))
+            expect(got[i].map((g) => g.map(trace))).toEqual(alone.map((g) => g.map(trace)))
+          }
+        } finally {
+          m.dispose()
+        }
+      },
+    )
+    await fc.assert(property, { numRuns: 15, seed: 2026 })
   })
 })
