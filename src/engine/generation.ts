@@ -8,7 +8,7 @@ import { advanceText, type FinishReason } from './stopping.js'
 import type { ChatMessage, ChatTemplateOptions, Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
 import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult } from '../native.js'
-import { DecodeScheduler, type DecodeSequence, type SchedulerOptions, type SchedulerStats } from './scheduler.js'
+import { checkSchedulerOptions, DecodeScheduler, type DecodeSequence, type SchedulerOptions, type SchedulerStats } from './scheduler.js'
 
 /** A prompt: raw text, a chat (rendered with the folder's template and a generation prompt), or token ids. */
 export type Prompt = string | { messages: ChatMessage[]; template?: ChatTemplateOptions } | readonly number[]
@@ -279,6 +279,7 @@ export class Generation {
 
   /** Sets how the model's scheduler sizes its batch and KV cache (takes effect when it next starts idle). */
   configureScheduler(options: SchedulerOptions): void {
+    checkSchedulerOptions(options)
     this.schedulerOptions = { ...options }
     if (this.decoder && !this.decoder.busy()) this.decoder = null
   }

@@ -14,7 +14,8 @@
 // engine's Philox keying and on its own slot's keys, so a sequence decodes the same tokens and
 // statistics alone or inside any batch; test/engine/generate-batching.test.ts holds this.
 import { freemem } from 'node:os'
-import type { ResolvedSampling } from './options.js'
+import { InvalidArgumentError } from './errors.js'
+import { positiveInt, type ResolvedSampling } from './options.js'
 import type { ModelConfig } from './types.js'
 import { isNativeError, type NativeCacheDescription, type NativeKVCache, type NativeModel, type NativeStepRequest, type NativeStepResult } from '../native.js'
 
@@ -102,6 +103,14 @@ interface JobState<S extends DecodeSequence> {
   failed: boolean
 }
 
+/** The options' values checked (typed errors naming the option). */
+export function checkSchedulerOptions(options: SchedulerOptions): void {
+  positiveInt('pageSize', options.pageSize, 16, 1 << 16)
+  positiveInt('maxRows', options.maxRows, 1, 1 << 20)
+  positiveInt('kvCacheBytes', options.kvCacheBytes, 1)
+  if (options.paged !== undefined && typeof options.paged !== 'boolean') throw new InvalidArgumentError('paged', 'paged must be a boolean')
+}
+
 /** Bytes of one KV page on the CPU backend (f32 keys and values of every layer). */
 export function pageBytes(config: ModelConfig, pageSize: number): number {
   return config.numLayers * 2 * pageSize * config.numKvHeads * config.headDim * 4
@@ -111,7 +120,8 @@ function defaultKvBytes(): number {
   const env = process.env.AUTODIDACT_KV_CACHE_BYTES
   if (env !== undefined && env !== '') {
     const v = Number(env)
-    if (Number.isSafeInteger(v) && v > 0) return v
+    if (!Number.isSafeInteger(v) || v <= 0) throw new InvalidArgumentError('AUTODIDACT_KV_CACHE_BYTES', `AUTODIDACT_KV_CACHE_BYTES must be a positive integer (bytes), got ${env}`)
+    return v
   }
   return Math.min(4 * 2 ** 30, Math.floor(freemem() / 4))
 }
@@ -148,6 +158,7 @@ export class DecodeScheduler {
     options: SchedulerOptions = {},
   ) {
     this.paged = paged && options.paged !== false
+    checkSchedulerOptions(options)
     this.pageSize = options.pageSize ?? 16
     this.rowsOption = options.maxRows
     this.kvBytes = options.kvCacheBytes ?? defaultKvBytes()

@@ -230,4 +230,18 @@ describe('continuous batching', () => {
     )
     await fc.assert(property, { numRuns: 15, seed: 2026 })
   })
+
+  it('scheduler options and AUTODIDACT_KV_CACHE_BYTES are checked: typed errors naming them', async () => {
+    expect(() => model.configureScheduler({ pageSize: 0 })).toThrow(/pageSize/)
+    expect(() => model.configureScheduler({ maxRows: 1.5 })).toThrow(/maxRows/)
+    expect(() => model.configureScheduler({ kvCacheBytes: -1 })).toThrow(/kvCacheBytes/)
+    const m = await loadModel(tiny.dir, { threads: 1 })
+    process.env.AUTODIDACT_KV_CACHE_BYTES = 'lots'
+    try {
+      await expect(m.generate([tokens(3, 1)], { maxTokens: 2 })).rejects.toThrow(/AUTODIDACT_KV_CACHE_BYTES/)
+    } finally {
+      delete process.env.AUTODIDACT_KV_CACHE_BYTES
+      m.dispose()
+    }
+  })
 })
