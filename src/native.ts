@@ -112,12 +112,33 @@ export interface NativeKVCache {
   copyPrefix(src: number, dst: number, length: number): void
   length(slot: number): number
   truncate(slot: number, length: number): void
-  describe(): { slots: number; capacity: number; bytes: number }
+  /** bytes: the whole allocation; the page counters describe a paged cache (the slot layout: one page per slot). */
+  describe(): NativeCacheDescription
   dispose(): void
 }
 
+export interface NativeCacheDescription {
+  slots: number
+  capacity: number
+  bytes: number
+  pageSize: number
+  pages: number
+  freePages: number
+  pageBytes: number
+  /** Memory prefix sharing saves now (pages held by several slots, counted once per extra holder). */
+  sharedBytes: number
+  /** Bytes copyPrefix shared instead of copying since the cache was created. */
+  sharedBytesTotal: number
+}
+
+/** A paged KV cache: `pages` pages of `pageSize` positions that every slot draws from (the `step.pagedCache` verb). */
+export interface NativeCacheLayout {
+  pageSize: number
+  pages: number
+}
+
 export interface NativeModel {
-  createCache(slots: number, capacity: number): NativeKVCache
+  createCache(slots: number, capacity: number, layout?: NativeCacheLayout): NativeKVCache
   step(cache: NativeKVCache, request: NativeStepRequest): Promise<NativeStepResult>
   describe(): { parameterBytes: number; threads: number; backend: string; deviceIndex?: number }
   dispose(): void

@@ -64,6 +64,7 @@ class CudaCache final : public model::Cache {
   void copy_prefix(int src, int dst, int len) override;
   void truncate(int slot, int len) override;
   int64_t bytes() override;
+  model::CacheCounters counters() override { return {capacity_, slots_, 0, slots_ ? bytes() / slots_ : 0, 0, 0}; }  // the slot layout
 
   std::shared_ptr<CudaEngine> engine;  // a cache keeps its model alive
   ad_cuda_cache* handle;
@@ -94,7 +95,7 @@ class CudaEngine final : public model::Engine {
   ad_cuda_model* m = nullptr;
 
  protected:
-  std::shared_ptr<model::Cache> do_create_cache(int slots, int capacity) override {
+  std::shared_ptr<model::Cache> do_create_cache(int slots, int capacity, model::CacheLayout) override {  // the slot layout (no kPagedCache)
     ad_cuda_cache* c = nullptr;
     check(api->cache_create(m, slots, capacity, &c),
           "cannot create a device KV cache of " + std::to_string(slots) + " × " + std::to_string(capacity));
@@ -380,7 +381,9 @@ class CudaBackend final : public model::Backend {
   }
 
   model::VerbSupport support(Verb v) const override {
-    (void)v;  // every verb: LoRA, score heads and gradient checkpointing included (issue 19)
+    // LoRA, score heads and gradient checkpointing included (issue 19); paged caches not yet.
+    if (v == Verb::kPagedCache)
+      return {false, "paged KV caches (shared prompt prefixes) are on the CPU backend only in this version; the device cache has fixed slots, reused as sequences finish"};
     return {true, ""};
   }
 

@@ -77,6 +77,13 @@ class CacheHandle : public GuardedWrap<CacheHandle> {
     o.Set("slots", c.slots());
     o.Set("capacity", c.capacity());
     o.Set("bytes", static_cast<double>(c.bytes()));
+    const model::CacheCounters k = c.counters();
+    o.Set("pageSize", k.page_size);
+    o.Set("pages", static_cast<double>(k.pages));
+    o.Set("freePages", static_cast<double>(k.free_pages));
+    o.Set("pageBytes", static_cast<double>(k.page_bytes));
+    o.Set("sharedBytes", static_cast<double>(k.shared_bytes));
+    o.Set("sharedBytesTotal", static_cast<double>(k.shared_bytes_total));
     return o;
   }
   Napi::Value Dispose(const Napi::CallbackInfo& info) {
@@ -292,7 +299,13 @@ Napi::Value ModelHandle::CreateCache(const Napi::CallbackInfo& info) {
   Engine& e = live(env);
   const int slots = static_cast<int>(integer_arg(env, info[0], "slots", INT32_MIN, INT32_MAX));
   const int capacity = static_cast<int>(integer_arg(env, info[1], "capacity", INT32_MIN, INT32_MAX));
-  std::shared_ptr<model::Cache> cache = e.create_cache(slots, capacity);
+  model::CacheLayout layout;
+  if (info.Length() > 2 && !absent(info[2])) {  // { pageSize, pages }: a paged cache
+    Napi::Object o = object_arg(env, info[2], "layout");
+    layout.page_size = static_cast<int>(int_field(o, "pageSize", 1, INT32_MAX));
+    layout.pages = int_field(o, "pages", 1, INT32_MAX);
+  }
+  std::shared_ptr<model::Cache> cache = e.create_cache(slots, capacity, layout);
   Napi::Object handle = CacheHandle::constructor.New({});
   CacheHandle::Unwrap(handle)->cache = std::move(cache);
   return handle;

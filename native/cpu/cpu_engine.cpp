@@ -29,7 +29,7 @@ class CpuEngine;
 
 class CpuCache final : public model::Cache {
  public:
-  CpuCache(std::shared_ptr<CpuEngine> owner, const model::Config& cfg, int slots, int capacity);
+  CpuCache(std::shared_ptr<CpuEngine> owner, const model::Config& cfg, int slots, int capacity, model::CacheLayout layout);
   const model::Engine* owner() const override;
   int slots() const override { return kv.slots(); }
   int capacity() const override { return kv.capacity(); }
@@ -37,6 +37,10 @@ class CpuCache final : public model::Cache {
   void copy_prefix(int src, int dst, int len) override;
   void truncate(int slot, int len) override;
   int64_t bytes() override { return kv.bytes(); }
+  model::CacheCounters counters() override {
+    const model::CacheUsage u = kv.usage();
+    return {u.page_size, u.pages, u.free_pages, u.page_bytes, u.shared_bytes, u.shared_bytes_total};
+  }
 
   std::shared_ptr<CpuEngine> engine;  // a cache keeps its model alive
   KVCache kv;
@@ -65,8 +69,8 @@ class CpuEngine final : public model::Engine {
   }
 
  protected:
-  std::shared_ptr<model::Cache> do_create_cache(int slots, int capacity) override {
-    return std::make_shared<CpuCache>(std::static_pointer_cast<CpuEngine>(shared_from_this()), model_.config(), slots, capacity);
+  std::shared_ptr<model::Cache> do_create_cache(int slots, int capacity, model::CacheLayout layout) override {
+    return std::make_shared<CpuCache>(std::static_pointer_cast<CpuEngine>(shared_from_this()), model_.config(), slots, capacity, layout);
   }
 
   void do_step(model::Cache& cache, const model::StepRequest& r, model::StepResult& out) override;
@@ -132,8 +136,8 @@ class CpuEngine final : public model::Engine {
   std::map<std::string, Moments> moments_;
 };
 
-CpuCache::CpuCache(std::shared_ptr<CpuEngine> owner, const model::Config& cfg, int slots, int capacity)
-    : engine(std::move(owner)), kv(cfg, slots, capacity) {}
+CpuCache::CpuCache(std::shared_ptr<CpuEngine> owner, const model::Config& cfg, int slots, int capacity, model::CacheLayout layout)
+    : engine(std::move(owner)), kv(cfg, slots, capacity, layout.page_size, layout.pages) {}
 
 const model::Engine* CpuCache::owner() const { return engine.get(); }
 

@@ -16,6 +16,7 @@ const char* verb_name(Verb v) {
     case Verb::kLoad: return "load";
     case Verb::kStep: return "step";
     case Verb::kStepReference: return "step.reference";
+    case Verb::kPagedCache: return "step.pagedCache";
     case Verb::kTrainForward: return "trainForward";
     case Verb::kTrainReference: return "trainForward.reference";
     case Verb::kGradientCheckpointing: return "gradientCheckpointing";
@@ -163,12 +164,20 @@ void check_against_parameters(const std::vector<ParameterInfo>& params, const st
 
 // ---------------------------------------------------------------- verbs
 
-std::shared_ptr<Cache> Engine::create_cache(int slots, int capacity) {
+std::shared_ptr<Cache> Engine::create_cache(int slots, int capacity, CacheLayout layout) {
   require(Verb::kStep);
   if (slots <= 0 || capacity <= 0) throw std::out_of_range("createCache needs slots ≥ 1 and capacity ≥ 1");
+  if (layout.page_size != 0) {
+    require(Verb::kPagedCache);
+    if (layout.page_size < 0 || layout.page_size > capacity) throw std::out_of_range("createCache: pageSize must be 1 … capacity");
+    if (layout.pages <= 0 || layout.pages > INT32_MAX) throw std::out_of_range("createCache: pages must be 1 … 2³¹−1");
+  }
   try {
-    return do_create_cache(slots, capacity);
+    return do_create_cache(slots, capacity, layout);
   } catch (const std::bad_alloc&) {
+    if (layout.page_size != 0)
+      throw std::length_error("not enough memory for a KV cache of " + std::to_string(layout.pages) + " pages × " +
+                              std::to_string(layout.page_size) + " positions");
     throw std::length_error("not enough memory for a KV cache of " + std::to_string(slots) + " × " + std::to_string(capacity) +
                             " positions");
   }

@@ -29,6 +29,7 @@ enum class Verb {
   kLoad,                   // read HF tensors, finalize the tensor table
   kStep,                   // prefill/decode over the slot KV cache: logits, statistics, sampling
   kStepReference,          // KL estimators against a reference model in the same step
+  kPagedCache,             // a paged KV cache: pages from one pool, prefixes shared copy-on-write
   kTrainForward,           // taped forward of whole sequences: per-token logprob and entropy
   kTrainReference,         // the reference's logprobs beside the policy's in that forward
   kGradientCheckpointing,  // keep only each layer's input; recompute the rest in backward
@@ -81,6 +82,21 @@ inline int64_t output_rows(const BatchEntry& e) {
   return e.out_mode == 2 ? (e.count > e.out_from ? e.count - e.out_from : 0) : (e.out_mode == 1 ? 1 : 0);
 }
 
+// How a cache lays out its positions: page_size 0 = the slot layout (one fixed page of `capacity`
+// positions per slot); otherwise `pages` pages of `page_size` positions that all slots draw from.
+struct CacheLayout {
+  int page_size = 0;
+  int64_t pages = 0;
+};
+
+// What a cache holds now (paged caches; the slot layout reports its page size and page count).
+struct CacheCounters {
+  int page_size = 0;
+  int64_t pages = 0, free_pages = 0, page_bytes = 0;
+  int64_t shared_bytes = 0;        // memory prefix sharing saves now
+  int64_t shared_bytes_total = 0;  // bytes shared instead of copied since the cache was created
+};
+
 // A Transformer's KV cache behind either backend: `slots` sequences of up to `capacity` positions.
 class Engine;
 class Cache {
@@ -95,6 +111,7 @@ class Cache {
   virtual void copy_prefix(int src, int dst, int len) = 0;
   virtual void truncate(int slot, int len) = 0;
   virtual int64_t bytes() = 0;
+  virtual CacheCounters counters() = 0;
 };
 
 struct SamplingRow {
@@ -223,7 +240,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void check(const Cache& cache, const StepRequest& request) const;
   void check(const TrainForwardRequest& request) const;
 
-  std::shared_ptr<Cache> create_cache(int slots, int capacity);
+  // A paged layout needs Verb::kPagedCache.
+  std::shared_ptr<Cache> create_cache(int slots, int capacity, CacheLayout layout = {});
   void step(Cache& cache, const StepRequest& request, StepResult& out);
 
   void set_trainable(bool base, bool lora);
@@ -251,7 +269,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void score_backward(const std::vector<float>& d_scores);
 
  protected:
-  virtual std::shared_ptr<Cache> do_create_cache(int slots, int capacity) = 0;
+  virtual std::shared_ptr<Cache> do_create_cache(int slots, int capacity, CacheLayout layout) = 0;
   virtual void do_step(Cache& cache, const StepRequest& request, StepResult& out) = 0;
   virtual void do_set_trainable(bool base, bool lora) = 0;
   virtual void do_zero_grad() = 0;

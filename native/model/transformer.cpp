@@ -38,45 +38,6 @@ void keep_copy(Buffer& dst, const float* src, int64_t n) {
   std::memcpy(dst.data, src, sizeof(float) * n);
 }
 
-// ---------------------------------------------------------------- KV cache
-
-KVCache::KVCache(const Config& cfg, int slots, int capacity)
-    : slots_(slots), capacity_(capacity), kv_dim_(cfg.kv_dim()), length_(slots, 0), tokens_(slots) {
-  if (slots <= 0 || capacity <= 0) throw std::invalid_argument("KV cache needs at least one slot and one position");
-  for (int l = 0; l < cfg.layers; ++l) {
-    k_.emplace_back(static_cast<int64_t>(slots) * capacity * kv_dim_);
-    v_.emplace_back(static_cast<int64_t>(slots) * capacity * kv_dim_);
-  }
-}
-
-void KVCache::append_tokens(int slot, const int32_t* toks, int n) {
-  tokens_[slot].insert(tokens_[slot].end(), toks, toks + n);
-  length_[slot] += n;
-}
-
-void KVCache::copy_prefix(int src, int dst, int len) {
-  if (src < 0 || src >= slots_ || dst < 0 || dst >= slots_) throw std::out_of_range("KV cache slot out of range");
-  if (len > length_[src]) throw std::out_of_range("copy_prefix: source slot is shorter than the requested prefix");
-  if (src == dst) {
-    truncate(dst, len);
-    return;
-  }
-  for (size_t l = 0; l < k_.size(); ++l) {
-    std::memcpy(keys(l, dst), keys(l, src), sizeof(float) * len * kv_dim_);
-    std::memcpy(values(l, dst), values(l, src), sizeof(float) * len * kv_dim_);
-  }
-  tokens_[dst].assign(tokens_[src].begin(), tokens_[src].begin() + len);
-  length_[dst] = len;
-}
-
-void KVCache::truncate(int slot, int len) {
-  if (len < 0 || len > length_[slot]) throw std::out_of_range("truncate beyond the slot's length");
-  tokens_[slot].resize(len);
-  length_[slot] = len;
-}
-
-int64_t KVCache::bytes() const { return static_cast<int64_t>(k_.size()) * 2 * slots_ * capacity_ * kv_dim_ * 4; }
-
 // ---------------------------------------------------------------- weights
 
 Transformer::Transformer(Config cfg, int threads) : cfg_(cfg), pool_(threads) {
@@ -166,6 +127,39 @@ void Transformer::ensure_scratch(int64_t T, int64_t R, int max_keys) {
   }
 }
 
+// attention_row (kernels/attention.h) over a paged slot: the same three passes in the same order
+// (scores, exp and a double sum, normalize and P·V), each key found through the page table, so a
+// paged row equals the slot layout's bit for bit.
+static void paged_attention_row(const float* q, KVCache& cache, int layer, int slot, int head_offset, int n_keys, int head_dim, float scale,
+                         float* probs, float* out) {
+  const int P = cache.page_size();
+  const int64_t kvd = cache.kv_dim();
+  float m = kNegInf;
+  for (int j0 = 0, p = 0; j0 < n_keys; j0 += P, ++p) {
+    const float* keys = cache.page_keys(layer, slot, p) + head_offset;
+    for (int j = j0; j < std::min(n_keys, j0 + P); ++j) {
+      const float s = cpu::dot(q, keys + (j - j0) * kvd, head_dim) * scale;
+      probs[j] = s;
+      m = s > m ? s : m;
+    }
+  }
+  double sum = 0.0;
+  for (int j = 0; j < n_keys; ++j) {
+    const float e = ad_expf(probs[j] - m);
+    probs[j] = e;
+    sum += e;
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int i = 0; i < head_dim; ++i) out[i] = 0.f;
+  for (int j0 = 0, p = 0; j0 < n_keys; j0 += P, ++p) {
+    const float* vals = cache.page_values(layer, slot, p) + head_offset;
+    for (int j = j0; j < std::min(n_keys, j0 + P); ++j) {
+      probs[j] *= inv;
+      cpu::axpy(probs[j], vals + (j - j0) * kvd, out, head_dim);
+    }
+  }
+}
+
 void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<int>& token_slot, const std::vector<int>& token_pos,
                                   int64_t T) {
   const Config& c = cfg_;
@@ -182,10 +176,15 @@ void Transformer::attention_layer(KVCache& cache, int layer, const std::vector<i
       int64_t t = i / c.heads;
       int h = static_cast<int>(i % c.heads);
       int kvh = h / group;
+      const float* q = q_.data + t * c.q_dim() + h * c.head_dim;
+      float* out = att_.data + t * c.q_dim() + h * c.head_dim;
+      if (cache.paged()) {
+        paged_attention_row(q, cache, layer, token_slot[t], kvh * c.head_dim, token_pos[t] + 1, c.head_dim, scale, probs, out);
+        continue;
+      }
       const float* keys = cache.keys(layer, token_slot[t]) + kvh * c.head_dim;
       const float* vals = cache.values(layer, token_slot[t]) + kvh * c.head_dim;
-      kernels::attention_row(q_.data + t * c.q_dim() + h * c.head_dim, keys, vals, kvd, token_pos[t] + 1, c.head_dim,
-                             scale, probs, att_.data + t * c.q_dim() + h * c.head_dim, cpu::dot, cpu::axpy);
+      kernels::attention_row(q, keys, vals, kvd, token_pos[t] + 1, c.head_dim, scale, probs, out, cpu::dot, cpu::axpy);
     }
   });
 }
@@ -269,10 +268,8 @@ void Transformer::forward_layer(int l, KVCache& cache, const std::vector<int>& t
         if (w.k_norm) kernels::rmsnorm_row(kh, w.k_norm, kh, c.head_dim, c.rms_eps);
         kernels::rope_apply(kh, cs, sn, c.head_dim);
       }
-      std::memcpy(cache.keys(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), k_.data + t * c.kv_dim(),
-                  sizeof(float) * c.kv_dim());
-      std::memcpy(cache.values(l, token_slot[t]) + static_cast<int64_t>(token_pos[t]) * c.kv_dim(), v_.data + t * c.kv_dim(),
-                  sizeof(float) * c.kv_dim());
+      std::memcpy(cache.key_at(l, token_slot[t], token_pos[t]), k_.data + t * c.kv_dim(), sizeof(float) * c.kv_dim());
+      std::memcpy(cache.value_at(l, token_slot[t], token_pos[t]), v_.data + t * c.kv_dim(), sizeof(float) * c.kv_dim());
     }
   });
   }
@@ -317,6 +314,12 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
   for (int64_t t = 0; t < T; ++t)
     if (tokens[t] < 0 || tokens[t] >= c.vocab)
       throw std::out_of_range("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (" + std::to_string(c.vocab) + ")");
+  if (tape && cache.paged()) throw std::logic_error("a taped forward needs the slot layout of the KV cache");
+  {
+    std::vector<std::pair<int, int>> writes;
+    for (const auto& e : batch) writes.emplace_back(e.slot, e.count);
+    cache.reserve(writes);  // pages for every write, or a length_error before anything is written
+  }
   ensure_scratch(T, std::max<int64_t>(R, 1), max_keys);
 
   std::vector<int> token_slot(T), token_pos(T);

@@ -1,5 +1,5 @@
 // The decoder-only transformer of the Llama / Qwen2 / Qwen3 families on the CPU backend:
-// weights in f32, a KV cache of fixed-size slots, ragged batched forward (prefill and decode in
+// weights in f32, a paged KV cache (model/kv_cache.h), ragged batched forward (prefill and decode in
 // one call), and per-row logits for the positions a caller asks for.
 #pragma once
 #include <cstdint>
@@ -11,24 +11,13 @@
 #include <vector>
 
 #include "cpu/threadpool.h"
+#include "model/buffer.h"
 #include "model/config.h"
 #include "model/engine.h"
+#include "model/kv_cache.h"
 #include "model/tensor_table.h"
 
 namespace ad::model {
-
-// A 64-byte aligned f32 buffer.
-struct Buffer {
-  float* data = nullptr;
-  int64_t size = 0;
-  Buffer() = default;
-  explicit Buffer(int64_t n);
-  ~Buffer();
-  Buffer(Buffer&& o) noexcept : data(o.data), size(o.size) { o.data = nullptr; o.size = 0; }
-  Buffer& operator=(Buffer&& o) noexcept;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
 
 struct Tensor {
   std::vector<int64_t> shape;
@@ -67,30 +56,6 @@ struct Tape {
 };
 
 void keep_copy(Buffer& dst, const float* src, int64_t n);
-
-// Fixed-capacity KV cache: `slots` sequences of up to `capacity` positions each.
-class KVCache {
- public:
-  KVCache(const Config& cfg, int slots, int capacity);
-  int slots() const { return slots_; }
-  int capacity() const { return capacity_; }
-  int length(int slot) const { return length_[slot]; }
-  const std::vector<int32_t>& tokens(int slot) const { return tokens_[slot]; }
-  float* keys(int layer, int slot) { return k_[layer].data + (int64_t)slot * capacity_ * kv_dim_; }
-  float* values(int layer, int slot) { return v_[layer].data + (int64_t)slot * capacity_ * kv_dim_; }
-  int kv_dim() const { return kv_dim_; }
-  void append_tokens(int slot, const int32_t* toks, int n);
-  // Makes `dst` a copy of the first `len` positions of `src` (n samples share one prefill).
-  void copy_prefix(int src, int dst, int len);
-  void truncate(int slot, int len);
-  int64_t bytes() const;
-
- private:
-  int slots_, capacity_, kv_dim_;
-  std::vector<Buffer> k_, v_;
-  std::vector<int> length_;
-  std::vector<std::vector<int32_t>> tokens_;
-};
 
 class Transformer {
  public:

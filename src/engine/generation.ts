@@ -1,12 +1,14 @@
-// Generation on the engine: batched sampling (n samples per prompt sharing one prefill, slots of
-// one KV cache, per-token statistics from the sampling pass), streaming, teacher-forced scoring
-// with optional KL estimators to a reference model, and reward-model scores.
+// Generation on the engine: batched sampling through the model's continuous-batching scheduler
+// (scheduler.ts: every call's sequences share its running batch; n samples per prompt share one
+// prefill; per-token statistics from the sampling pass), streaming, teacher-forced scoring with
+// optional KL estimators to a reference model, and reward-model scores.
 import { InvalidArgumentError } from './errors.js'
 import { checkContext, checkTokenIds, positiveInt, resolvePromptControls, resolveSampling, statsTopK, type PromptControl, type ResolvedSampling, type SamplingOptions } from './options.js'
 import { advanceText, type FinishReason } from './stopping.js'
 import type { ChatMessage, ChatTemplateOptions, Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
 import { nativeAddon, type NativeKVCache, type NativeModel, type NativeStepResult } from '../native.js'
+import { checkSchedulerOptions, DecodeScheduler, type DecodeSequence, type SchedulerOptions, type SchedulerStats } from './scheduler.js'
 
 /** A prompt: raw text, a chat (rendered with the folder's template and a generation prompt), or token ids. */
 export type Prompt = string | { messages: ChatMessage[]; template?: ChatTemplateOptions } | readonly number[]
@@ -96,6 +98,24 @@ export interface GenerationModel {
   encodePrompt(prompt: Prompt): number[]
 }
 
+interface WaveOptions {
+  sampling: ResolvedSampling
+  maxTokens: number
+  k: number
+  stops: string[]
+  stopIds: Set<number>
+  signal?: AbortSignal
+  onToken: ((c: StreamChunk) => void) | null
+}
+
+/** AUTODIDACT_SCHEDULER=waves turns continuous batching off (the decode loop of before, call by call). */
+function wavesOnly(): boolean {
+  const v = process.env.AUTODIDACT_SCHEDULER
+  if (v === undefined || v === '' || v === 'continuous') return false
+  if (v === 'waves') return true
+  throw new InvalidArgumentError('AUTODIDACT_SCHEDULER', `AUTODIDACT_SCHEDULER must be 'continuous' or 'waves', got ${v}`)
+}
+
 /** Grows per-token statistics of one sequence. */
 class TrajectoryBuffer {
   tokens: number[] = []
@@ -141,7 +161,7 @@ class TrajectoryBuffer {
 }
 
 /** One sequence being generated. */
-interface Sequence {
+interface Sequence extends DecodeSequence {
   promptIndex: number
   sampleIndex: number
   streamId: number
@@ -238,18 +258,98 @@ export class Generation {
     encoded.forEach((ids, p) => {
       const c = controls[p]
       for (let s = 0; s < n; ++s)
-        sequences.push({ promptIndex: p, sampleIndex: s, streamId: c.sequenceOffset + s, seed: c.seed, signal: c.signal, prompt: ids, slot: -1, buffer: new TrajectoryBuffer(), text: '', decoder: this.m.tokenizer.createStreamDecoder(), finish: null, emitted: 0, cutAtStopString: false })
+        sequences.push({ promptIndex: p, group: p, sampleIndex: s, streamId: c.sequenceOffset + s, seed: c.seed, signal: c.signal, prompt: ids, slot: -1, buffer: new TrajectoryBuffer(), text: '', decoder: this.m.tokenizer.createStreamDecoder(), finish: null, emitted: 0, cutAtStopString: false })
     })
     const maxBatch = positiveInt('maxBatch', options.maxBatch, sequences.length, 1 << 20)
-    for (let w = 0; w < sequences.length; w += maxBatch) {
-      yield* this.runWave(sequences.slice(w, w + maxBatch), { sampling, maxTokens, k, stops, stopIds, signal: options.signal, onToken })
+    const o = { sampling, maxTokens, k, stops, stopIds, signal: options.signal, onToken }
+    if (wavesOnly()) {
+      for (let w = 0; w < sequences.length; w += maxBatch) yield* this.runWave(sequences.slice(w, w + maxBatch), o)
+      return
+    }
+    yield* this.runScheduled(sequences, maxBatch, o)
+  }
+
+  /** The model's one scheduler: every call's sequences decode in its running batch. */
+  scheduler(): DecodeScheduler {
+    this.decoder ??= new DecodeScheduler(() => this.m.handle, this.m.config, true, this.schedulerOptions)
+    return this.decoder
+  }
+  private decoder: DecodeScheduler | null = null
+  private schedulerOptions: SchedulerOptions = {}
+
+  /** Sets how the model's scheduler sizes its batch and KV cache (takes effect when it next starts idle). */
+  configureScheduler(options: SchedulerOptions): void {
+    checkSchedulerOptions(options)
+    this.schedulerOptions = { ...options }
+    if (this.decoder && !this.decoder.busy()) this.decoder = null
+  }
+
+  schedulerStats(): SchedulerStats | null {
+    return this.decoder?.stats() ?? null
+  }
+
+  /** Hands the sequences to the scheduler and yields each as it completes. */
+  private async *runScheduled(sequences: Sequence[], maxBatch: number, o: WaveOptions): AsyncGenerator<Completion> {
+    const done: Completion[] = []
+    let failure: { error: unknown } | null = null
+    let remaining = sequences.length
+    let wake: (() => void) | null = null
+    const notify = () => {
+      wake?.()
+      wake = null
+    }
+    this.scheduler().submit<Sequence>({
+      sequences,
+      maxLive: maxBatch,
+      maxTokens: o.maxTokens,
+      topK: o.k,
+      sampling: o.sampling,
+      signal: o.signal,
+      onRow: (s, result, row) => {
+        this.advance(s, result, row, o)
+        return s.finish !== null
+      },
+      onFinish: (s, aborted) => {
+        if (aborted) s.finish = 'abort'
+        done.push(this.complete(s, o.k))
+        remaining--
+        notify()
+      },
+      onError: (e) => {
+        failure = { error: e }
+        notify()
+      },
+    })
+    while (remaining > 0 || done.length) {
+      if (done.length) {
+        yield done.shift()!
+        continue
+      }
+      if (failure) throw (failure as { error: unknown }).error
+      await new Promise<void>((resolve) => (wake = resolve))
     }
   }
 
-  private async *runWave(
-    wave: Sequence[],
-    o: { sampling: ResolvedSampling; maxTokens: number; k: number; stops: string[]; stopIds: Set<number>; signal?: AbortSignal; onToken: ((c: StreamChunk) => void) | null },
-  ): AsyncGenerator<Completion> {
+  /** One sampled row of a sequence: its statistics, its text and stop rules, its stream chunk. */
+  private advance(s: Sequence, result: NativeStepResult, row: number, o: WaveOptions): number {
+    s.buffer.push(result, row, o.k)
+    const token = result.tokens[row]
+    advanceText(s, token, s.buffer.tokens.length, o)
+    if (o.onToken)
+      o.onToken({
+        text: this.releasableText(s, o.stops),
+        token,
+        logprob: result.chosenLogprob[row],
+        entropy: result.entropy[row],
+        logsumexp: result.logsumexp[row],
+        topK: o.k ? { ids: result.topkIds.slice(row * o.k, (row + 1) * o.k), logits: result.topkLogits.slice(row * o.k, (row + 1) * o.k) } : null,
+        finishReason: s.finish,
+      })
+    return token
+  }
+
+  /** The pre-scheduler decode loop (AUTODIDACT_SCHEDULER=waves): waves of maxBatch sequences, one cache each. */
+  private async *runWave(wave: Sequence[], o: WaveOptions): AsyncGenerator<Completion> {
     const capacity = Math.max(...wave.map((s) => s.prompt.length)) + o.maxTokens
     const cache = this.m.handle.createCache(wave.length, capacity)
     try {
@@ -284,19 +384,7 @@ export class Generation {
         })
         const still: Sequence[] = []
         live.forEach((s, row) => {
-          s.buffer.push(result, row, o.k)
-          const token = result.tokens[row]
-          advanceText(s, token, s.buffer.tokens.length, o)
-          if (o.onToken)
-            o.onToken({
-              text: this.releasableText(s, o.stops),
-              token,
-              logprob: result.chosenLogprob[row],
-              entropy: result.entropy[row],
-              logsumexp: result.logsumexp[row],
-              topK: o.k ? { ids: result.topkIds.slice(row * o.k, (row + 1) * o.k), logits: result.topkLogits.slice(row * o.k, (row + 1) * o.k) } : null,
-              finishReason: s.finish,
-            })
+          const token = this.advance(s, result, row, o)
           if (s.finish) return
           pending.set(s, token)
           still.push(s)

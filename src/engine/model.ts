@@ -3,6 +3,7 @@
 // the trainer (src/train/trainer.ts) behind its methods. Every name this file exported before
 // the split is still exported from here.
 import { InvalidArgumentError } from './errors.js'
+import type { SchedulerOptions, SchedulerStats } from './scheduler.js'
 import { Generation, type Completion, type GenerateOptions, type Prompt, type ScoreOptions, type ScorePair, type Scored, type StreamChunk } from './generation.js'
 import { MAX_SCORE_LABELS, checkTokenIds, type LoadOptions } from './options.js'
 import { loadAdapter, loadFolder, mergeLora, saveModel, type LoraInfo, type SaveOptions } from './persistence.js'
@@ -70,6 +71,16 @@ export class Model {
   /** Streams one completion token by token; the generator's return value is the full Completion. */
   stream(prompt: Prompt, options: Omit<GenerateOptions, 'n'> = {}): AsyncGenerator<StreamChunk, Completion, void> {
     return this.generation.stream(prompt, options)
+  }
+
+  /** How this model's decode scheduler sizes its batch and KV cache (src/engine/scheduler.ts); applies from its next idle start. */
+  configureScheduler(options: SchedulerOptions): void {
+    this.generation.configureScheduler(options)
+  }
+
+  /** The decode scheduler's counters: steps, admissions, steps shared by several calls, prefix memory saved; null before any generate. */
+  schedulerStats(): SchedulerStats | null {
+    return this.generation.schedulerStats()
   }
 
   /** Teacher-forced per-token statistics of each completion given its prompt. */

@@ -1,7 +1,8 @@
-// Request batching for `autodidact serve`. The engine's generate() decodes many prompts together
-// (one matrix product per step for all rows) with one set of sampling options per call, so
-// requests are merged into one call when their sampling options, n, max_tokens, stop strings and
-// ignore_eos are identical. Each request keeps its own seed (drawn when it gave none), sequence
+// Request batching for `autodidact serve`. Every engine generate() and stream() call joins the
+// model's running batch (src/engine/scheduler.ts: one matrix product per step for the rows of all
+// calls, streamed requests included), so a call that starts while others decode shares their
+// steps at once. Requests are still merged into one call when their sampling options, n,
+// max_tokens, stop strings and ignore_eos are identical (one prefill per shared prompt, fewer calls). Each request keeps its own seed (drawn when it gave none), sequence
 // ids and abort signal through generate()'s `perPrompt`: a seeded request's samples equal
 // Model.generate(prompts, { seed, n, … }) exactly, whatever it was merged with, and a client that
 // leaves stops its own rows. The call itself is aborted when every member has gone (or on shutdown).
@@ -40,7 +41,7 @@ export interface BatcherOptions {
   /** Most sequences (prompts × n) merged into one engine call; also the engine's decode batch. Default 256. */
   maxBatch?: number
   /**
-   * Most engine generate() calls running at once (their steps interleave on the model's lock). Default 4:
+   * Most engine generate() calls running at once (their rows share the model's decode steps). Default 4:
    * a short request need not wait behind a long call, and merging still happens among requests that
    * arrive while four calls run.
    */

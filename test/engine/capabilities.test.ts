@@ -37,6 +37,12 @@ const EXERCISES: Record<string, (m: Model, other: () => Promise<Model>) => Promi
     ref.dispose()
     if (!r.klExact || !Number.isFinite(r.klExact[0])) throw new Error('no KL from the reference')
   },
+  'step.pagedCache': async (m) => {
+    const cache = m.handle.createCache(2, 8, { pageSize: 2, pages: 4 })
+    await m.handle.step(cache, { slots: Int32Array.of(0), counts: Int32Array.of(3), outModes: Uint8Array.of(0), tokens: Int32Array.of(1, 2, 3) })
+    cache.copyPrefix(0, 1, 3)
+    if (cache.describe().sharedBytes <= 0) throw new Error('the prefix was not shared')
+  },
   trainForward: async (m) => addon.train.forward(m.handle, seq),
   'trainForward.reference': async (m, other) => {
     const ref = await other()
