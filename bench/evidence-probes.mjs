@@ -1,0 +1,101 @@
+// Small measured probes behind issue 27's "why does the method not move the model" (bench/evidence.mjs
+// runs the headline comparisons). Each probe prints one JSON object and writes it to
+// bench/results/evidence-probe-NAME.json.
+//   cose-confidence: the bundled model as COSE's Judge and Validator on fresh level-2..4 questions.
+//     Per verdict: c (COSE Eq. 2–3, mean over every generated token, as the paper), the same over the
+//     score tokens only, and over the non-format tokens; the verdict's agreement with the verifier;
+//     how much each confidence varies, and its AUROC for "the verdict is right" (0.5: no signal).
+// Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 60] [--temperature 1]
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
+import { loadModel } from '../dist/engine/model.js'
+import { auroc, spread } from '../dist/stats/index.js'
+import { arithWorld, trainingQuestions } from '../dist/worlds/arith/index.js'
+
+const here = fileURLToPath(new URL('.', import.meta.url))
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? process.argv[i + 1] : fallback
+}
+const probe = process.argv[2]
+const world = arithWorld()
+
+/** Normalized-entropy confidence (COSE Eq. 2–3) over the positions `keep` selects. */
+function confidence(entropy, keep, vocab) {
+  let s = 0
+  let n = 0
+  for (let t = 0; t < entropy.length; t++) if (keep(t)) [s, n] = [s + Math.max(0, Math.min(1, 1 - entropy[t] / Math.log(vocab))), n + 1]
+  return n ? s / n : NaN
+}
+
+/** Per-position masks of a verdict: the score's digits, and the tokens that are not fixed format (tags, punctuation). */
+function masks(model, tokens) {
+  const pieces = Array.from(tokens, (id) => model.tokenizer.decode([id]))
+  let inScore = false
+  const score = pieces.map((p) => {
+    if (p.includes('<score>')) inScore = true
+    const here = inScore && /\d/.test(p)
+    if (p.includes('</score>')) inScore = false
+    return here
+  })
+  const content = pieces.map((p) => !/^[<>/a-z]*(think|score)[<>/]*$|^[<>/]+$|^[;:.,\s]*$/.test(p) && p.length > 0)
+  return { score, content, pieces }
+}
+
+function summarize(rows, vocab) {
+  const out = {}
+  for (const k of ['all', 'score', 'content']) {
+    const c = rows.map((r) => r.c[k])
+    const right = rows.filter((r) => r.right === true).map((r) => r.c[k])
+    const wrong = rows.filter((r) => r.right === false).map((r) => r.c[k])
+    out[k] = { ...spread(c), aurocRightVsWrong: auroc(right.filter(Number.isFinite), wrong.filter(Number.isFinite)) }
+  }
+  const rate = (xs) => (xs.length ? xs.filter((r) => r.says).length / xs.length : NaN)
+  const parsed = rows.filter((r) => r.says !== null)
+  const confusion = { saysYesWhenTrue: rate(parsed.filter((r) => r.truth)), saysYesWhenFalse: rate(parsed.filter((r) => !r.truth)), truthRate: parsed.filter((r) => r.truth).length / parsed.length }
+  return { confusion, verdicts: rows.length, parsed: rows.filter((r) => r.right !== null).length, agreement: rows.filter((r) => r.right === true).length / rows.filter((r) => r.right !== null).length, vocab, confidence: out }
+}
+
+async function coseConfidence() {
+  const n = Number(arg('questions', 60))
+  const temperature = Number(arg('temperature', 1))
+  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
+  const vocab = model.config.vocabSize
+  const levels = [2, 3, 4]
+  const result = { probe: 'cose-confidence', model: DEFAULT_MODEL, temperature, questionsPerLevel: n, levels: {} }
+  for (const level of levels) {
+    const problems = trainingQuestions(`evidence-probe-${level}`, level, n)
+    const [answers] = [await model.generate(problems.map((p) => world.cose.solverPrompt(p.question)), { n: 1, temperature: 1, maxTokens: 64, seed: 11 })]
+    const judged = await model.generate(problems.map((p, i) => world.cose.judgePrompt(p.question, answers[i][0].text)), { n: 1, temperature, maxTokens: 96, seed: 12, stats: { topK: 0 } })
+    const judgeRows = judged.map(([v], i) => {
+      const m = masks(model, v.tokens)
+      const score = world.cose.parseScore(v.text)
+      const truth = world.verifier.verify(problems[i], answers[i][0].text)
+      return { right: score === null ? null : score >= 0.5 === truth, says: score === null ? null : score >= 0.5, truth, c: { all: confidence(v.entropy, () => true, vocab), score: confidence(v.entropy, (t) => m.score[t], vocab), content: confidence(v.entropy, (t) => m.content[t], vocab) } }
+    })
+    const rated = await model.generate(problems.map((p) => world.cose.validatorPrompt(p.question)), { n: 1, temperature, maxTokens: 64, seed: 13 })
+    const validatorRows = rated.map(([v], i) => {
+      const m = masks(model, v.tokens)
+      const score = world.cose.parseScore(v.text)
+      const good = world.verifier.questionInfo(problems[i].question).wellPosed
+      return { right: score === null ? null : score >= 0.5 === good, says: score === null ? null : score >= 0.5, truth: good, c: { all: confidence(v.entropy, () => true, vocab), score: confidence(v.entropy, (t) => m.score[t], vocab), content: confidence(v.entropy, (t) => m.content[t], vocab) } }
+    })
+    result.levels[`L${level}`] = { solverAccuracy: answers.filter(([a], i) => world.verifier.verify(problems[i], a.text)).length / n, judge: summarize(judgeRows, vocab), validator: summarize(validatorRows, vocab) }
+    process.stderr.write(`L${level} done\n`)
+  }
+  model.dispose()
+  return result
+}
+
+const probes = { 'cose-confidence': coseConfidence }
+if (!probes[probe]) {
+  console.error(`usage: node bench/evidence-probes.mjs ${Object.keys(probes).join('|')} [options]`)
+  process.exit(2)
+}
+const started = Date.now()
+const out = { ...(await probes[probe]()), seconds: (Date.now() - started) / 1000, date: new Date().toISOString() }
+mkdirSync(join(here, 'results'), { recursive: true })
+writeFileSync(join(here, 'results', `evidence-probe-${probe}.json`), JSON.stringify(out, null, 2))
+console.log(JSON.stringify(out, null, 2))
