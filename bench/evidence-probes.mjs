@@ -5,7 +5,7 @@
 //     Per verdict: c (COSE Eq. 2–3, mean over every generated token, as the paper), the same over the
 //     score tokens only, and over the non-format tokens; the verdict's agreement with the verifier;
 //     how much each confidence varies, and its AUROC for "the verdict is right" (0.5: no signal).
-// Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 60] [--temperature 1]
+// Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -58,13 +58,26 @@ function summarize(rows, vocab) {
   return { confusion, verdicts: rows.length, parsed: rows.filter((r) => r.right !== null).length, agreement: rows.filter((r) => r.right === true).length / rows.filter((r) => r.right !== null).length, vocab, confidence: out }
 }
 
+/** The value the Judge's own working arrives at (the last "=N" before its "got"), or null. */
+function judgeWorkedValue(verdict) {
+  const m = /=(-?\d+)[^=]*$/.exec(verdict.split('got')[0])
+  return m ? m[1] : null
+}
+
 async function coseConfidence() {
-  const n = Number(arg('questions', 60))
-  const temperature = Number(arg('temperature', 1))
+  const n = Number(arg('questions', 100))
+  const temperatures = String(arg('temperatures', '1,0.6,0')).split(',').map(Number)
   const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
+  const out = { probe: 'cose-confidence', model: DEFAULT_MODEL, questionsPerLevel: n, note: 'Solver answers sampled at T 1 (the toy preset); verdicts at each temperature', byTemperature: {} }
+  for (const temperature of temperatures) out.byTemperature[temperature] = await coseConfidenceAt(model, n, temperature)
+  model.dispose()
+  return out
+}
+
+async function coseConfidenceAt(model, n, temperature) {
   const vocab = model.config.vocabSize
   const levels = [2, 3, 4]
-  const result = { probe: 'cose-confidence', model: DEFAULT_MODEL, temperature, questionsPerLevel: n, levels: {} }
+  const result = { temperature, levels: {} }
   for (const level of levels) {
     const problems = trainingQuestions(`evidence-probe-${level}`, level, n)
     const [answers] = [await model.generate(problems.map((p) => world.cose.solverPrompt(p.question)), { n: 1, temperature: 1, maxTokens: 64, seed: 11 })]
@@ -82,10 +95,13 @@ async function coseConfidence() {
       const good = world.verifier.questionInfo(problems[i].question).wellPosed
       return { right: score === null ? null : score >= 0.5 === good, says: score === null ? null : score >= 0.5, truth: good, c: { all: confidence(v.entropy, () => true, vocab), score: confidence(v.entropy, (t) => m.score[t], vocab), content: confidence(v.entropy, (t) => m.content[t], vocab) } }
     })
-    result.levels[`L${level}`] = { solverAccuracy: answers.filter(([a], i) => world.verifier.verify(problems[i], a.text)).length / n, judge: summarize(judgeRows, vocab), validator: summarize(validatorRows, vocab) }
-    process.stderr.write(`L${level} done\n`)
+    // the Judge re-derives the answer with the Solver's trace in view: on a wrong answer, does its working land on the Solver's wrong value?
+    const wrong = problems.map((p, i) => i).filter((i) => !world.verifier.verify(problems[i], answers[i][0].text))
+    const worked = wrong.map((i) => judgeWorkedValue(judged[i][0].text))
+    const copy = { wrongAnswers: wrong.length, judgeWorkingReachesSolversWrongValue: worked.filter((v, j) => v !== null && v === world.answers.answer(answers[wrong[j]][0].text)).length, judgeWorkingReachesTruth: worked.filter((v, j) => v === problems[wrong[j]].answer).length }
+    result.levels[`L${level}`] = { solverAccuracy: answers.filter(([a], i) => world.verifier.verify(problems[i], a.text)).length / n, judge: { ...summarize(judgeRows, vocab), copy }, validator: summarize(validatorRows, vocab) }
+    process.stderr.write(`T ${temperature} L${level} done\n`)
   }
-  model.dispose()
   return result
 }
 

@@ -57,8 +57,8 @@ export const SIZES = {
     },
   },
   reduced: {
-    label: 'reduced size (2 shared CPU cores): fewer steps than the toy presets, 100 test items',
-    steps: { cose: 10, ttrl: 8, rzero: 10, jzero: 3, grpo: 10 },
+    label: 'reduced size (2 shared CPU cores): the toy presets\' step counts but J-Zero 4 of 8 iterations, 100 test items, 2 lr scales tuned',
+    steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 4, grpo: 30 },
     dev: 50,
     test: 100,
     tune: [1, 3],
