@@ -29,7 +29,7 @@ import { JzeroRun } from '../dist/methods/jzero/loop.js'
 import { resolveRzeroConfig } from '../dist/methods/rzero/config.js'
 import { RzeroRun } from '../dist/methods/rzero/loop.js'
 import { resolveTtrlConfig } from '../dist/methods/ttrl/config.js'
-import { TtrlRun } from '../dist/methods/ttrl/loop.js'
+import { testTimePrompts, TtrlRun } from '../dist/methods/ttrl/loop.js'
 import { pairedPromptBootstrap } from '../dist/stats/index.js'
 import { toyJudge } from '../dist/toymodel/bundled.js'
 import { arithWorld } from '../dist/worlds/arith/index.js'
@@ -57,8 +57,8 @@ export const SIZES = {
     },
   },
   reduced: {
-    label: 'reduced size (2 shared CPU cores): the toy presets\' step counts but J-Zero 4 of 8 iterations, 100 test items, 2 lr scales tuned',
-    steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 4, grpo: 30 },
+    label: 'reduced size (2 CPU cores shared with other jobs): half the toy presets\' step counts (J-Zero 2 of 8 iterations), 100 test items, 2 lr scales tuned',
+    steps: { cose: 10, ttrl: 8, rzero: 10, jzero: 2, grpo: 15 },
     dev: 50,
     test: 100,
     tune: [1, 3],
@@ -98,6 +98,8 @@ export const METHOD_TABLE = {
     lr: ['ppo', 'lr'],
     arms: { 'uid-conj': { reward: { arm: 'uid-conj' } }, ttrl: { reward: { arm: 'ttrl' } }, 'permuted-uid': { reward: { arm: 'permuted-uid' } } },
     headline: 'uid-conj',
+    // UID §5.1's adaptation benchmark: the unlabeled test-time prompts themselves, scored against their answers after training
+    adaptation: (world, c) => ({ name: 'adapt', problems: testTimePrompts(world, c) }),
     ablations: [['uid-conj', 'ttrl'], ['uid-conj', 'permuted-uid']],
     paper: 'UID §5.1: UID-Conj > TTRL, and > its permutation control',
     diagnostics: ['labelAccuracy', 'rolloutAccuracy', 'agreeRate', 'kl'],
@@ -198,7 +200,8 @@ async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
   try {
     const records = []
     for (let s = 0; s < config.steps; s++) records.push(await run.runStep())
-    return { ...(await evaluate(m.solver(run), o.world, benchmark)), lr: lrOf(m.lr)(config), diagnostics: summarizeDiagnostics(records, m.diagnostics) }
+    const adaptation = m.adaptation ? { adaptation: await evaluate(m.solver(run), o.world, m.adaptation(o.world, config)) } : {}
+    return { ...(await evaluate(m.solver(run), o.world, benchmark)), ...adaptation, lr: lrOf(m.lr)(config), diagnostics: summarizeDiagnostics(records, m.diagnostics) }
   } finally {
     run.dispose()
   }
@@ -211,7 +214,7 @@ function deepMerge(a, b) {
   return out
 }
 
-/** The base model on a split. */
+/** The base model on a split (or on a method's adaptation prompts). */
 async function baseCell(o, split, benchmark) {
   return cell(o, `base|${split}`, async () => {
     const policy = await o.openPolicy({ model: o.base, threads: o.threads })
@@ -251,9 +254,11 @@ async function runMethod(o, name, sp) {
   const chosen = tuning.reduce((best, t) => (t.devMean4 > best.devMean4 ? t : best), tuning[0])
   const base = await baseCell(o, 'test', sp.test)
   const arms = {}
+  const armCells = {}
   for (const arm of Object.keys(m.arms)) {
     const cells = []
     for (const seed of o.seeds) cells.push(await cell(o, `${name}|${arm}|seed ${seed}|lr×${chosen.lrScale}|test`, () => trainAndEvaluate(o, name, arm, seed, chosen.lrScale, sp.test)))
+    armCells[arm] = cells
     const pooled = pool(cells)
     arms[arm] = {
       mean4: accuracy(pooled.mean4),
@@ -266,6 +271,7 @@ async function runMethod(o, name, sp) {
   }
   const head = arms[m.headline]
   const ablations = m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(arms[a].pooled, arms[b].pooled) }))
+  const adaptation = m.adaptation ? await adaptationRows(o, name, arms, armCells) : undefined
   for (const a of Object.values(arms)) delete a.pooled
   return {
     command: m.command,
@@ -278,7 +284,23 @@ async function runMethod(o, name, sp) {
     tuning: { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, candidates: tuning, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr },
     arms,
     ablations,
+    ...(adaptation ? { adaptation } : {}),
     paper: m.paper,
+  }
+}
+
+/** A method's adaptation benchmark (TTRL: its test-time prompts): each arm against the base, and the ablation rows, on those prompts. */
+async function adaptationRows(o, name, arms, armCells) {
+  const m = METHOD_TABLE[name]
+  const adapt = m.adaptation(o.world, m.resolve({ ...o.size.over[name] }))
+  const base = await baseCell(o, `adapt-${name}-${adapt.problems.length}`, adapt)
+  const pooled = Object.fromEntries(Object.entries(armCells).map(([arm, cells]) => [arm, pool(cells.map((c) => c.adaptation))]))
+  const baseAsSeeds = { mean4: base.mean4, greedy: base.greedy.map((x) => Array(o.seeds.length).fill(x)) }
+  return {
+    items: adapt.problems.length,
+    base: { mean4: accuracy(base.mean4), greedy: accuracy(base.greedy.map((x) => [x])) },
+    arms: Object.fromEntries(Object.keys(arms).map((arm) => [arm, { mean4: accuracy(pooled[arm].mean4), vsBase: compare(pooled[arm], baseAsSeeds) }])),
+    ablations: m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(pooled[a], pooled[b]) })),
   }
 }
 

@@ -43,6 +43,8 @@ describe('bench/evidence.mjs --quick', () => {
     expect(r.methods.ttrl.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs ttrl', 'uid-conj vs permuted-uid'])
     expect(r.methods.rzero.ablations.map((a: any) => a.name)).toEqual(['+disagreement vs R-Zero'])
     expect(r.methods.jzero.ablations.map((a: any) => a.name)).toEqual(['J-Zero vs frozen Judge'])
+    expect(r.methods.ttrl.adaptation.items).toBe(4) // UID §5.1: the test-time prompts themselves
+    for (const a of r.methods.ttrl.adaptation.ablations) expect(inside(a.mean4Delta, a.ci95)).toBe(true)
     expect(r.methods.grpo.mean4Delta).toBeGreaterThan(0) // the improving script's trained Solver beats its base
     expect(bench.table(r)).toContain('| cose | full (headline) |')
     // resumable: a rerun finds every cell and trains nothing
