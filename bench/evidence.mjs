@@ -13,7 +13,7 @@
 // rerun skips finished cells (resumable). Sizes: --quick (a smoke test), --reduced (default: a
 // few hours on 2 cores, labelled so), --full (the presets' step counts).
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full] [--device cuda]
-//          [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
+//          [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE] [--table]
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -340,6 +340,11 @@ export function table(r) {
   for (const [name, m] of Object.entries(r.methods)) {
     for (const [arm, a] of Object.entries(m.arms)) lines.push(`| ${name} | ${arm}${arm === m.headline ? ' (headline)' : ''} | ${f(a.vsBase.mean4Delta)} ${ci(a.vsBase.ci95)} | ${f(a.vsBase.greedyDelta)} ${ci(a.vsBase.greedyCi95)} | ${m.seeds} | ${m.testItems} |`)
     for (const ab of m.ablations) lines.push(`| ${name} | ${ab.name} | ${f(ab.mean4Delta)} ${ci(ab.ci95)} | ${f(ab.greedyDelta)} ${ci(ab.greedyCi95)} | ${m.seeds} | ${m.testItems} |`)
+    const ad = m.adaptation
+    if (ad) {
+      for (const [arm, a] of Object.entries(ad.arms)) lines.push(`| ${name} | adaptation prompts: ${arm} | ${f(a.vsBase.mean4Delta)} ${ci(a.vsBase.ci95)} | ${f(a.vsBase.greedyDelta)} ${ci(a.vsBase.greedyCi95)} | ${m.seeds} | ${ad.items} |`)
+      for (const ab of ad.ablations) lines.push(`| ${name} | adaptation prompts: ${ab.name} | ${f(ab.mean4Delta)} ${ci(ab.ci95)} | ${f(ab.greedyDelta)} ${ci(ab.greedyCi95)} | ${m.seeds} | ${ad.items} |`)
+    }
   }
   return lines.join('\n')
 }
@@ -351,6 +356,11 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
     return i >= 0 ? argv[i + 1] : undefined
   }
   const size = argv.includes('--quick') ? 'quick' : argv.includes('--full') ? 'full' : 'reduced'
+  if (argv.includes('--table')) {
+    // the table of a finished (or partly finished) result file, for the README
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? join(here, 'results', size === 'quick' ? 'evidence-quick.json' : 'evidence.json'), 'utf8'))))
+    process.exit(0)
+  }
   const r = await runEvidence({
     size,
     methods: arg('methods')?.split(','),
