@@ -5,13 +5,21 @@
 //     Per verdict: c (COSE Eq. 2–3, mean over every generated token, as the paper), the same over the
 //     score tokens only, and over the non-format tokens; the verdict's agreement with the verifier;
 //     how much each confidence varies, and its AUROC for "the verdict is right" (0.5: no signal).
+//   jzero-judge: the bundled toy Judge (J-Zero's reward model) on the bundled Solver's own samples:
+//     per question, every (right, wrong) pair of its samples by the verifier; the Judge's pairwise
+//     accuracy there (what the Solver's reward σ(J) rests on) beside its accuracy on the world's
+//     scripted held-out pairs.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
+//        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { loadModel } from '../dist/engine/model.js'
 import { auroc, spread } from '../dist/stats/index.js'
+import { pairMargins, pairwiseAccuracy, rawJudgeScores } from '../dist/methods/jzero/judge.js'
+import { verifierPairMargins } from '../dist/methods/jzero/loop.js'
+import { BUNDLED_JUDGE } from '../dist/toymodel/bundled.js'
 import { arithWorld, trainingQuestions } from '../dist/worlds/arith/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
@@ -105,7 +113,34 @@ async function coseConfidenceAt(model, n, temperature) {
   return result
 }
 
-const probes = { 'cose-confidence': coseConfidence }
+async function jzeroJudge() {
+  const n = Number(arg('questions', 100))
+  const k = Number(arg('samples', 5))
+  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
+  const judge = await loadModel(BUNDLED_JUDGE, { threads: 2 })
+  const out = { probe: 'jzero-judge', model: DEFAULT_MODEL, judge: BUNDLED_JUDGE, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
+  for (const level of [2, 3, 4]) {
+    const problems = trainingQuestions(`evidence-probe-jz-${level}`, level, n)
+    const groups = await model.generate(problems.map((p) => world.jzero.solverPrompt(p.question)), { n: k, temperature: 1, maxTokens: 64, seed: 21 })
+    const items = groups.flatMap((g, i) => g.map((c) => ({ question: problems[i].question, response: c.text })))
+    const scores = await rawJudgeScores(judge, world, items)
+    const margins = verifierPairMargins(world, items, Array.from(scores), k)
+    const heldOut = world.data.heldOutPreferences(50).filter((p) => p.group === `L${level}`)
+    out.levels[`L${level}`] = {
+      solverSampleAccuracy: items.filter((it, j) => world.verifier.verify(problems[Math.floor(j / k)], it.response)).length / items.length,
+      onPolicyPairs: margins.length,
+      onPolicyPairwiseAccuracy: pairwiseAccuracy(margins),
+      heldOutPairs: heldOut.length,
+      heldOutPairwiseAccuracy: pairwiseAccuracy(await pairMargins(judge, world, heldOut)),
+    }
+    process.stderr.write(`L${level} done\n`)
+  }
+  model.dispose()
+  judge.dispose()
+  return out
+}
+
+const probes = { 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge }
 if (!probes[probe]) {
   console.error(`usage: node bench/evidence-probes.mjs ${Object.keys(probes).join('|')} [options]`)
   process.exit(2)
