@@ -9,6 +9,10 @@
 //     per question, every (right, wrong) pair of its samples by the verifier; the Judge's pairwise
 //     accuracy there (what the Solver's reward σ(J) rests on) beside its accuracy on the world's
 //     scripted held-out pairs.
+//   rzero-signals: the bundled Solver at T 0.7 and 1.0 (4 samples each, DIS's S_a and S_b; no second
+//     model) on fresh level-2..4 questions: the pooled p̂ and r_dis R-Zero's Challenger is rewarded
+//     by, against the Solver's true accuracy; and the majority pseudo-labels of the questions in the
+//     Solver step's band (p̂ in [0.3, 0.8]) against the reference answers.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -16,7 +20,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { loadModel } from '../dist/engine/model.js'
-import { auroc, spread } from '../dist/stats/index.js'
+import { auroc, pearson, spread } from '../dist/stats/index.js'
+import { judgeQuestion } from '../dist/ensemble/ensemble.js'
 import { pairMargins, pairwiseAccuracy, rawJudgeScores } from '../dist/methods/jzero/judge.js'
 import { verifierPairMargins } from '../dist/methods/jzero/loop.js'
 import { BUNDLED_JUDGE } from '../dist/toymodel/bundled.js'
@@ -140,7 +145,36 @@ async function jzeroJudge() {
   return out
 }
 
-const probes = { 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge }
+async function rzeroSignals() {
+  const n = Number(arg('questions', 100))
+  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
+  const out = { probe: 'rzero-signals', model: DEFAULT_MODEL, questionsPerLevel: n, variants: 'Solver at T 0.7 and 1.0, k 4 each', band: [0.3, 0.8], levels: {} }
+  const answerOf = (t) => world.answers.parse(t)?.answer ?? null
+  for (const level of [2, 3, 4]) {
+    const problems = trainingQuestions(`evidence-probe-rz-${level}`, level, n)
+    const prompts = problems.map((p) => world.rzero.solverPrompt(p.question))
+    const byVariant = [await model.generate(prompts, { n: 4, temperature: 0.7, maxTokens: 64, seed: 31 }), await model.generate(prompts, { n: 4, temperature: 1, maxTokens: 64, seed: 32 })]
+    const rows = problems.map((p, i) => {
+      const verdict = judgeQuestion(byVariant.map((v) => v[i].map((c) => answerOf(c.text))), (a, b) => world.answers.equivalent(a, b))
+      const samples = byVariant.flatMap((v) => v[i])
+      return { accuracy: samples.filter((c) => world.verifier.verify(p, c.text)).length / samples.length, pHat: verdict.pHat, rDis: verdict.rDis, label: verdict.vote.answer, truth: p.answer }
+    })
+    const kept = rows.filter((r) => r.label !== null && r.pHat >= 0.3 && r.pHat <= 0.8)
+    out.levels[`L${level}`] = {
+      solverAccuracy: spread(rows.map((r) => r.accuracy)).mean,
+      pHatAccuracyCorrelation: pearson(rows.map((r) => r.pHat), rows.map((r) => r.accuracy)),
+      disagreementAccuracyCorrelation: pearson(rows.map((r) => r.rDis), rows.map((r) => r.accuracy)),
+      keptRate: kept.length / rows.length,
+      keptPseudoLabelAccuracy: kept.filter((r) => world.answers.equivalent(r.label, r.truth)).length / kept.length,
+      keptSolverAccuracy: spread(kept.map((r) => r.accuracy)).mean,
+    }
+    process.stderr.write(`L${level} done\n`)
+  }
+  model.dispose()
+  return out
+}
+
+const probes = { 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals }
 if (!probes[probe]) {
   console.error(`usage: node bench/evidence-probes.mjs ${Object.keys(probes).join('|')} [options]`)
   process.exit(2)
