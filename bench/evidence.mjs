@@ -321,12 +321,13 @@ export async function runEvidence({ size = 'reduced', methods = Object.keys(METH
   mkdirSync(o.cellsDir, { recursive: true })
   const sp = splits(o.world, s)
   const started = Date.now()
-  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, device: device ?? 'cpu', seeds, world: 'arith (toy), level 3', protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L3 held-out items [0, ${s.dev})`, test: `L3 held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
-  for (const name of methods) {
+  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, device: device ?? 'cpu', seeds, world: 'arith (toy), level 3', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L3 held-out items [0, ${s.dev})`, test: `L3 held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
-    writeJson(outFile, { ...result, seconds: (Date.now() - started) / 1000, loadAverage: loadavg(), date: new Date().toISOString() })
+    // a partial file says which methods are still to come
+    writeJson(outFile, { ...result, pending: methods.slice(i + 1), seconds: (Date.now() - started) / 1000, loadAverage: loadavg(), date: new Date().toISOString() })
   }
-  const final = { ...result, seconds: (Date.now() - started) / 1000, loadAverage: loadavg(), date: new Date().toISOString() }
+  const final = { ...result, pending: [], seconds: (Date.now() - started) / 1000, loadAverage: loadavg(), date: new Date().toISOString() }
   mkdirSync(join(outFile, '..'), { recursive: true })
   writeJson(outFile, final)
   return final

@@ -45,6 +45,8 @@ describe('bench/evidence.mjs --quick', () => {
     expect(r.methods.jzero.ablations.map((a: any) => a.name)).toEqual(['J-Zero vs frozen Judge'])
     expect(r.methods.ttrl.adaptation.items).toBe(4) // UID §5.1: the test-time prompts themselves
     for (const a of r.methods.ttrl.adaptation.ablations) expect(inside(a.mean4Delta, a.ci95)).toBe(true)
+    expect(r.notRun).toEqual([])
+    expect(r.pending).toEqual([])
     expect(r.methods.grpo.mean4Delta).toBeGreaterThan(0) // the improving script's trained Solver beats its base
     expect(bench.table(r)).toContain('| cose | full (headline) |')
     // resumable: a rerun finds every cell and trains nothing
