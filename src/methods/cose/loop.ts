@@ -202,10 +202,11 @@ export class CoseRun {
     }
 
     // ---- Solver / Judge phase on questions from the replay buffer
-    // This step's accepted proposals are solved first, so their r_P (Eq. 8) uses a measured p(q);
-    // the rest of the batch is drawn by priority (Eq. 6).
+    // Up to freshFirst of this step's accepted proposals are solved first, so their r_P (Eq. 8) uses a
+    // measured p(q); the rest of the batch is drawn by priority (Eq. 6).
     const chosen = new Map<string, { question: string; v: number; cV: number }>()
-    for (const p of proposals) if (p.accepted && chosen.size < c.solver.questions) chosen.set(p.key!, { question: p.question!, v: p.v, cV: p.cV })
+    const fresh = Math.min(c.solver.questions, c.solver.freshFirst)
+    for (const p of proposals) if (p.accepted && chosen.size < fresh) chosen.set(p.key!, { question: p.question!, v: p.v, cV: p.cV })
     const room = Math.min(c.solver.questions - chosen.size, this.replay.size - chosen.size)
     if (room > 0) for (const e of this.replay.sample(room + chosen.size).filter((e) => !chosen.has(e.id)).slice(0, room)) chosen.set(e.id, { question: e.item.question, v: e.v, cV: e.cV })
     const questions = [...chosen]
