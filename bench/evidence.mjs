@@ -13,7 +13,7 @@
 // rerun skips finished cells (resumable). Sizes: --quick (a smoke test), --reduced (default: a
 // few hours on 2 cores, labelled so), --full (the presets' step counts).
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full] [--device cuda]
-//          [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE] [--table]
+//          [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE] [--table] [--note TEXT]
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -310,7 +310,7 @@ function meanOverSeeds(cells, path) {
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ size = 'reduced', methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   if (!SIZES[size]) throw new RangeError(`unknown size '${size}' (${Object.keys(SIZES).join(', ')})`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
@@ -321,7 +321,7 @@ export async function runEvidence({ size = 'reduced', methods = Object.keys(METH
   mkdirSync(o.cellsDir, { recursive: true })
   const sp = splits(o.world, s)
   const started = Date.now()
-  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, device: device ?? 'cpu', seeds, world: 'arith (toy), level 3', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L3 held-out items [0, ${s.dev})`, test: `L3 held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, ...(note ? { note } : {}), device: device ?? 'cpu', seeds, world: 'arith (toy), level 3', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L3 held-out items [0, ${s.dev})`, test: `L3 held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -369,6 +369,7 @@ if (import.meta.url === pathToFileURL(process.argv[1]).href) {
     tune: arg('tune')?.split(',').map(Number),
     out: arg('out'),
     device: arg('device'),
+    note: arg('note'),
   })
   console.log(`${r.label}; seeds ${r.seeds.join(',')}; ${r.splits.test}; ${r.seconds.toFixed(0)} s\n`)
   console.log(table(r))
