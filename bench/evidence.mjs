@@ -350,7 +350,7 @@ export function table(r) {
   return lines.join('\n')
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const argv = process.argv.slice(2)
   const arg = (name) => {
     const i = argv.indexOf(`--${name}`)
