@@ -9,4 +9,4 @@ export {
   type BootstrapResult,
   type Interval,
 } from './bootstrap.js'
-export { auroc, bootstrapMean, spread, type Spread } from './summary.js'
+export { auroc, bootstrapMean, pearson, spread, type Spread } from './summary.js'

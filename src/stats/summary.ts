@@ -1,4 +1,5 @@
-// Summary statistics of per-item outcomes: a seeded percentile bootstrap of a mean, and AUROC.
+// Summary statistics of per-item outcomes: a seeded percentile bootstrap of a mean, AUROC and
+// Pearson correlation.
 import { Rng } from '../util/prng.js'
 import type { Interval } from './bootstrap.js'
 
@@ -69,4 +70,29 @@ export function spread(xs: ArrayLike<number>): Spread {
   let ss = 0
   for (let i = 0; i < xs.length; i++) if (Number.isFinite(xs[i])) ss += (xs[i] - mean) ** 2
   return { mean, std: Math.sqrt(ss / n), min, max, n }
+}
+
+/**
+ * Pearson correlation of paired values, over the pairs where both are finite; NaN when fewer than
+ * two pairs remain or either side is constant (no linear relation can be measured).
+ */
+export function pearson(xs: ArrayLike<number>, ys: ArrayLike<number>): number {
+  if (xs.length !== ys.length) throw new RangeError(`pearson: ${xs.length} x values but ${ys.length} y values`)
+  const keep: number[] = []
+  for (let i = 0; i < xs.length; i++) if (Number.isFinite(xs[i]) && Number.isFinite(ys[i])) keep.push(i)
+  const n = keep.length
+  if (n < 2) return NaN
+  let mx = 0
+  let my = 0
+  for (const i of keep) [mx, my] = [mx + xs[i] / n, my + ys[i] / n]
+  let sxy = 0
+  let sxx = 0
+  let syy = 0
+  for (const i of keep) {
+    const [dx, dy] = [xs[i] - mx, ys[i] - my]
+    sxy += dx * dy
+    sxx += dx * dx
+    syy += dy * dy
+  }
+  return sxx > 0 && syy > 0 ? sxy / Math.sqrt(sxx * syy) : NaN
 }

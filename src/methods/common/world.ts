@@ -36,3 +36,9 @@ export function isReferenceAnswer(world: TaskWorld, question: string, answer: st
   const ref = world.verifier.referenceAnswer(question)
   return ref === null ? null : world.answers.equivalent(answer, ref)
 }
+
+/** The share of true verdicts among the known ones (null: unverifiable), NaN when none is known. */
+export function shareTrue(verdicts: readonly (boolean | null)[]): number {
+  const known = verdicts.filter((v): v is boolean => v !== null)
+  return known.length ? known.filter(Boolean).length / known.length : NaN
+}

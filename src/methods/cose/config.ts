@@ -43,7 +43,12 @@ export function coseSchema() {
     proposeEvery: intAtLeast(1).describe('Proposer/Validator phase every K steps (Appendix C: K = 1)'),
     proposer: z.strictObject({ count: intAtLeast(1), levels: levels(), ...samplingShape }),
     validator: z.strictObject({ ...samplingShape, acceptThreshold: unitInterval().describe('accept when v(q) ≥ this') }),
-    solver: z.strictObject({ questions: intAtLeast(1), n: intAtLeast(1), ...samplingShape }),
+    solver: z.strictObject({
+      questions: intAtLeast(1),
+      freshFirst: intAtLeast(0).describe("this step's accepted proposals solved before the priority draw (their r_P, Eq. 8, then uses a measured p(q)); the rest of the batch is drawn from the replay by Eq. 6. At freshFirst ≥ questions the priority never acts"),
+      n: intAtLeast(1),
+      ...samplingShape,
+    }),
     judge: z.strictObject(samplingShape),
     confidence: samplingPassSignal().describe('COSE §3.2 and Table 7: which per-token signal becomes c_V and c_J'),
     switches: z.strictObject({
@@ -71,7 +76,7 @@ export const PAPER_PRESET: CoseConfig = {
   proposeEvery: 1,
   proposer: { count: 128, levels: [3], temperature: 1, maxTokens: 512 },
   validator: { temperature: 1, maxTokens: 512, acceptThreshold: 0.5 },
-  solver: { questions: 16, n: 8, temperature: 1, maxTokens: 1024 },
+  solver: { questions: 16, freshFirst: 16, n: 8, temperature: 1, maxTokens: 1024 },
   judge: { temperature: 1, maxTokens: 512 },
   confidence: 'normalized-entropy',
   switches: { weighting: true, priority: 'cose' },
@@ -87,7 +92,9 @@ export const TOY_PRESET: CoseConfig = {
   steps: 20,
   proposer: { count: 8, levels: [2, 3, 4], temperature: 1, maxTokens: 40 },
   validator: { temperature: 1, maxTokens: 64, acceptThreshold: 0.5 },
-  solver: { questions: 6, n: 4, temperature: 1, maxTokens: 64 },
+  // freshFirst 3 of 6: with all 6 slots for fresh proposals (5–8 accepted a step) the replay was drawn from by
+  // priority for at most 1 question in 10 steps, so 'w/o priority' trained the same Solver as full COSE
+  solver: { questions: 6, freshFirst: 3, n: 4, temperature: 1, maxTokens: 64 },
   judge: { temperature: 1, maxTokens: 96 },
   // lr: 3e-4 collapsed held-out accuracy 0.60 → 0.04 in 20 steps (Adam's normalized steps swamp a 1.2M-parameter
   // model); 3e-5 keeps it (0.60 → 0.58), 1e-5 barely moves the policy (KL ≈ 1e-4).

@@ -10,7 +10,7 @@ import { PrioritizedReplay } from '../../replay/index.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { coseProposerReward, coseProposerWeight, coseSolverReward, coseSolverWeight, solveRate } from '../../rl/cose.js'
 import { sequenceConfidence } from '../../signals/confidence.js'
-import { spread, type Spread } from '../../stats/summary.js'
+import { pearson, spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics, TrainSequence } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { EvalLog, evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../common/evaluation.js'
@@ -21,7 +21,7 @@ import { readJsonObject } from '../common/run-folder.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
-import { checkLevels, worldRecord } from '../common/world.js'
+import { checkLevels, shareTrue, verifyPosed, worldRecord } from '../common/world.js'
 
 export interface QuestionItem {
   question: string
@@ -45,7 +45,25 @@ export interface CoseStepRecord extends BaseStepRecord {
   confidenceValidator: Spread
   confidenceJudge: Spread
   solveRate: Spread
+  /** Diagnostics against the world's verifier (never a reward: COSE trains on its own feedback). */
+  diagnostics: CoseDiagnostics
   train: StepMetrics | null
+}
+
+/** How right the step's self-feedback was, by the world's verifier (NaN where it cannot tell). */
+export interface CoseDiagnostics {
+  /** Well-formed proposals the verifier calls well posed: the base rate the Validator filters. */
+  proposalGoodRate: number
+  /** Accepted proposals the verifier calls well posed: the Validator's accept precision. */
+  validatorAcceptPrecision: number
+  /** Judged answers whose Judge verdict (p(q, a) ≥ ½, the reward as used) matches the verifier's. */
+  judgeVerifierAgreement: number
+  /** Per solved question, the share of its Solver answers the verifier marks right. */
+  trueSolveRate: Spread
+  /** Mean |p(q) − true solve rate| over the solved questions (p(q): COSE Eq. 1). */
+  solveRateError: number
+  /** Pearson correlation of p(q) with the true solve rate over the solved questions. */
+  solveRateCorrelation: number
 }
 
 
@@ -184,10 +202,11 @@ export class CoseRun {
     }
 
     // ---- Solver / Judge phase on questions from the replay buffer
-    // This step's accepted proposals are solved first, so their r_P (Eq. 8) uses a measured p(q);
-    // the rest of the batch is drawn by priority (Eq. 6).
+    // Up to freshFirst of this step's accepted proposals are solved first, so their r_P (Eq. 8) uses a
+    // measured p(q); the rest of the batch is drawn by priority (Eq. 6).
     const chosen = new Map<string, { question: string; v: number; cV: number }>()
-    for (const p of proposals) if (p.accepted && chosen.size < c.solver.questions) chosen.set(p.key!, { question: p.question!, v: p.v, cV: p.cV })
+    const fresh = Math.min(c.solver.questions, c.solver.freshFirst)
+    for (const p of proposals) if (p.accepted && chosen.size < fresh) chosen.set(p.key!, { question: p.question!, v: p.v, cV: p.cV })
     const room = Math.min(c.solver.questions - chosen.size, this.replay.size - chosen.size)
     if (room > 0) for (const e of this.replay.sample(room + chosen.size).filter((e) => !chosen.has(e.id)).slice(0, room)) chosen.set(e.id, { question: e.item.question, v: e.v, cV: e.cV })
     const questions = [...chosen]
@@ -242,6 +261,7 @@ export class CoseRun {
       confidenceValidator: spread(proposals.filter((p) => p.fP).map((p) => p.cV)),
       confidenceJudge: spread(solverRows.map((r) => r.cJ)),
       solveRate: spread(solveRates),
+      diagnostics: coseDiagnostics(this.world, proposals, questions.map(([, q]) => q.question), solverRows.map((r) => ({ qi: r.qi, text: r.traj.completion.text, pqa: r.pqa })), solveRates),
       train,
       generatedTokens,
       seconds: Number(process.hrtime.bigint() - started) / 1e9,
@@ -266,6 +286,35 @@ export class CoseRun {
       },
     })
     await this.evals.flush(dir)
+  }
+}
+
+/** A Judge score at or above this says "right" (the arith world's verdict is score ≥ 6 of 1..10, normalized ≥ 0.56). */
+const JUDGE_SAYS_RIGHT = 0.5
+
+/**
+ * The step's feedback measured against the world's verifier: the Validator's accept precision, the
+ * Judge's agreement with the verifier, and p(q) (Eq. 1) against each question's true solve rate.
+ */
+export function coseDiagnostics(
+  world: TaskWorld,
+  proposals: readonly { fP: boolean; question: string | null; accepted: boolean }[],
+  questions: readonly string[],
+  answers: readonly { qi: number; text: string; pqa: number }[],
+  solveRates: readonly number[],
+): CoseDiagnostics {
+  const wellPosed = (q: string) => world.verifier.questionInfo?.(q).wellPosed ?? null
+  const formed = proposals.filter((p) => p.fP)
+  const verified = answers.map((a) => verifyPosed(world, questions[a.qi], a.text))
+  const trueRates = questions.map((_, qi) => shareTrue(verified.filter((_, i) => answers[i].qi === qi)))
+  const paired = trueRates.map((t, qi) => [solveRates[qi], t]).filter(([p, t]) => Number.isFinite(p) && Number.isFinite(t))
+  return {
+    proposalGoodRate: shareTrue(formed.map((p) => wellPosed(p.question!))),
+    validatorAcceptPrecision: shareTrue(formed.filter((p) => p.accepted).map((p) => wellPosed(p.question!))),
+    judgeVerifierAgreement: shareTrue(answers.map((a, i) => (verified[i] === null ? null : a.pqa >= JUDGE_SAYS_RIGHT === verified[i]))),
+    trueSolveRate: spread(trueRates),
+    solveRateError: paired.length ? paired.reduce((s, [p, t]) => s + Math.abs(p - t), 0) / paired.length : NaN,
+    solveRateCorrelation: pearson(paired.map(([p]) => p), paired.map(([, t]) => t)),
   }
 }
 

@@ -77,6 +77,10 @@ export interface JzeroStepRecord extends BaseStepRecord {
     reward: Spread
     /** Measurement only: the verifier's accuracy of those responses. */
     verifierAccuracy: number
+    /** Measurement only: the Judge's pairwise accuracy on the Solver's own responses, every (right, wrong) pair of one task's rollouts by the verifier (ties ½). */
+    judgePairAccuracy: number
+    /** The (right, wrong) pairs it is measured on. */
+    judgePairs: number
     train: StageTrain
   }
   judge: {
@@ -334,6 +338,7 @@ export class JzeroRun {
     const steps: StepMetrics[] = []
     const rewards: number[] = []
     const sampled: { question: string; response: string }[] = []
+    const margins: number[] = []
     if (kept.length) {
       for (let s = 0; s < o.steps; s++) {
         const tasks = Array.from({ length: Math.min(o.batch, kept.length) }, (_, k) => kept[(s * o.batch + k) % kept.length])
@@ -343,6 +348,7 @@ export class JzeroRun {
         const r = await judgeRewards(this.judge, this.world, items)
         rewards.push(...r)
         sampled.push(...items)
+        margins.push(...verifierPairMargins(this.world, items, r, o.rollouts))
         const advantages = computeAdvantages(this.config.ppo.advantage, r, items.map((_, j) => Math.floor(j / o.rollouts)))
         const trajs = groups.flat()
         // mini-batches of `miniBatch` tasks, each one optimizer update on the same rollouts
@@ -356,7 +362,7 @@ export class JzeroRun {
         }
       }
     }
-    return { reward: spread(rewards), verifierAccuracy: verifierAccuracy(this.world, sampled), train: summarize(steps) }
+    return { reward: spread(rewards), verifierAccuracy: verifierAccuracy(this.world, sampled), judgePairAccuracy: pairwiseAccuracy(margins), judgePairs: margins.length, train: summarize(steps) }
   }
 
   // ---- Stage 3: Judge Bradley–Terry steps on D_role ∪ D_amp (Eq. 10–13)
@@ -450,6 +456,24 @@ function tokens(trajs: readonly Sample[]): number {
 function verifierAccuracy(world: TaskWorld, items: readonly { question: string; response: string }[]): number {
   const v = items.map((it) => verifyPosed(world, it.question, it.response)).filter((x): x is boolean => x !== null)
   return v.length ? v.filter(Boolean).length / v.length : NaN
+}
+
+/**
+ * Judge score margins r(right) − r(wrong) over every pair of one task's responses that the verifier
+ * orders (groups of `groupSize` consecutive items share a task): what pairwiseAccuracy reads.
+ */
+export function verifierPairMargins(world: TaskWorld, items: readonly { question: string; response: string }[], scores: readonly number[], groupSize: number): number[] {
+  const margins: number[] = []
+  for (let g = 0; g < items.length; g += groupSize) {
+    const right: number[] = []
+    const wrong: number[] = []
+    for (let j = g; j < Math.min(g + groupSize, items.length); j++) {
+      const v = verifyPosed(world, items[j].question, items[j].response)
+      if (v !== null) (v ? right : wrong).push(scores[j])
+    }
+    for (const a of right) for (const b of wrong) margins.push(a - b)
+  }
+  return margins
 }
 
 /** JZ Eq. 7 / 9: GRPO with the asymmetric clip (ε_low, ε_high) = (0.20, 0.28) and KL to the reference, constant lr, no weight decay. */

@@ -37,6 +37,7 @@ export const spec = defineMethod({
     { title: 'mean Judge score r̄ (Eq. 4)', path: 'challenger.meanJudgeScore.mean' },
     { title: 'Solver reward σ(J) (Eq. 9)', path: 'solver.reward.mean' },
     { title: 'Solver sample accuracy (verifier)', path: 'solver.verifierAccuracy' },
+    { title: 'Judge pairwise accuracy on Solver rollouts', path: 'solver.judgePairAccuracy' },
     { title: 'kept-task dispersion s_i (Eq. 8)', path: 'selection.dispersionKept.mean' },
     { title: 'role pairs: chosen wins (verifier)', path: 'judge.winRate.role.rate' },
     { title: 'amplification pairs: chosen wins (verifier)', path: 'judge.winRate.amp.rate' },

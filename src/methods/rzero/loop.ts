@@ -19,7 +19,7 @@ import type { EnsembleVariant } from '../../ensemble/types.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { disChallengerReward, uncertaintyReward } from '../../rl/challenger.js'
 import { repetitionPenalty } from '../../tasks/cluster.js'
-import { spread, type Spread } from '../../stats/summary.js'
+import { pearson, spread, type Spread } from '../../stats/summary.js'
 import type { StepMetrics } from '../../train/trainer.js'
 import { Rng } from '../../util/prng.js'
 import { EvalLog, evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '../common/evaluation.js'
@@ -30,7 +30,7 @@ import { openReference, openTrainee, ppoPlan, sampledSequence, samplingSeed, typ
 import { resolveRzeroConfig, TOY_PRESET, usesEnsemble, type RzeroConfig } from './config.js'
 import { toySecondModel } from '../../toymodel/llama-variant.js'
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
-import { checkLevels, isReferenceAnswer, verifyPosed, worldRecord } from '../common/world.js'
+import { checkLevels, isReferenceAnswer, shareTrue, verifyPosed, worldRecord } from '../common/world.js'
 
 
 
@@ -64,6 +64,11 @@ export interface ChallengerRecord extends BaseStepRecord {
   /** Diagnostics (ground truth, never a reward): well-posed questions, their mean difficulty level. */
   questionGoodRate: number
   questionLevel: Spread
+  /** Diagnostics (verifier, never a reward): per parsed question, the share of the Solver's own ensemble samples that are right. */
+  solverTrueAccuracy: Spread
+  /** Pearson correlation over the parsed questions of r_dis, and of the pooled p̂, with the Solver's true accuracy. */
+  disagreementAccuracyCorrelation: number
+  pHatAccuracyCorrelation: number
   ensemble: EnsembleRecord
   skipped: string | null
   train: StepMetrics | null
@@ -130,6 +135,11 @@ export function phaseSteps(c: RzeroConfig, phase: Phase): number {
   return n
 }
 
+/** How many of buildVariants' variants (the first ones) are the Solver itself. */
+export function solverVariantCount(c: RzeroConfig): number {
+  return usesEnsemble(c) ? c.ensemble.solverTemperatures.length : 1
+}
+
 /** GRPO on one role over the steps it trains (DIS §5.1 on R-Zero's settings): cosine schedule, KL to the base. */
 const rolePlan = (c: RzeroConfig, updates: number) => ppoPlan(c.grpo, updates)
 
@@ -144,12 +154,6 @@ function ensembleRecord(results: EnsembleResult[]): EnsembleRecord {
     errors: per.reduce((a, v) => a + v.errors, 0),
     perVariant: per,
   }
-}
-
-/** The share of true verdicts among the known ones (null: unverifiable), NaN when none is known. */
-function shareTrue(verdicts: readonly (boolean | null)[]): number {
-  const known = verdicts.filter((v): v is boolean => v !== null)
-  return known.length ? known.filter(Boolean).length / known.length : NaN
 }
 
 function tokensOf(result: EnsembleResult | null): number {
@@ -274,7 +278,7 @@ export class RzeroRun {
     return toySecondModel(baseModel, c.ensemble.second.healSteps, { cacheRoot: o.cacheRoot, threads: o.threads, log: o.log, openPolicy: o.openPolicy })
   }
 
-  /** DIS §4.2: the current Solver at two temperatures, the second model, and any remote endpoints; or the Solver alone. */
+  /** DIS §4.2: the current Solver at two temperatures, the second model, and any remote endpoints; or the Solver alone (the Solver's variants first: solverVariantCount). */
   static buildVariants(c: RzeroConfig, solver: Policy, second: Policy | null): EnsembleVariant[] {
     const e = c.ensemble
     if (!usesEnsemble(c)) return [{ sampler: new InProcessSampler(solver, { name: `solver@${e.solverOnly.temperature}` }), temperature: e.solverOnly.temperature, k: e.solverOnly.k, timeoutMs: e.timeoutMs }]
@@ -347,6 +351,8 @@ export class RzeroRun {
       else skipped = 'no completion tokens'
     }
     const infos = valid.flatMap((i) => this.world.verifier.questionInfo?.(parsed[i]!.question) ?? [])
+    const trueAccuracy = ens ? this.solverTrueAccuracy(valid.map((i) => parsed[i]!.question), ens) : []
+    const parsedVerdicts = valid.map((i) => verdicts[i]!)
     this.stepIndex++
     return {
       step: this.stepIndex,
@@ -362,12 +368,28 @@ export class RzeroRun {
       reward: spread(rewards),
       questionGoodRate: infos.length ? infos.filter((x) => x.wellPosed).length / infos.length : NaN,
       questionLevel: spread(infos.flatMap((x) => (x.level === null ? [] : [x.level]))),
+      solverTrueAccuracy: spread(trueAccuracy),
+      disagreementAccuracyCorrelation: pearson(parsedVerdicts.map((v) => v.rDis), trueAccuracy),
+      pHatAccuracyCorrelation: pearson(parsedVerdicts.map((v) => v.pHat), trueAccuracy),
       ensemble: ensembleRecord(ens ? [ens] : []),
       skipped,
       train,
       generatedTokens,
       seconds: Number(process.hrtime.bigint() - started) / 1e9,
     }
+  }
+
+  /**
+   * Per question, the share of the Solver variants' samples (the first variants, buildVariants'
+   * order) whose answer is the reference; a sample with no answer is wrong; NaN when unverifiable
+   * or when no Solver variant answered.
+   */
+  private solverTrueAccuracy(questions: readonly string[], ens: EnsembleResult): number[] {
+    const solverReports = ens.variants.slice(0, solverVariantCount(this.config)).filter((v) => v.status === 'ok' && v.answers)
+    return questions.map((q, j) => {
+      if (this.world.verifier.referenceAnswer(q) === null) return NaN
+      return shareTrue(solverReports.flatMap((v) => v.answers![j].map((a) => a !== null && isReferenceAnswer(this.world, q, a) === true)))
+    })
   }
 
   /** One Solver GRPO step on pseudo-labelled questions from the frozen Challenger. */

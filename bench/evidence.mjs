@@ -1,0 +1,376 @@
+// Issue 27's evidence: does each method move the bundled model? One command runs each method's
+// headline comparison and its paper's ablation over several seeds, and writes
+// bench/results/evidence.json (and the table it prints, for the README).
+//   1. Tuning: per method, the headline arm at each candidate learning-rate scale, on a separate
+//      tuning seed, evaluated on the DEVELOPMENT split (L3 held-out items [0, dev)); the best scale
+//      by dev mean@4 is kept.
+//   2. Report: every arm × seed at the chosen scale, evaluated once on the TEST split (L3 held-out
+//      items [400, 400 + test)), which the tuning never saw; the base model on the same items.
+//   mean@4: 4 samples per question at T 0.6, top-p 0.95 (UID C.4's protocol, 4 samples); greedy
+//   beside it. Δ in percentage points with a 95% paired prompt bootstrap (UID D.4): per prompt,
+//   all seeds' samples of an arm against the base's (or another arm's).
+// Each (method, arm, seed, scale, split) cell is saved under the cells folder as it finishes, and a
+// rerun skips finished cells (resumable). Sizes: --quick (a smoke test), --reduced (default: a
+// few hours on 2 cores, labelled so), --full (the presets' step counts).
+// Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full] [--device cuda]
+//          [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE] [--table] [--note TEXT]
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
+import { join, resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
+import { evaluateBenchmarks, greedyProtocol } from '../dist/methods/common/evaluation.js'
+import { resolveCoseConfig } from '../dist/methods/cose/config.js'
+import { CoseRun } from '../dist/methods/cose/loop.js'
+import { resolveGrpoConfig } from '../dist/methods/grpo/config.js'
+import { GrpoRun } from '../dist/methods/grpo/loop.js'
+import { resolveJzeroConfig } from '../dist/methods/jzero/config.js'
+import { JzeroRun } from '../dist/methods/jzero/loop.js'
+import { resolveRzeroConfig } from '../dist/methods/rzero/config.js'
+import { RzeroRun } from '../dist/methods/rzero/loop.js'
+import { resolveTtrlConfig } from '../dist/methods/ttrl/config.js'
+import { testTimePrompts, TtrlRun } from '../dist/methods/ttrl/loop.js'
+import { pairedPromptBootstrap } from '../dist/stats/index.js'
+import { toyJudge } from '../dist/toymodel/bundled.js'
+import { arithWorld } from '../dist/worlds/arith/index.js'
+
+const here = fileURLToPath(new URL('.', import.meta.url))
+/** UID C.4's sampled protocol with 4 samples (mean@4), as the TTRL toy preset evaluates. */
+const MEAN4 = { samples: 4, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 }
+const TEST_OFFSET = 400
+const TUNING_SEED = 100
+
+/** Run sizes: step counts per method, split sizes, learning-rate scales tried on the dev split, per-method config overrides. */
+export const SIZES = {
+  quick: {
+    label: 'quick smoke size: 1 step per method, tiny batches; says nothing about the methods',
+    steps: { cose: 1, ttrl: 1, rzero: 2, jzero: 1, grpo: 1 },
+    dev: 8,
+    test: 8,
+    tune: [1],
+    over: {
+      cose: { proposer: { count: 4, levels: [3] }, solver: { questions: 2, n: 2 } },
+      ttrl: { prompts: { offset: 0, size: 4 }, promptsPerStep: 4, rollout: { n: 3 } },
+      rzero: { phases: { challengerSteps: 1, solverSteps: 1 }, challenger: { batch: 4 }, ensemble: { k: 2, second: { model: 'none', temperature: 0.7, healSteps: 0 } }, solver: { candidates: 4, questions: 2, n: 2 } },
+      jzero: { challenger: { steps: 1, batch: 3, solverSamples: 2 }, selection: { pool: 4, keep: 2, samples: 2 }, solver: { steps: 1, batch: 2, miniBatch: 2, rollouts: 2 }, judge: { steps: 1, batch: 2, tasks: 3 }, eval: { judgePairs: 3 } },
+      grpo: { questions: { level: 3, perStep: 2 }, rollout: { n: 2 } },
+    },
+  },
+  reduced: {
+    label: 'reduced size (2 CPU cores shared with other jobs): half the toy presets\' step counts (J-Zero 2 of 8 iterations), 100 test items, 2 lr scales tuned',
+    steps: { cose: 10, ttrl: 8, rzero: 10, jzero: 2, grpo: 15 },
+    dev: 50,
+    test: 100,
+    tune: [1, 3],
+    over: {},
+  },
+  full: {
+    label: 'full size: the toy presets\' step counts, 200 test items',
+    steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 8, grpo: 30 },
+    dev: 100,
+    test: 200,
+    tune: [0.3, 1, 3],
+    over: {},
+  },
+}
+
+const lrOf = (path) => (c) => path.reduce((o, k) => o[k], c)
+const withLr = (path, lr) => path.reduceRight((inner, k) => ({ [k]: inner }), lr)
+/** What a policy's evaluation needs, per method: how to start it, which policy is its Solver, where its learning rate lives, its arms and its ablation rows. */
+export const METHOD_TABLE = {
+  cose: {
+    command: 'autodidact evolve --method cose',
+    resolve: resolveCoseConfig,
+    start: (base, c, world, o) => CoseRun.start(base, c, world, o),
+    solver: (run) => run.model,
+    lr: ['ppo', 'lr'],
+    arms: { full: {}, 'w/o weighting': { switches: { weighting: false, priority: 'cose' } }, 'w/o priority': { switches: { weighting: true, priority: 'uniform' } } },
+    headline: 'full',
+    ablations: [['full', 'w/o weighting'], ['full', 'w/o priority'], ['w/o priority', 'w/o weighting']],
+    paper: 'COSE Table 5: full > w/o priority > w/o weighting',
+    diagnostics: ['diagnostics.validatorAcceptPrecision', 'diagnostics.proposalGoodRate', 'diagnostics.judgeVerifierAgreement', 'diagnostics.solveRateError', 'diagnostics.solveRateCorrelation', 'confidenceJudge.std', 'confidenceValidator.std', 'rewardSolver.mean'],
+  },
+  ttrl: {
+    command: 'autodidact evolve --method ttrl',
+    resolve: resolveTtrlConfig,
+    start: (base, c, world, o) => TtrlRun.start(base, c, world, o),
+    solver: (run) => run.model,
+    lr: ['ppo', 'lr'],
+    arms: { 'uid-conj': { reward: { arm: 'uid-conj' } }, ttrl: { reward: { arm: 'ttrl' } }, 'permuted-uid': { reward: { arm: 'permuted-uid' } } },
+    headline: 'uid-conj',
+    // UID §5.1's adaptation benchmark: the unlabeled test-time prompts themselves, scored against their answers after training
+    adaptation: (world, c) => ({ name: 'adapt', problems: testTimePrompts(world, c) }),
+    ablations: [['uid-conj', 'ttrl'], ['uid-conj', 'permuted-uid']],
+    paper: 'UID §5.1: UID-Conj > TTRL, and > its permutation control',
+    diagnostics: ['labelAccuracy', 'rolloutAccuracy', 'agreeRate', 'kl'],
+  },
+  rzero: {
+    command: 'autodidact evolve --method rzero',
+    resolve: resolveRzeroConfig,
+    start: (base, c, world, o) => RzeroRun.start(base, c, world, o),
+    solver: (run) => run.solver,
+    lr: ['grpo', 'lr'],
+    arms: { '+disagreement': { reward: { beta: 1 } }, 'R-Zero': { reward: { beta: 0 } } },
+    headline: '+disagreement',
+    ablations: [['+disagreement', 'R-Zero']],
+    paper: 'DIS: R-Zero + disagreement > R-Zero',
+    diagnostics: ['solverTrueAccuracy.mean', 'disagreementAccuracyCorrelation', 'pHatAccuracyCorrelation', 'pseudoLabelAccuracy', 'rolloutAccuracy'],
+  },
+  jzero: {
+    command: 'autodidact evolve --method jzero',
+    resolve: resolveJzeroConfig,
+    start: (base, c, world, o) => JzeroRun.start(base, c.judge.model ?? toyJudge(base), c, world, o),
+    solver: (run) => run.solver,
+    lr: ['solver', 'lr'],
+    arms: { 'J-Zero': {}, 'frozen Judge': { switches: { trainJudge: false } } },
+    headline: 'J-Zero',
+    ablations: [['J-Zero', 'frozen Judge']],
+    paper: 'JZ Table 3: a co-evolving Judge beats a frozen one (Solver and Judge)',
+    diagnostics: ['judgeAccuracy', 'solver.judgePairAccuracy', 'solver.verifierAccuracy', 'solver.reward.mean'],
+  },
+  grpo: {
+    command: 'autodidact evolve --method grpo',
+    resolve: resolveGrpoConfig,
+    start: (base, c, world, o) => GrpoRun.start(base, c, world, o),
+    solver: (run) => run.model,
+    lr: ['ppo', 'lr'],
+    arms: { 'verifier GRPO': {} },
+    headline: 'verifier GRPO',
+    ablations: [],
+    paper: 'positive control: the verifier as reward (not self-evolution)',
+    diagnostics: ['reward.mean'],
+  },
+}
+
+/** The value at a dotted path of a record (undefined when absent). */
+function at(record, path) {
+  return path.split('.').reduce((o, k) => (o === undefined || o === null ? undefined : o[k]), record)
+}
+
+/** Mean over the steps of each diagnostic path (finite values only; null when none), and its first and last value. */
+function summarizeDiagnostics(records, paths) {
+  const out = {}
+  for (const p of paths) {
+    const xs = records.map((r) => at(r, p)).filter((x) => typeof x === 'number' && Number.isFinite(x))
+    out[p] = xs.length ? { mean: xs.reduce((a, b) => a + b, 0) / xs.length, first: xs[0], last: xs.at(-1), steps: xs.length } : null
+  }
+  return out
+}
+
+/** The L3 development and test splits: disjoint item ranges of the reserved held-out stream (TTRL's prompts sit at 900+). */
+export function splits(world, size) {
+  const l3 = world.data.benchmarks.find((b) => b.name === 'L3')
+  if (TEST_OFFSET + size.test > 900 || size.dev > TEST_OFFSET) throw new RangeError('the dev and test splits must stay disjoint and below the TTRL prompts')
+  return { dev: { name: 'L3-dev', problems: l3.problems.slice(0, size.dev) }, test: { name: 'L3-test', problems: l3.problems.slice(TEST_OFFSET, TEST_OFFSET + size.test) } }
+}
+
+/** Per item: mean@4 samples and the greedy answer, 0/1 each. */
+async function evaluate(policy, world, benchmark) {
+  const solver = { prompt: (q) => world.solve.solverPrompt(q), verifier: world.verifier }
+  const sampled = await evaluateBenchmarks(policy, [benchmark], solver, MEAN4, 0)
+  const greedy = await evaluateBenchmarks(policy, [benchmark], solver, greedyProtocol(MEAN4.maxTokens), 0)
+  return { mean4: sampled.benchmarks[0].items.map((it) => it.correct), greedy: greedy.benchmarks[0].items.map((it) => it.correct[0]) }
+}
+
+const accuracy = (perPrompt) => perPrompt.reduce((a, xs) => a + xs.reduce((s, x) => s + x, 0) / xs.length, 0) / perPrompt.length
+
+/** Writes JSON atomically (a temporary file renamed into place): an interrupted run leaves no half-written cell. */
+function writeJson(file, value) {
+  writeFileSync(`${file}.tmp`, JSON.stringify(value, null, 2))
+  renameSync(`${file}.tmp`, file)
+}
+
+/** One cell, or its saved result when a previous run finished it. */
+async function cell(o, key, compute) {
+  const file = join(o.cellsDir, `${key.replace(/[^A-Za-z0-9.+-]+/g, '_')}.json`)
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8'))
+  const started = Date.now()
+  const value = { key, ...(await compute()), seconds: (Date.now() - started) / 1000, load: loadavg()[0] }
+  writeJson(file, value)
+  o.log(`${key}: mean@4 ${accuracy(value.mean4).toFixed(3)} greedy ${accuracy(value.greedy.map((x) => [x])).toFixed(3)} (${value.seconds.toFixed(0)} s, load ${value.load.toFixed(1)})`)
+  return value
+}
+
+/** Trains one arm of a method for its steps and evaluates its Solver on `benchmark`. */
+async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
+  const m = METHOD_TABLE[name]
+  const preset = m.resolve({ ...o.size.over[name] })
+  const config = m.resolve(deepMerge(deepMerge(o.size.over[name] ?? {}, m.arms[arm]), { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }))
+  const run = await m.start(o.base, config, o.world, { openPolicy: o.openPolicy, threads: o.threads })
+  try {
+    const records = []
+    for (let s = 0; s < config.steps; s++) records.push(await run.runStep())
+    const adaptation = m.adaptation ? { adaptation: await evaluate(m.solver(run), o.world, m.adaptation(o.world, config)) } : {}
+    return { ...(await evaluate(m.solver(run), o.world, benchmark)), ...adaptation, lr: lrOf(m.lr)(config), diagnostics: summarizeDiagnostics(records, m.diagnostics) }
+  } finally {
+    run.dispose()
+  }
+}
+
+function deepMerge(a, b) {
+  if (typeof a !== 'object' || a === null || Array.isArray(a) || typeof b !== 'object' || b === null || Array.isArray(b)) return b
+  const out = { ...a }
+  for (const [k, v] of Object.entries(b)) out[k] = k in a ? deepMerge(a[k], v) : v
+  return out
+}
+
+/** The base model on a split (or on a method's adaptation prompts). */
+async function baseCell(o, split, benchmark) {
+  return cell(o, `base|${split}`, async () => {
+    const policy = await o.openPolicy({ model: o.base, threads: o.threads })
+    try {
+      return await evaluate(policy, o.world, benchmark)
+    } finally {
+      policy.dispose()
+    }
+  })
+}
+
+/** A − B in pp with its 95% paired prompt bootstrap interval, on mean@4 and greedy. */
+function compare(a, b) {
+  const interval = (x, y) => {
+    const r = pairedPromptBootstrap([{ name: 'L3-test', a: x, b: y }], { replicates: 10_000, seed: 1 }).macro
+    return { delta: r.estimate, ci95: [r.lo, r.hi] }
+  }
+  const m = interval(a.mean4, b.mean4)
+  const g = interval(a.greedy, b.greedy)
+  return { mean4Delta: m.delta, ci95: m.ci95, greedyDelta: g.delta, greedyCi95: g.ci95 }
+}
+
+/** Pools seeds: per prompt, every seed's samples (mean@4) and every seed's greedy answer. */
+function pool(cells) {
+  return { mean4: cells[0].mean4.map((_, q) => cells.flatMap((c) => c.mean4[q])), greedy: cells[0].greedy.map((_, q) => cells.map((c) => c.greedy[q])) }
+}
+
+/** One method: tuning on dev, then every arm × seed on test; the headline row and the ablation rows. */
+async function runMethod(o, name, sp) {
+  const m = METHOD_TABLE[name]
+  const devBase = await baseCell(o, 'dev', sp.dev)
+  const tuning = []
+  for (const scale of o.size.tune) {
+    const c = await cell(o, `${name}|${m.headline}|seed ${TUNING_SEED}|lr×${scale}|dev`, () => trainAndEvaluate(o, name, m.headline, TUNING_SEED, scale, sp.dev))
+    tuning.push({ lrScale: scale, lr: c.lr, devMean4: accuracy(c.mean4), devMean4Delta: 100 * (accuracy(c.mean4) - accuracy(devBase.mean4)) })
+  }
+  const chosen = tuning.reduce((best, t) => (t.devMean4 > best.devMean4 ? t : best), tuning[0])
+  const base = await baseCell(o, 'test', sp.test)
+  const arms = {}
+  const armCells = {}
+  for (const arm of Object.keys(m.arms)) {
+    const cells = []
+    for (const seed of o.seeds) cells.push(await cell(o, `${name}|${arm}|seed ${seed}|lr×${chosen.lrScale}|test`, () => trainAndEvaluate(o, name, arm, seed, chosen.lrScale, sp.test)))
+    armCells[arm] = cells
+    const pooled = pool(cells)
+    arms[arm] = {
+      mean4: accuracy(pooled.mean4),
+      greedy: accuracy(pooled.greedy),
+      perSeed: cells.map((c) => ({ mean4: accuracy(c.mean4), greedy: accuracy(c.greedy.map((x) => [x])) })),
+      vsBase: compare(pooled, { mean4: base.mean4, greedy: base.greedy.map((x) => Array(o.seeds.length).fill(x)) }),
+      diagnostics: Object.fromEntries(m.diagnostics.map((p) => [p, meanOverSeeds(cells, p)])),
+      pooled,
+    }
+  }
+  const head = arms[m.headline]
+  const ablations = m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(arms[a].pooled, arms[b].pooled) }))
+  const adaptation = m.adaptation ? await adaptationRows(o, name, arms, armCells) : undefined
+  for (const a of Object.values(arms)) delete a.pooled
+  return {
+    command: m.command,
+    headline: m.headline,
+    ...head.vsBase,
+    seeds: o.seeds.length,
+    testItems: sp.test.problems.length,
+    base: { mean4: accuracy(base.mean4), greedy: accuracy(base.greedy.map((x) => [x])) },
+    steps: o.size.steps[name],
+    tuning: { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, candidates: tuning, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr },
+    arms,
+    ablations,
+    ...(adaptation ? { adaptation } : {}),
+    paper: m.paper,
+  }
+}
+
+/** A method's adaptation benchmark (TTRL: its test-time prompts): each arm against the base, and the ablation rows, on those prompts. */
+async function adaptationRows(o, name, arms, armCells) {
+  const m = METHOD_TABLE[name]
+  const adapt = m.adaptation(o.world, m.resolve({ ...o.size.over[name] }))
+  const base = await baseCell(o, `adapt-${name}-${adapt.problems.length}`, adapt)
+  const pooled = Object.fromEntries(Object.entries(armCells).map(([arm, cells]) => [arm, pool(cells.map((c) => c.adaptation))]))
+  const baseAsSeeds = { mean4: base.mean4, greedy: base.greedy.map((x) => Array(o.seeds.length).fill(x)) }
+  return {
+    items: adapt.problems.length,
+    base: { mean4: accuracy(base.mean4), greedy: accuracy(base.greedy.map((x) => [x])) },
+    arms: Object.fromEntries(Object.keys(arms).map((arm) => [arm, { mean4: accuracy(pooled[arm].mean4), vsBase: compare(pooled[arm], baseAsSeeds) }])),
+    ablations: m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(pooled[a], pooled[b]) })),
+  }
+}
+
+function meanOverSeeds(cells, path) {
+  const xs = cells.map((c) => c.diagnostics[path]?.mean).filter((x) => typeof x === 'number')
+  return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null
+}
+
+/** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
+export async function runEvidence({ note, size = 'reduced', methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+  if (!SIZES[size]) throw new RangeError(`unknown size '${size}' (${Object.keys(SIZES).join(', ')})`)
+  if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
+  for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
+  if (device) process.env.AUTODIDACT_DEVICE = device
+  const s = { ...SIZES[size], ...(tune ? { tune } : {}) }
+  const outFile = out ?? join(here, 'results', size === 'quick' ? 'evidence-quick.json' : 'evidence.json')
+  const o = { size: s, seeds, base: resolve(base), world: arithWorld(), openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log, cellsDir: cellsDir ?? join(here, 'results', `evidence-cells-${size}${device ? `-${device}` : ''}`) }
+  mkdirSync(o.cellsDir, { recursive: true })
+  const sp = splits(o.world, s)
+  const started = Date.now()
+  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, ...(note ? { note } : {}), device: device ?? 'cpu', seeds, world: 'arith (toy), level 3', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L3 held-out items [0, ${s.dev})`, test: `L3 held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  for (const [i, name] of methods.entries()) {
+    result.methods[name] = await runMethod(o, name, sp)
+    // a partial file says which methods are still to come
+    writeJson(outFile, { ...result, pending: methods.slice(i + 1), seconds: (Date.now() - started) / 1000, loadAverage: loadavg(), date: new Date().toISOString() })
+  }
+  const final = { ...result, pending: [], seconds: (Date.now() - started) / 1000, loadAverage: loadavg(), date: new Date().toISOString() }
+  mkdirSync(join(outFile, '..'), { recursive: true })
+  writeJson(outFile, final)
+  return final
+}
+
+/** The README table of a result. */
+export function table(r) {
+  const f = (x) => (x >= 0 ? '+' : '') + x.toFixed(1)
+  const ci = (c) => `[${f(c[0])}, ${f(c[1])}]`
+  const lines = [`| method | arm | mean@4 Δ pp [95% CI] | greedy Δ pp [95% CI] | seeds | test items |`, '| --- | --- | --- | --- | --- | --- |']
+  for (const [name, m] of Object.entries(r.methods)) {
+    for (const [arm, a] of Object.entries(m.arms)) lines.push(`| ${name} | ${arm}${arm === m.headline ? ' (headline)' : ''} | ${f(a.vsBase.mean4Delta)} ${ci(a.vsBase.ci95)} | ${f(a.vsBase.greedyDelta)} ${ci(a.vsBase.greedyCi95)} | ${m.seeds} | ${m.testItems} |`)
+    for (const ab of m.ablations) lines.push(`| ${name} | ${ab.name} | ${f(ab.mean4Delta)} ${ci(ab.ci95)} | ${f(ab.greedyDelta)} ${ci(ab.greedyCi95)} | ${m.seeds} | ${m.testItems} |`)
+    const ad = m.adaptation
+    if (ad) {
+      for (const [arm, a] of Object.entries(ad.arms)) lines.push(`| ${name} | adaptation prompts: ${arm} | ${f(a.vsBase.mean4Delta)} ${ci(a.vsBase.ci95)} | ${f(a.vsBase.greedyDelta)} ${ci(a.vsBase.greedyCi95)} | ${m.seeds} | ${ad.items} |`)
+      for (const ab of ad.ablations) lines.push(`| ${name} | adaptation prompts: ${ab.name} | ${f(ab.mean4Delta)} ${ci(ab.ci95)} | ${f(ab.greedyDelta)} ${ci(ab.greedyCi95)} | ${m.seeds} | ${ad.items} |`)
+    }
+  }
+  return lines.join('\n')
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const argv = process.argv.slice(2)
+  const arg = (name) => {
+    const i = argv.indexOf(`--${name}`)
+    return i >= 0 ? argv[i + 1] : undefined
+  }
+  const size = argv.includes('--quick') ? 'quick' : argv.includes('--full') ? 'full' : 'reduced'
+  if (argv.includes('--table')) {
+    // the table of a finished (or partly finished) result file, for the README
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? join(here, 'results', size === 'quick' ? 'evidence-quick.json' : 'evidence.json'), 'utf8'))))
+    process.exit(0)
+  }
+  const r = await runEvidence({
+    size,
+    methods: arg('methods')?.split(','),
+    seeds: arg('seeds')?.split(',').map(Number),
+    tune: arg('tune')?.split(',').map(Number),
+    out: arg('out'),
+    device: arg('device'),
+    note: arg('note'),
+  })
+  console.log(`${r.label}; seeds ${r.seeds.join(',')}; ${r.splits.test}; ${r.seconds.toFixed(0)} s\n`)
+  console.log(table(r))
+}
