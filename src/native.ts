@@ -119,7 +119,8 @@ export interface NativeKVCache {
 export interface NativeModel {
   createCache(slots: number, capacity: number): NativeKVCache
   step(cache: NativeKVCache, request: NativeStepRequest): Promise<NativeStepResult>
-  describe(): { parameterBytes: number; threads: number; backend: string; deviceIndex?: number }
+  /** weights: the type the Linear weights are kept in ('f32', 'bf16', 'f16', 'int8'). */
+  describe(): { parameterBytes: number; threads: number; backend: string; deviceIndex?: number; weights?: string }
   dispose(): void
 }
 
@@ -246,7 +247,7 @@ export interface NativeKernels {
 export interface NativeAddon {
   info(): NativeInfo
   profiler: NativeProfiler
-  loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number }): Promise<NativeModel>
+  loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number; weights?: string }): Promise<NativeModel>
   kernels: NativeKernels
   train: NativeTrain
 }

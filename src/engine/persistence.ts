@@ -43,7 +43,7 @@ export interface LoadedFolder {
 
 /** Reads a Hugging Face model folder and loads its tensors onto the device the options name. */
 export async function loadFolder(dir: string, options: LoadOptions): Promise<LoadedFolder> {
-  const { device, threads, deviceIndex } = resolveLoad(options)
+  const { device, threads, deviceIndex, weights } = resolveLoad(options)
   const addon = await nativeAddon()
   if (device === 'cuda') assertCudaAvailable(addon.info().cuda, deviceIndex)
   const folder = await readModelFolder(dir)
@@ -51,7 +51,7 @@ export async function loadFolder(dir: string, options: LoadOptions): Promise<Loa
   const scoreLabels = folder.head.kind === 'sequence-classification' ? folder.head.numLabels : 0
   const placed = device === 'cuda' ? 'cuda' : 'cpu'
   const native = await Promise.resolve()
-    .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex }))
+    .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex, weights }))
     .catch((e: Error) => {
       throw cudaUnavailable(e) ?? new NativeAddonError(`loading ${dir} on ${placed} failed: ${e.message}`, { cause: e })
     })
