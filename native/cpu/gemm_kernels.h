@@ -21,6 +21,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define AD_GEMM_AVX2 1
+#elif defined(__F16C__)
+#include <immintrin.h>
 #endif
 
 namespace ad::cpu::gemm {
@@ -58,6 +60,9 @@ struct Bf16Weights {
 
 // IEEE binary16.
 inline float half_to_float(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   float f;
   if (exp == 0) {
@@ -67,6 +72,7 @@ inline float half_to_float(uint16_t h) {
   const uint32_t bits = sign | (exp == 31 ? 0x7f800000 | (mant << 13) : ((exp - 15 + 127) << 23) | (mant << 13));
   __builtin_memcpy(&f, &bits, 4);
   return f;
+#endif
 }
 
 struct F16Weights {
