@@ -22,6 +22,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <type_traits>
 
 #include "cpu/gemm_kernels.h"
 
@@ -180,6 +181,7 @@ static_assert(kDotDepthBlock % kQ8Block == 0);  // a depth block starts on an in
 
 template <class W>
 struct DotProduct {
+  using Weights = W;
   const float* x;
   int64_t ldx;
   W w;  // a weight view of cpu/gemm_kernels.h
@@ -232,9 +234,11 @@ void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
   const int64_t panels = (rows.end - rows.begin + kDotRows - 1) / kDotRows;
   float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
   BlockPrefetch next_w;
-  const auto tile = [&](int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
-    const DotTileFn<W>* row_of = kDotTiles<W>[std::min<int64_t>(kDotRows, rows.end - m) - 1];
-    row_of[std::min<int64_t>(kDotCols, ne - n) - 1](p, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
+  // The tile at (m, n) of the product q (p, or p over a widened W block).
+  const auto tile = [&](const auto& q, int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
+    using Q = typename std::decay_t<decltype(q)>::Weights;
+    const DotTileFn<Q>* row_of = kDotTiles<Q>[std::min<int64_t>(kDotRows, rows.end - m) - 1];
+    row_of[std::min<int64_t>(kDotCols, ne - n) - 1](q, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
   };
   for (int64_t k0 = 0; k0 < p.depth; k0 += kDotDepthBlock) {
     const int64_t depth = std::min(kDotDepthBlock, p.depth - k0);
@@ -243,7 +247,7 @@ void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
                      packed + (m - rows.begin) / kDotRows * panel_floats);
     if (rows.end - rows.begin <= kDotFewRows) {
       for (int64_t n = cols.begin; n < cols.end; n += kDotCols)
-        for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(m, n, cols.end, k0, depth);
+        for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(p, m, n, cols.end, k0, depth);
       continue;
     }
     for (int64_t nb = cols.begin; nb < cols.end; nb += kDotColBlock) {
@@ -257,11 +261,20 @@ void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
         else
           next_w.aim_bytes(nullptr, 0, 0, 0, 0);
       }
-      for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
-        for (int64_t n = nb; n < ne; n += kDotCols) {
-          next_w.step();
-          tile(m, n, ne, k0, depth);
-        }
+      const auto tiles_of = [&](const auto& q) {
+        for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
+          for (int64_t n = nb; n < ne; n += kDotCols) {
+            next_w.step();
+            tile(q, m, n, ne, k0, depth);
+          }
+      };
+      if constexpr (std::is_same_v<W, F32Weights>) {
+        tiles_of(p);
+      } else {  // many X panels meet this W block: widen it once into L2, not once per panel
+        float* widened = b_panels.floats(static_cast<size_t>(kDotColBlock * kDotDepthBlock));
+        widen_rows(p.w.at(nb, k0), static_cast<int>(ne - nb), depth, widened, kDotDepthBlock);
+        tiles_of(DotProduct<WidenedBlock>{p.x, p.ldx, {widened, kDotDepthBlock, nb, k0}, p.bias, p.y, p.ldy, p.depth, p.accumulate});
+      }
     }
   }
 }

@@ -98,6 +98,14 @@ struct Q8Weights {
   float value(int c, int64_t k) const { return static_cast<float>(q[c * ld + k]) * scale(c, k); }
 };
 
+// A block of W already widened to f32 (rows from n0, depth from k0, rows ld apart): at() gives
+// the f32 view the kernel reads.
+struct WidenedBlock {
+  const float* p;
+  int64_t ld, n0, k0;
+  F32Weights at(int64_t n, int64_t k) const { return {p + (n - n0) * ld + (k - k0), ld}; }
+};
+
 constexpr int kDepthLanes = 8;                 // f32 lanes of one depth step of the dot kernel
 constexpr int kDotRows = 4, kDotCols = 3;      // dot tile: rows of X × rows of W
 constexpr int kOuterRows = 6, kOuterCols = 16; // outer tile: rows × columns of Y
@@ -167,6 +175,19 @@ inline __m256 lanes(const Q8Weights& w, int c, int64_t s) {
 }
 inline __m256 tail_lanes(const Q8Weights& w, int c, int64_t s, int tail) {
   return widen_q8(first_elements(w.q + c * w.ld + 8 * s, tail), w.scale(c, 8 * s));
+}
+
+// Rows [0, rows) × depth [0, depth) of a weight view widened into dst (rows `ld` apart): the
+// values lanes() gives, so the f32 kernel over dst has the bits of the kernel over the view.
+template <class W>
+inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t ld) {
+  const int64_t steps = depth / kDepthLanes;
+  const int tail = static_cast<int>(depth % kDepthLanes);
+  for (int c = 0; c < rows; ++c) {
+    float* d = dst + c * ld;
+    for (int64_t s = 0; s < steps; ++s) _mm256_storeu_ps(d + s * kDepthLanes, lanes(w, c, s));
+    if (tail > 0) _mm256_maskstore_ps(d + steps * kDepthLanes, first_lanes(tail), tail_lanes(w, c, steps, tail));
+  }
 }
 
 // One depth step of an R × C dot tile: acc[r][c] += A(r, ·)·W(c, ·) lane by lane. `load_a`
@@ -314,6 +335,12 @@ inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, 
   }
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < 4; ++c) sums[r].v[c] = c < C ? lane_sum(acc[r][c]) : 0.f;
+}
+
+template <class W>
+inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t ld) {
+  for (int c = 0; c < rows; ++c)
+    for (int64_t k = 0; k < depth; ++k) dst[c * ld + k] = w.value(c, k);
 }
 
 template <int C>
