@@ -108,6 +108,23 @@ describe.each(HALF)('weights kept at half precision: %s', (name, opts, weights, 
     expect(half.handle.describe().parameterBytes / f32.handle.describe().parameterBytes).toBeLessThan(0.56)
   })
 
+  it('as the frozen reference of a training forward and of a step\'s KL: the bits of the f32 reference', async () => {
+    const train = (await nativeAddon()).train
+    const policy = await loadModel(tiny.dir, { threads: 2 })
+    try {
+      const [p] = randomPrompts(1, 9, tiny.config.vocabSize, opts.seed + 2)
+      const seq = { tokens: Int32Array.from(p), lengths: Int32Array.of(9), promptLengths: Int32Array.of(3) }
+      const withHalf = await train.forward(policy.handle, { ...seq, reference: half.handle })
+      const withF32 = await train.forward(policy.handle, { ...seq, reference: f32.handle })
+      expectSameBits(withHalf.refLogp!, withF32.refLogp!, 'reference logprobs')
+      const req = { slots: Int32Array.of(0), counts: Int32Array.of(4), outModes: Uint8Array.of(2), tokens: Int32Array.from(p.slice(0, 4)), targets: Int32Array.from(p.slice(1, 5)) }
+      const kl = async (ref: Model) => (await policy.handle.step(policy.handle.createCache(1, 8), { ...req, reference: { model: ref.handle, cache: ref.handle.createCache(1, 8) } })).klExact!
+      expectSameBits(await kl(half), await kl(f32), 'step KL against the reference')
+    } finally {
+      policy.dispose()
+    }
+  })
+
   it('generates what the f32 model generates (greedy)', async () => {
     const prompt = randomPrompts(1, 5, tiny.config.vocabSize, opts.seed + 1)[0]
     const [a] = await half.generate(prompt, { temperature: 0, maxTokens: 6 } as never)
