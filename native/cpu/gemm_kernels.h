@@ -34,29 +34,15 @@ constexpr int kQ8Block = 32;  // weights per scale of the int8 format (Q8_0's bl
 // lanes, `tail_lanes` the first `tail` of them (the rest zero, nothing past them read), `value`
 // one element. Every stored value widens exactly to f32, so a product over bf16, f16 or int8
 // weights has the bits of the f32 product over the widened weights.
-struct F32Weights {
-  const float* p;
-  int64_t ld;
-  static constexpr int kBytes = 4;
-  F32Weights at(int64_t n, int64_t k) const { return {p + n * ld + k, ld}; }
-  const void* address(int64_t n, int64_t k) const { return p + n * ld + k; }
-  float value(int c, int64_t k) const { return p[c * ld + k]; }
-};
+inline float f32_value(float f) { return f; }
 
 // bf16: the high half of an f32.
-struct Bf16Weights {
-  const uint16_t* p;
-  int64_t ld;
-  static constexpr int kBytes = 2;
-  Bf16Weights at(int64_t n, int64_t k) const { return {p + n * ld + k, ld}; }
-  const void* address(int64_t n, int64_t k) const { return p + n * ld + k; }
-  float value(int c, int64_t k) const {
-    const uint32_t bits = static_cast<uint32_t>(p[c * ld + k]) << 16;
-    float f;
-    __builtin_memcpy(&f, &bits, 4);
-    return f;
-  }
-};
+inline float bf16_value(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
 
 // IEEE binary16.
 inline float half_to_float(uint16_t h) {
@@ -75,14 +61,19 @@ inline float half_to_float(uint16_t h) {
 #endif
 }
 
-struct F16Weights {
-  const uint16_t* p;
+// One stored element per weight, widened by `Widen` (f32 as it is, bf16, f16).
+template <class T, float (*Widen)(T)>
+struct DenseWeights {
+  const T* p;
   int64_t ld;
-  static constexpr int kBytes = 2;
-  F16Weights at(int64_t n, int64_t k) const { return {p + n * ld + k, ld}; }
+  static constexpr int kBytes = sizeof(T);
+  DenseWeights at(int64_t n, int64_t k) const { return {p + n * ld + k, ld}; }
   const void* address(int64_t n, int64_t k) const { return p + n * ld + k; }
-  float value(int c, int64_t k) const { return half_to_float(p[c * ld + k]); }
+  float value(int c, int64_t k) const { return Widen(p[c * ld + k]); }
 };
+using F32Weights = DenseWeights<float, f32_value>;
+using Bf16Weights = DenseWeights<uint16_t, bf16_value>;
+using F16Weights = DenseWeights<uint16_t, half_to_float>;
 
 // int8 (Q8_0-style): w = q · d, q ∈ [−127, 127], d the f16 scale of its block of kQ8Block along
 // the depth; scales [rows × scales_ld]. q·d is exact in f32 (8 + 11 significant bits). A view's k

@@ -9,7 +9,7 @@
 
 namespace ad::cpu {
 
-float bf16_to_f32(uint16_t h) { return gemm::Bf16Weights{&h, 1}.value(0, 0); }
+float bf16_to_f32(uint16_t h) { return gemm::bf16_value(h); }
 float f16_to_f32(uint16_t h) { return gemm::half_to_float(h); }
 
 uint16_t f32_to_bf16(float f) {
