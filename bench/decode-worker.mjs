@@ -31,7 +31,7 @@ const seconds = async (fn, runs) => {
 
 async function ours() {
   const { loadModel } = await import(pathToFileURL(`${here}../dist/index.js`).href)
-  const model = await loadModel(job.modelDir, { threads })
+  const model = await loadModel(job.modelDir, { threads, weights: job.weights ?? 'f32' })
   const ps = prompts()
   const gen = (n) => model.generate(ps, { temperature: 0, maxTokens: n, stopTokenIds: [] })
   await gen(2) // warm-up

@@ -3,10 +3,13 @@
 // equal, each measurement in its own process, engines alternating, median and spread of the runs;
 // plus the memory-bandwidth floor: weight bytes read per decode step / measured copy bandwidth.
 //
-//   npm run build && bash bench/peers/install.sh && node bench/decode.mjs [--models toy,qwen3-0.6b] [--threads 2 | 1,2] [--reps 3] [--out decode.json]
+//   npm run build && bash bench/peers/install.sh && node bench/decode.mjs [--models toy,qwen3-0.6b] [--threads 2 | 1,2] [--reps 3]
+//                                                                        [--weights f32,bf16,f16,int8] [--out decode.json]
 //
-// Our engine keeps weights in f32 in memory whatever the file holds (f16/bf16 are widened at load),
-// so "ours" is one measurement per model, compared with llama.cpp at f32 and at f16.
+// "ours" keeps the weights in f32 in memory (the default); --weights adds "ours bf16" etc., the
+// loadModel `weights` option (Linear weights, LM head and embedding kept at 2 bytes, int8 at 1 + 2/32),
+// whose ratio column is against llama.cpp f16 (the same bytes per weight for bf16/f16). llama.cpp
+// runs the f32 and f16 GGUFs our export writes (it writes no Q8_0: int8 has no same-bytes peer here).
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -29,6 +32,8 @@ const MODELS = {
 }
 const wanted = String(arg('models', 'toy,qwen3-0.6b')).split(',')
 const BATCHES = [1, 8]
+const WEIGHTS = [...new Set(['f32', ...String(arg('weights', 'f32')).split(',')])] // ours f32 always runs: the f32 bytes per step
+const oursName = (w) => (w === 'f32' ? 'ours' : `ours ${w}`)
 
 const { exportGguf } = await import(pathToFileURL(join(here, '..', 'dist', 'export', 'gguf.js')).href)
 const { nativeAddon } = await import(pathToFileURL(join(here, '..', 'dist', 'index.js')).href)
@@ -83,7 +88,11 @@ for (const name of wanted) {
   const files = { f32: await gguf(name, dir, 'f32'), f16: await gguf(name, dir, 'f16') }
   for (const batch of BATCHES) {
     const base = { modelDir: dir, batch, promptTokens: m.promptTokens, newTokens: m.newTokens, threads, vocab: m.vocab }
-    const contenders = { ours: { ...base, engine: 'ours' }, 'llama.cpp f32': { ...base, engine: 'llama.cpp', gguf: files.f32 }, 'llama.cpp f16': { ...base, engine: 'llama.cpp', gguf: files.f16 } }
+    const contenders = {
+      ...Object.fromEntries(WEIGHTS.map((w) => [oursName(w), { ...base, engine: 'ours', weights: w }])),
+      'llama.cpp f32': { ...base, engine: 'llama.cpp', gguf: files.f32 },
+      'llama.cpp f16': { ...base, engine: 'llama.cpp', gguf: files.f16 },
+    }
     const names = Object.keys(contenders)
     const runs = Object.fromEntries(names.map((k) => [k, []]))
     for (let rep = 0; rep < reps; rep++) {
@@ -96,8 +105,9 @@ for (const name of wanted) {
     }
     const weightBytes = runs.ours[0].weightBytes
     // Bytes of weights one decode step reads (once per step, shared by the batch): all matrices,
-    // f32 in our memory; llama.cpp's f16 file holds the matrices at 2 bytes (norms stay f32, negligible).
-    const bytesPerStep = { ours: weightBytes, 'llama.cpp f32': weightBytes, 'llama.cpp f16': weightBytes / 2 }
+    // as our engine reports them stored; llama.cpp's f16 file holds the matrices at 2 bytes (norms stay f32, negligible).
+    const bytesPerStep = { 'llama.cpp f32': weightBytes, 'llama.cpp f16': weightBytes / 2 }
+    for (const w of WEIGHTS) bytesPerStep[oursName(w)] = runs[oursName(w)][0].weightBytes
     for (const k of names) {
       const rs = runs[k]
       if (rs[0].unavailable) {
@@ -122,11 +132,11 @@ for (const name of wanted) {
       })
     }
     const same = (r) => r.model === name && r.threads === threads && r.batch === batch
-    const ours = rows.find((r) => same(r) && r.engine === 'ours')
-    for (const r of rows.filter((r) => same(r) && r.engine !== 'ours' && !r.unavailable)) {
-      ours[`decodeRatioTo ${r.engine}`] = ours.decode.median / r.decode.median
-      ours[`prefillRatioTo ${r.engine}`] = ours.prefill.median / r.prefill.median
-    }
+    for (const ours of rows.filter((r) => same(r) && r.engine.startsWith('ours') && !r.unavailable))
+      for (const r of rows.filter((r) => same(r) && !r.engine.startsWith('ours') && !r.unavailable)) {
+        ours[`decodeRatioTo ${r.engine}`] = ours.decode.median / r.decode.median
+        ours[`prefillRatioTo ${r.engine}`] = ours.prefill.median / r.prefill.median
+      }
   }
 }
 }
@@ -152,12 +162,16 @@ for (const r of rows) {
     console.log(`${r.model.padEnd(12)} ${String(r.threads).padStart(3)} ${String(r.batch).padStart(5)} ${r.engine.padEnd(15)} ${r.unavailable}`)
     continue
   }
-  const ours = rows.find((o) => o.model === r.model && o.threads === r.threads && o.batch === r.batch && o.engine === 'ours')
-  const ratio = r.engine === 'ours' ? '' : (ours.decode.median / r.decode.median).toFixed(2) + '×'
+  // llama.cpp rows: ours (f32) over them; our bf16/f16/int8 rows: over llama.cpp f16
+  const peerOf = (engine) => rows.find((o) => o.model === r.model && o.threads === r.threads && o.batch === r.batch && o.engine === engine)
+  const ours = peerOf('ours')
+  const f16 = peerOf('llama.cpp f16')
+  const ratio = !r.engine.startsWith('ours') ? (ours.decode.median / r.decode.median).toFixed(2) + '×'
+    : r.engine !== 'ours' && f16 && !f16.unavailable ? (r.decode.median / f16.decode.median).toFixed(2) + '× f16' : ''
   const cell = (x) => `${x.median.toFixed(1)} [${x.spread[0].toFixed(1)}–${x.spread[1].toFixed(1)}]`
   console.log(
     `${r.model.padEnd(12)} ${String(r.threads).padStart(3)} ${String(r.batch).padStart(5)} ${r.engine.padEnd(15)} ${cell(r.prefill).padEnd(22)} ${cell(r.decode).padEnd(22)} ${ratio.padStart(9)} ${(r.fractionOfFloor.toFixed(2) + '×').padStart(9)} ${(r.peakRssBytes / 2 ** 30).toFixed(2).padStart(6)} GiB`,
   )
 }
-console.log('ours/peer: our decode tok/s over the peer\'s; of floor: decode tok/s over (copy read bandwidth / weight bytes per step × batch).')
+console.log('ours/peer: our decode tok/s over the peer\'s (ours bf16/f16/int8: over llama.cpp f16); of floor: decode tok/s over (copy read bandwidth / weight bytes per step × batch).')
 console.log(`wrote bench/results/${outName}`)

@@ -14,6 +14,9 @@
 //
 //   npm run build && node bench/gemm.mjs [--threads N] [--models qwen3-0.6b,small] [--rows 1,8,128,512]
 //                                        [--variants nt,nn,tn] [--reps 3] [--no-torch] [--no-lm-head]
+//   --weights f32,bf16,f16,int8: the 'nt' rows also over W kept in those types (the loadModel
+//   `weights` option: widened in registers; bytes of W per weight 4, 2, 2, 1 + 2/32); the torch
+//   column stays its f32 matmul on the same shape.
 // Prints a table per model and writes bench/results/gemm.json.
 import { spawnSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -33,6 +36,8 @@ const THREADS = Number(arg('threads', Math.min(2, os.availableParallelism())))
 const REPS = Number(arg('reps', 3))
 const ROWS = arg('rows', '1,8,128,512').split(',').map(Number)
 const VARIANTS = arg('variants', 'nt,nn,tn').split(',')
+const WEIGHTS = arg('weights', 'f32').split(',')
+const BYTES_PER_WEIGHT = { f32: 4, bf16: 2, f16: 2, int8: 1 + 2 / 32 }
 const MODELS = {
   'qwen3-0.6b': { hidden: 1024, intermediate: 3072, q: 2048, kv: 1024, vocab: 151936 },
   small: { hidden: 256, intermediate: 768, q: 256, kv: 128, vocab: 151936 },
@@ -90,11 +95,14 @@ for (const name of models) {
   record.models[name] = []
   for (const variant of VARIANTS) {
     const cases = []
-    for (const l of linears(MODELS[name])) for (const M of ROWS) cases.push({ variant, linear: l.name, M, weightBytes: 4 * l.out * l.in, ...product(variant, l, M) })
+    for (const l of linears(MODELS[name]))
+      for (const M of ROWS)
+        for (const weights of variant === 'nt' ? WEIGHTS : ['f32'])
+          cases.push({ variant, linear: l.name, M, weights, weightBytes: BYTES_PER_WEIGHT[weights] * l.out * l.in, ...product(variant, l, M) })
     for (const c of cases) {
       // the peak just before and just after this shape's runs: the machine's share for us drifts
       const before = peakOf(THREADS, SHORT_PEAK)
-      c.seconds = Array.from(gemm.time(c.variant, c.rows, c.cols, c.depth, THREADS, REPS))
+      c.seconds = Array.from(gemm.time(c.variant, c.rows, c.cols, c.depth, THREADS, REPS, c.weights))
       c.peak = Math.max(before, peakOf(THREADS, SHORT_PEAK))
       process.stderr.write('.')
     }
@@ -112,7 +120,7 @@ const peak = Math.max(peakBefore.all, peakAfter.all, ...allCases.map((c) => c.pe
 const gflops = (c, s) => (2 * c.rows * c.cols * c.depth) / s / 1e9
 for (const [name, cases] of Object.entries(record.models)) {
   console.log(`\n${name}: GFLOP/s best [worst] of ${REPS}; % of the ${THREADS}-thread FMA peak measured around that shape's runs ('% here') and of the run's best peak (${(peak / 1e9).toFixed(1)}); ours/torch on the best runs`)
-  const header = ['layout', 'linear', 'M', 'rows×cols×depth', 'ours GFLOP/s', '% here', '% best', 'W GB/s', 'torch GFLOP/s', 'ours/torch']
+  const header = ['layout', 'linear', 'W', 'M', 'rows×cols×depth', 'ours GFLOP/s', '% here', '% best', 'W GB/s', 'torch GFLOP/s', 'ours/torch']
   const lines = cases.map((c) => {
     const ours = span(c.seconds.map((s) => gflops(c, s)))
     const t = c.torchSeconds ? span(c.torchSeconds.map((s) => gflops(c, s))) : null
@@ -120,6 +128,7 @@ for (const [name, cases] of Object.entries(record.models)) {
     return [
       c.variant,
       c.linear,
+      c.weights,
       c.M,
       `${c.rows}×${c.cols}×${c.depth}`,
       `${ours.max.toFixed(1)} [${ours.min.toFixed(1)}]`,
@@ -131,12 +140,12 @@ for (const [name, cases] of Object.entries(record.models)) {
     ]
   })
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => String(l[i]).length)))
-  const row = (cells) => cells.map((x, i) => (i < 2 ? String(x).padEnd(widths[i]) : String(x).padStart(widths[i]))).join('  ')
+  const row = (cells) => cells.map((x, i) => (i < 3 ? String(x).padEnd(widths[i]) : String(x).padStart(widths[i]))).join('  ')
   console.log(row(header))
   for (const l of lines) console.log(row(l))
   // The issue's target: ≥ 70% of the measured peak on the model's shapes where the GEMM is
   // compute-bound (M ≥ 128); M = 1, 8 are passes over W (see W GB/s).
-  const big = cases.filter((c) => c.M >= 128)
+  const big = cases.filter((c) => c.M >= 128 && c.weights === 'f32')
   for (const v of VARIANTS) {
     const p = big.filter((c) => c.variant === v).map((c) => c.summary.percentOfBestPeak).sort((a, b) => a - b)
     const r = big.filter((c) => c.variant === v && c.summary.ratio).map((c) => c.summary.ratio).sort((a, b) => a - b)

@@ -140,7 +140,8 @@ export interface NativeCacheLayout {
 export interface NativeModel {
   createCache(slots: number, capacity: number, layout?: NativeCacheLayout): NativeKVCache
   step(cache: NativeKVCache, request: NativeStepRequest): Promise<NativeStepResult>
-  describe(): { parameterBytes: number; threads: number; backend: string; deviceIndex?: number }
+  /** weights: the type the Linear weights are kept in ('f32', 'bf16', 'f16', 'int8'). */
+  describe(): { parameterBytes: number; threads: number; backend: string; deviceIndex?: number; weights?: string }
   dispose(): void
 }
 
@@ -279,7 +280,7 @@ export interface NativeAddon {
   deviceMemory(backend: 'cpu' | 'cuda', index: number): NativeDeviceMemory | null
   resetDevicePeak(backend: 'cpu' | 'cuda'): void
   profiler: NativeProfiler
-  loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number }): Promise<NativeModel>
+  loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number; weights?: string }): Promise<NativeModel>
   kernels: NativeKernels
   train: NativeTrain
 }

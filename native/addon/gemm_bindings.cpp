@@ -6,9 +6,13 @@
 //       'nt'  X[rows × depth] · W[cols × depth]ᵀ (+ bias[cols])   gemm_nt, a Linear's forward
 //       'nn'  X[rows × depth] · W[depth × cols]                   gemm_nn, dX = dY·W
 //       'tn'  X[depth × rows]ᵀ · W[depth × cols]                  gemm_tn, dW = dYᵀ·X
-//   time(variant, rows, cols, depth, threads, reps) → Float64Array: seconds of each of `reps` runs
-//       after one warm-up, on operands of that shape allocated and filled here (accumulate as the
-//       engine calls it: 'tn' adds into Y, the others overwrite).
+//       weights (nt only): 'bf16' | 'f16' | 'int8': W converted to that type first (cpu/gemm_weights.h),
+//       the product then read from the stored weights, as a model loaded with that `weights` runs.
+//   stored(weights, w, rows, cols) → { values: Float32Array, scales?: Float32Array }: W [rows × cols]
+//       as that type holds it (widened to f32), and for 'int8' each block's scale [rows × ⌈cols/32⌉].
+//   time(variant, rows, cols, depth, threads, reps, weights?) → Float64Array: seconds of each of
+//       `reps` runs after one warm-up, on operands of that shape allocated and filled here
+//       (accumulate as the engine calls it: 'tn' adds into Y, the others overwrite).
 //   fmaPeak(threads, iterations?) → Float64Array: FMA flops per second of each thread, all at once.
 //   kernel: the micro-kernels this build runs, in words.
 #include <napi.h>
@@ -23,6 +27,7 @@
 #include "addon/guard.h"
 #include "addon/registry.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_weights.h"
 #include "cpu/threadpool.h"
 
 namespace ad::addon {
@@ -78,6 +83,23 @@ bool overlap(const Napi::TypedArray& a, const Napi::TypedArray& b) {
   return a0 < b0 + b.ByteLength() && b0 < a0 + a.ByteLength();
 }
 
+cpu::WeightType weight_type_arg(Napi::Env env, const Napi::Value& v) {
+  const std::string s = v.IsString() ? v.As<Napi::String>().Utf8Value() : "";
+  if (s == "f32") return cpu::WeightType::kF32;
+  if (s == "bf16") return cpu::WeightType::kBF16;
+  if (s == "f16") return cpu::WeightType::kF16;
+  if (s == "int8") return cpu::WeightType::kQ8;
+  fail_type(env, "weights must be 'f32', 'bf16', 'f16' or 'int8'");
+}
+
+// W [rows × cols] at leading dimension ld, densely copied, then stored as `type`.
+cpu::StoredWeights stored_copy(const float* w, int64_t ld, int64_t rows, int64_t cols, cpu::WeightType type) {
+  std::vector<float> dense(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dense[static_cast<size_t>(r * cols + c)] = w[r * ld + c];
+  return cpu::store_weights(dense.data(), rows, cols, type, "w");
+}
+
 void run_variant(cpu::ThreadPool& pool, Variant v, const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias,
                  float* y, int64_t ldy, int64_t rows, int64_t cols, int64_t depth, bool accumulate) {
   switch (v) {
@@ -110,9 +132,38 @@ Napi::Value Multiply(const Napi::CallbackInfo& info) {
   const bool accumulate = o.Get("accumulate").ToBoolean().Value();
   const Napi::Value t = o.Get("threads");
   const int threads = t.IsUndefined() ? 1 : static_cast<int>(whole_number(env, t, "threads", 1, 256));
+  const Napi::Value wt = o.Get("weights");
+  const cpu::WeightType type = wt.IsUndefined() ? cpu::WeightType::kF32 : weight_type_arg(env, wt);
   cpu::ThreadPool pool(threads);
-  run_variant(pool, v, x.array.Data(), x.ld, w.array.Data(), w.ld, bias, y.array.Data(), y.ld, rows, cols, depth, accumulate);
+  if (type == cpu::WeightType::kF32) {
+    run_variant(pool, v, x.array.Data(), x.ld, w.array.Data(), w.ld, bias, y.array.Data(), y.ld, rows, cols, depth, accumulate);
+    return env.Undefined();
+  }
+  if (v != Variant::kNT) fail_type(env, "only 'nt' reads weights below f32");
+  const cpu::StoredWeights stored = stored_copy(w.array.Data(), w.ld, cols, depth, type);
+  cpu::gemm_nt(pool, x.array.Data(), x.ld, stored.view(), bias, y.array.Data(), y.ld, rows, cols, depth, accumulate);
   return env.Undefined();
+}
+
+Napi::Value Stored(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const cpu::WeightType type = weight_type_arg(env, info[0]);
+  if (type == cpu::WeightType::kF32) fail_type(env, "weights must be 'bf16', 'f16' or 'int8'");
+  if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) fail_type(env, "w must be a Float32Array");
+  const Napi::Float32Array w = info[1].As<Napi::Float32Array>();
+  const int64_t rows = whole_number(env, info[2], "rows", 0, kMaxDim), cols = whole_number(env, info[3], "cols", 0, kMaxDim);
+  if (static_cast<int64_t>(w.ElementLength()) != rows * cols) fail_range(env, "w must hold rows × cols elements");
+  const cpu::StoredWeights s = cpu::store_weights(w.Data(), rows, cols, type, "w");
+  Napi::Object out = Napi::Object::New(env);
+  Napi::Float32Array values = Napi::Float32Array::New(env, static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) s.widen_row(r, values.Data() + r * cols);
+  out.Set("values", values);
+  if (type == cpu::WeightType::kQ8) {
+    Napi::Float32Array scales = Napi::Float32Array::New(env, s.scales.size());
+    for (size_t i = 0; i < s.scales.size(); ++i) scales[i] = cpu::f16_to_f32(s.scales[i]);
+    out.Set("scales", scales);
+  }
+  return out;
 }
 
 // Uniform values in [-1, 1) from a 32-bit LCG: fast enough to fill a vocabulary-sized matrix.
@@ -138,8 +189,16 @@ Napi::Value Time(const Napi::CallbackInfo& info) {
   // Leading dimensions of the densely packed operands in each layout.
   const int64_t ldx = v == Variant::kTN ? rows : depth, ldw = v == Variant::kNT ? depth : cols;
   const bool accumulate = v == Variant::kTN;
+  const cpu::WeightType type = info.Length() > 6 && !info[6].IsUndefined() ? weight_type_arg(env, info[6]) : cpu::WeightType::kF32;
+  if (type != cpu::WeightType::kF32 && v != Variant::kNT) fail_type(env, "only 'nt' reads weights below f32");
+  const cpu::StoredWeights stored = type == cpu::WeightType::kF32 ? cpu::StoredWeights{} : cpu::store_weights(w.data(), cols, depth, type, "w");
   cpu::ThreadPool pool(threads);
-  auto once = [&] { run_variant(pool, v, x.data(), ldx, w.data(), ldw, nullptr, y.data(), cols, rows, cols, depth, accumulate); };
+  auto once = [&] {
+    if (type == cpu::WeightType::kF32)
+      run_variant(pool, v, x.data(), ldx, w.data(), ldw, nullptr, y.data(), cols, rows, cols, depth, accumulate);
+    else
+      cpu::gemm_nt(pool, x.data(), ldx, stored.view(), nullptr, y.data(), cols, rows, cols, depth, accumulate);
+  };
   once();
   Napi::Float64Array out = Napi::Float64Array::New(env, static_cast<size_t>(reps));
   for (int r = 0; r < reps; ++r) {
@@ -168,6 +227,7 @@ void RegisterGemmBindings(Napi::Env env, Napi::Object exports) {
   Napi::Object g = Napi::Object::New(env);
   g.Set("multiply", function<Multiply>(env, "multiply"));
   g.Set("time", function<Time>(env, "time"));
+  g.Set("stored", function<Stored>(env, "stored"));
   g.Set("fmaPeak", function<FmaPeak>(env, "fmaPeak"));
   g.Set("kernel", Napi::String::New(env, cpu::gemm_kernel()));
   exports.Set("gemm", g);

@@ -169,7 +169,16 @@ class LoadWorker : public PromiseWorker {
   std::shared_ptr<Engine> engine_;
 };
 
-// loadModel(config, tensors, threads, { device?, deviceIndex? }) → Promise<NativeModel>
+model::WeightFormat weight_format(Napi::Env env, const std::string& s) {
+  if (s == "f32") return model::WeightFormat::kF32;
+  if (s == "bf16") return model::WeightFormat::kBF16;
+  if (s == "f16") return model::WeightFormat::kF16;
+  if (s == "int8") return model::WeightFormat::kInt8;
+  if (s == "checkpoint") return model::WeightFormat::kCheckpoint;
+  throw Napi::TypeError::New(env, "weights must be 'f32', 'bf16', 'f16', 'int8' or 'checkpoint', got '" + s + "'");
+}
+
+// loadModel(config, tensors, threads, { device?, deviceIndex?, weights? }) → Promise<NativeModel>
 Napi::Value LoadModel(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   model::LoadRequest r;
@@ -181,7 +190,10 @@ Napi::Value LoadModel(const Napi::CallbackInfo& info) {
     Napi::Object opts = object_arg(env, info[3], "options");
     if (!absent(field(opts, "device"))) device = string_field(opts, "device");
     r.device_index = absent(field(opts, "deviceIndex")) ? 0 : static_cast<int>(int_field(opts, "deviceIndex", 0, 1023));
+    if (!absent(field(opts, "weights"))) r.weights = weight_format(env, string_field(opts, "weights"));
   }
+  if (r.weights != model::WeightFormat::kF32 && device != "cpu")
+    throw Napi::TypeError::New(env, "weights other than 'f32' are kept in memory by the CPU backend only");
   const model::Backend& backend = backend_named(device);
   backend.require_available();  // answered now, not from the worker
   return PromiseWorker::Start(std::make_unique<LoadWorker>(env, backend, std::move(r)));
@@ -317,6 +329,7 @@ Napi::Value ModelHandle::Describe(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(info.Env());
   o.Set("parameterBytes", static_cast<double>(d.parameter_bytes));
   o.Set("threads", d.threads);
+  o.Set("weights", d.weights);
   o.Set("backend", e.backend().name());
   if (d.device_index >= 0) o.Set("deviceIndex", d.device_index);
   return o;

@@ -62,10 +62,19 @@ class CpuEngine final : public model::Engine {
   Transformer& transformer() { return model_; }
   std::mutex& mutex() { return mutex_; }
 
+  // Training, LoRA and the tensor verbs need f32 weights: a model loaded with weights bf16 / f16 /
+  // int8 is frozen, for inference (generate, score, logit statistics, a reference or a judge).
+  void require_f32_weights(const char* what) const {
+    if (model_.weight_type() != WeightType::kF32)
+      throw std::invalid_argument(std::string("this model keeps its weights as ") + weight_type_name(model_.weight_type()) +
+                                  " in memory (loadModel's weights option), for inference only; " + what +
+                                  " needs a model loaded with weights 'f32'");
+  }
+
   const model::Backend& backend() const override { return cpu_backend(); }
   const model::Config& config() const override { return model_.config(); }
   model::EngineDescription describe() override {
-    return {model_.parameter_bytes(), model_.pool().size(), -1};
+    return {model_.parameter_bytes(), model_.pool().size(), -1, weight_type_name(model_.weight_type())};
   }
 
  protected:
@@ -75,6 +84,7 @@ class CpuEngine final : public model::Engine {
 
   void do_step(model::Cache& cache, const model::StepRequest& r, model::StepResult& out) override;
   void do_set_trainable(bool base, bool lora) override {
+    require_f32_weights("training");
     std::lock_guard<std::mutex> lock(mutex_);
     model_.set_trainable(base, lora);
     moments_.clear();
@@ -93,6 +103,7 @@ class CpuEngine final : public model::Engine {
   std::vector<model::MomentsCopy> do_export_optimizer_state() override;
   void do_import_optimizer_state(const std::vector<model::MomentsView>& moments) override;
   void do_attach_lora(const model::LoraRequest& r) override {
+    require_f32_weights("attaching LoRA adapters");
     std::lock_guard<std::mutex> lock(mutex_);
     model_.attach_lora(r.rank, r.alpha, r.targets, r.seed);
   }
@@ -101,6 +112,7 @@ class CpuEngine final : public model::Engine {
     model_.set_lora_enabled(on);
   }
   void do_merge_lora() override {
+    require_f32_weights("merging LoRA adapters");
     std::lock_guard<std::mutex> lock(mutex_);
     if (!model_.has_lora()) throw std::invalid_argument("this model has no LoRA adapters to merge");
     model_.merge_lora();
@@ -253,6 +265,7 @@ void CpuEngine::row_stats(const float* hidden, int64_t rows, const int32_t* targ
 }
 
 void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::TrainForwardResult& out) {
+  require_f32_weights("a training forward");
   auto* ref = static_cast<CpuEngine*>(r.reference);
   PairLock lock(mutex_, ref ? &ref->mutex_ : nullptr);
   if (r.reference_lora_off && !model_.has_lora()) throw std::invalid_argument("reference 'lora-off' needs LoRA adapters attached");
@@ -307,6 +320,7 @@ void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::Tra
 }
 
 void CpuEngine::do_train_backward(const std::vector<float>& a, const std::vector<float>& b) {
+  require_f32_weights("training");
   std::lock_guard<std::mutex> lock(mutex_);
   try {
     if (!cache_ || score_mode_) throw std::invalid_argument("trainBackward needs a trainForward first");
@@ -347,6 +361,7 @@ void CpuEngine::do_score_forward(const model::ScoreForwardRequest& r, std::vecto
 }
 
 void CpuEngine::do_score_backward(const std::vector<float>& d_scores) {
+  require_f32_weights("training");
   std::lock_guard<std::mutex> lock(mutex_);
   try {
     if (!cache_ || !score_mode_) throw std::invalid_argument("scoreBackward needs a taped scoreForward first");
@@ -363,6 +378,7 @@ void CpuEngine::do_score_backward(const std::vector<float>& d_scores) {
 }
 
 model::OptimizerResult CpuEngine::do_optimizer_step(const model::OptimizerRequest& o) {
+  require_f32_weights("training");
   std::lock_guard<std::mutex> lock(mutex_);
   model::OptimizerResult res;
   auto grads = model_.gradients();
@@ -446,6 +462,7 @@ std::vector<model::ParameterInfo> CpuEngine::do_parameters() {
 
 // Every parameter by HF / PEFT name (base tensors sorted, then LoRA A and B), as f32 copies.
 std::vector<model::TensorCopy> CpuEngine::do_export_tensors(bool merge_lora) {
+  require_f32_weights("exporting tensors");
   std::lock_guard<std::mutex> lock(mutex_);
   if (merge_lora && !model_.has_lora()) throw std::invalid_argument("this model has no LoRA adapters to merge");
   std::vector<std::string> names;
@@ -481,6 +498,7 @@ std::vector<model::TensorCopy> CpuEngine::do_export_tensors(bool merge_lora) {
 }
 
 void CpuEngine::do_import_tensors(const std::vector<model::TensorView>& tensors) {
+  require_f32_weights("importing tensors");
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& t : tensors) {  // names and sizes were checked against do_parameters() first
     int64_t n = 0;
@@ -490,6 +508,7 @@ void CpuEngine::do_import_tensors(const std::vector<model::TensorView>& tensors)
 }
 
 std::vector<model::TensorCopy> CpuEngine::do_export_gradients() {
+  require_f32_weights("training");
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<model::TensorCopy> out;
   for (auto& [name, g] : model_.gradients()) {
@@ -501,6 +520,7 @@ std::vector<model::TensorCopy> CpuEngine::do_export_gradients() {
 }
 
 std::vector<model::MomentsCopy> CpuEngine::do_export_optimizer_state() {
+  require_f32_weights("training");
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<model::MomentsCopy> out;
   for (auto& [name, mo] : moments_) {  // a std::map: sorted by name
@@ -513,6 +533,7 @@ std::vector<model::MomentsCopy> CpuEngine::do_export_optimizer_state() {
 }
 
 void CpuEngine::do_import_optimizer_state(const std::vector<model::MomentsView>& moments) {
+  require_f32_weights("training");
   std::lock_guard<std::mutex> lock(mutex_);
   std::map<std::string, Moments> fresh;  // built whole, then swapped in
   for (const auto& e : moments) {
@@ -550,10 +571,17 @@ class CpuBackend final : public model::Backend {
     Transformer& m = engine->transformer();
     std::vector<model::Tensor> tensors(r.sources.size());
     std::vector<std::string> errors(r.sources.size());
+    std::map<std::string, model::TensorId> table_ids;
+    for (const model::ModelTensor& t : model::model_tensors(r.config)) table_ids[t.name] = t.spec->id;
+    // Each tensor's type under r.weights: Linear weights, LM head and embedding (tensor_table) only.
+    const auto type_of = [&](const model::TensorSource& src) {
+      const auto it = table_ids.find(src.name);
+      return it == table_ids.end() ? WeightType::kF32 : model::weight_type_for(r.weights, it->second, src.dtype);
+    };
     m.pool().parallel_for(static_cast<int64_t>(r.sources.size()), 1, [&](int64_t a, int64_t b, int) {
       for (int64_t i = a; i < b; ++i) {
         try {
-          tensors[i] = model::read_tensor(r.sources[i]);
+          tensors[i] = model::read_tensor_as(r.sources[i], type_of(r.sources[i]));
         } catch (const std::exception& e) {
           errors[i] = e.what();
         } catch (...) {

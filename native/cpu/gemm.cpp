@@ -22,6 +22,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <type_traits>
 
 #include "cpu/gemm_kernels.h"
 
@@ -146,24 +147,29 @@ struct Strided {
 class BlockPrefetch {
  public:
   void aim(Strided src, int64_t rows, int64_t floats, int64_t tiles) {
-    src_ = src;
-    lines_per_row_ = (floats + kLineFloats - 1) / kLineFloats;
-    left_ = src.rs == 1 ? rows * lines_per_row_ : 0;  // only sources contiguous along a row stream this way
+    // only sources contiguous along a row stream this way
+    aim_bytes(src.p, src.ds * int64_t(sizeof(float)), src.rs == 1 ? rows : 0, floats * int64_t(sizeof(float)), tiles);
+  }
+  // `rows` rows of `row_bytes` contiguous bytes, `stride` bytes apart.
+  void aim_bytes(const void* first, int64_t stride, int64_t rows, int64_t row_bytes, int64_t tiles) {
+    stride_ = stride;
+    lines_per_row_ = (row_bytes + kLineBytes - 1) / kLineBytes;
+    left_ = rows * lines_per_row_;
     per_tile_ = tiles > 0 ? (left_ + tiles - 1) / tiles : left_;
-    row_ = src.p;
+    row_ = static_cast<const char*>(first);
     line_ = 0;
   }
   void step() {
     for (int64_t n = std::min(left_, per_tile_); n > 0; --n, --left_) {
-      __builtin_prefetch(row_ + line_ * kLineFloats, 0, 2);  // to L2
-      if (++line_ == lines_per_row_) line_ = 0, row_ += src_.ds;
+      __builtin_prefetch(row_ + line_ * kLineBytes, 0, 2);  // to L2
+      if (++line_ == lines_per_row_) line_ = 0, row_ += stride_;
     }
   }
 
  private:
-  Strided src_{};
-  const float* row_ = nullptr;
-  int64_t lines_per_row_ = 0, left_ = 0, per_tile_ = 0, line_ = 0;
+  static constexpr int64_t kLineBytes = kLineFloats * sizeof(float);
+  const char* row_ = nullptr;
+  int64_t stride_ = 0, lines_per_row_ = 0, left_ = 0, per_tile_ = 0, line_ = 0;
 };
 
 // ------------------------------------------------------------------------------------------ dot
@@ -171,12 +177,14 @@ class BlockPrefetch {
 constexpr int64_t kDotStep = kDotRows * kDepthLanes;  // floats of one depth step of a packed X panel
 constexpr int64_t kDotColUnit = 48;  // the column split's unit: whole cache lines of Y, whole W panels
 static_assert(kDotColUnit % kLineFloats == 0 && kDotColUnit % kDotCols == 0 && kDotColBlock % kDotCols == 0);
+static_assert(kDotDepthBlock % kQ8Block == 0);  // a depth block starts on an int8 scale block
 
+template <class W>
 struct DotProduct {
+  using Weights = W;
   const float* x;
   int64_t ldx;
-  const float* w;
-  int64_t ldw;
+  W w;  // a weight view of cpu/gemm_kernels.h
   const float* bias;
   float* y;
   int64_t ldy;
@@ -200,33 +208,37 @@ void pack_dot_panel(const float* x, int64_t ldx, int rows, int64_t depth, float*
 }
 
 // The R × C tile of Y at (m, n) from a packed X panel and W read in place, for one depth block.
-template <int R, int C>
-void dot_tile_into_y(const DotProduct& p, const float* panel, int64_t m, int64_t n, int64_t k0, int64_t depth) {
+template <class W, int R, int C>
+void dot_tile_into_y(const DotProduct<W>& p, const float* panel, int64_t m, int64_t n, int64_t k0, int64_t depth) {
   prefetch_rows(p.y + m * p.ldy + n, p.ldy, R, C);
   Sums4 sums[R];
-  dot_tile<R, C>(panel, kDepthLanes, kDotStep, p.w + n * p.ldw + k0, p.ldw, kDepthLanes, depth / kDepthLanes,
-                 static_cast<int>(depth % kDepthLanes), sums);
+  dot_tile<R, C>(panel, kDepthLanes, kDotStep, p.w.at(n, k0), depth / kDepthLanes, static_cast<int>(depth % kDepthLanes), sums);
   const bool first = k0 == 0;
   for (int r = 0; r < R; ++r) dot_store<C>(p.y + (m + r) * p.ldy + n, sums[r], p.bias ? p.bias + n : nullptr, first, p.accumulate);
 }
 
-using DotTileFn = void (*)(const DotProduct&, const float*, int64_t, int64_t, int64_t, int64_t);
-template <int R>
-constexpr DotTileFn kDotRowOf[kDotCols] = {dot_tile_into_y<R, 1>, dot_tile_into_y<R, 2>, dot_tile_into_y<R, 3>};
-constexpr const DotTileFn* kDotTiles[kDotRows] = {kDotRowOf<1>, kDotRowOf<2>, kDotRowOf<3>, kDotRowOf<4>};
+template <class W>
+using DotTileFn = void (*)(const DotProduct<W>&, const float*, int64_t, int64_t, int64_t, int64_t);
+template <class W, int R>
+constexpr DotTileFn<W> kDotRowOf[kDotCols] = {dot_tile_into_y<W, R, 1>, dot_tile_into_y<W, R, 2>, dot_tile_into_y<W, R, 3>};
+template <class W>
+constexpr const DotTileFn<W>* kDotTiles[kDotRows] = {kDotRowOf<W, 1>, kDotRowOf<W, 2>, kDotRowOf<W, 3>, kDotRowOf<W, 4>};
 
 // Y rows `rows` × columns `cols`. Per depth block: X is packed once; a block of W rows (read in
 // place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels,
 // and the next W block is requested meanwhile. With few rows (decode) W is the traffic and every
 // X panel meets a W panel while it is in L1.
-void dot_rows(const DotProduct& p, Range rows, Range cols) {
+template <class W>
+void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
   const int64_t panel_floats = (kDotDepthBlock / kDepthLanes) * kDotStep;
   const int64_t panels = (rows.end - rows.begin + kDotRows - 1) / kDotRows;
   float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
   BlockPrefetch next_w;
-  const auto tile = [&](int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
-    const DotTileFn* row_of = kDotTiles[std::min<int64_t>(kDotRows, rows.end - m) - 1];
-    row_of[std::min<int64_t>(kDotCols, ne - n) - 1](p, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
+  // The tile at (m, n) of the product q (p, or p over a widened W block).
+  const auto tile = [&](const auto& q, int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
+    using Q = typename std::decay_t<decltype(q)>::Weights;
+    const DotTileFn<Q>* row_of = kDotTiles<Q>[std::min<int64_t>(kDotRows, rows.end - m) - 1];
+    row_of[std::min<int64_t>(kDotCols, ne - n) - 1](q, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
   };
   for (int64_t k0 = 0; k0 < p.depth; k0 += kDotDepthBlock) {
     const int64_t depth = std::min(kDotDepthBlock, p.depth - k0);
@@ -235,7 +247,7 @@ void dot_rows(const DotProduct& p, Range rows, Range cols) {
                      packed + (m - rows.begin) / kDotRows * panel_floats);
     if (rows.end - rows.begin <= kDotFewRows) {
       for (int64_t n = cols.begin; n < cols.end; n += kDotCols)
-        for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(m, n, cols.end, k0, depth);
+        for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(p, m, n, cols.end, k0, depth);
       continue;
     }
     for (int64_t nb = cols.begin; nb < cols.end; nb += kDotColBlock) {
@@ -244,22 +256,32 @@ void dot_rows(const DotProduct& p, Range rows, Range cols) {
         const int64_t next_n = ne < cols.end ? ne : cols.begin, next_k0 = ne < cols.end ? k0 : k0 + kDotDepthBlock;
         const int64_t tiles = (rows.end - rows.begin + kDotRows - 1) / kDotRows * ((ne - nb + kDotCols - 1) / kDotCols);
         if (next_k0 < p.depth)
-          next_w.aim({p.w + next_n * p.ldw + next_k0, 1, p.ldw}, std::min(kDotColBlock, cols.end - next_n),
-                     std::min(kDotDepthBlock, p.depth - next_k0), tiles);
+          next_w.aim_bytes(p.w.address(next_n, next_k0), p.w.ld * W::kBytes, std::min(kDotColBlock, cols.end - next_n),
+                           std::min(kDotDepthBlock, p.depth - next_k0) * W::kBytes, tiles);
         else
-          next_w.aim({p.w, 1, p.ldw}, 0, 0, 0);
+          next_w.aim_bytes(nullptr, 0, 0, 0, 0);
       }
-      for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
-        for (int64_t n = nb; n < ne; n += kDotCols) {
-          next_w.step();
-          tile(m, n, ne, k0, depth);
-        }
+      const auto tiles_of = [&](const auto& q) {
+        for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
+          for (int64_t n = nb; n < ne; n += kDotCols) {
+            next_w.step();
+            tile(q, m, n, ne, k0, depth);
+          }
+      };
+      if constexpr (std::is_same_v<W, F32Weights>) {
+        tiles_of(p);
+      } else {  // many X panels meet this W block: widen it once into L2, not once per panel
+        float* widened = b_panels.floats(static_cast<size_t>(kDotColBlock * kDotDepthBlock));
+        widen_rows(p.w.at(nb, k0), static_cast<int>(ne - nb), depth, widened, kDotDepthBlock);
+        tiles_of(DotProduct<WidenedBlock>{p.x, p.ldx, {widened, kDotDepthBlock, nb, k0}, p.bias, p.y, p.ldy, p.depth, p.accumulate});
+      }
     }
   }
 }
 
 // At most kDotRowChunk rows at a time, so the packed X (one chunk × one depth block) stays small.
-void dot_part(const DotProduct& p, Range rows, Range cols) {
+template <class W>
+void dot_part(const DotProduct<W>& p, Range rows, Range cols) {
   for (int64_t m = rows.begin; m < rows.end; m += kDotRowChunk) dot_rows(p, {m, std::min(rows.end, m + kDotRowChunk)}, cols);
 }
 
@@ -373,26 +395,45 @@ void outer_gemm(ThreadPool& pool, const OuterProduct& p, int64_t rows, int64_t c
   });
 }
 
+// Y[M×N] (=|+=) X·Wᵀ (+ bias). W is read in place, never packed: split by columns (each thread
+// packs all of X) unless the columns are too few to share.
+template <class W>
+void dot_gemm(ThreadPool& pool, const DotProduct<W>& p, int64_t M, int64_t N) {
+  if (M <= 0 || N <= 0) return;
+  if (p.depth <= 0) {
+    fill_without_depth(p.y, p.ldy, M, N, p.bias, p.accumulate);
+    return;
+  }
+  const Split split = split_for(pool, M, N, p.depth, kDotRows, kDotColUnit, /*prefer_rows=*/false);
+  run_parts(pool, split.parts, [&](int part) {
+    const Range r = split.by_columns ? Range{0, M} : part_of(M, kDotRows, split.parts, part);
+    const Range c = split.by_columns ? part_of(N, kDotColUnit, split.parts, part) : Range{0, N};
+    if (r.begin < r.end && c.begin < c.end) dot_part(p, r, c);
+  });
+}
+
 }  // namespace
 
 const char* gemm_kernel() { return kernel_name(); }
 
 void gemm_nt(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, const float* bias, float* Y,
              int64_t ldy, int64_t M, int64_t N, int64_t K, bool accumulate) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    fill_without_depth(Y, ldy, M, N, bias, accumulate);
-    return;
+  dot_gemm(pool, DotProduct<F32Weights>{X, ldx, {W, ldw}, bias, Y, ldy, K, accumulate}, M, N);
+}
+
+void gemm_nt(ThreadPool& pool, const float* X, int64_t ldx, const WeightMatrix& W, const float* bias, float* Y, int64_t ldy,
+             int64_t M, int64_t N, int64_t K, bool accumulate) {
+  switch (W.type) {
+    case WeightType::kF32:
+      return gemm_nt(pool, X, ldx, static_cast<const float*>(W.data), W.ld, bias, Y, ldy, M, N, K, accumulate);
+    case WeightType::kBF16:
+      return dot_gemm(pool, DotProduct<Bf16Weights>{X, ldx, {static_cast<const uint16_t*>(W.data), W.ld}, bias, Y, ldy, K, accumulate}, M, N);
+    case WeightType::kF16:
+      return dot_gemm(pool, DotProduct<F16Weights>{X, ldx, {static_cast<const uint16_t*>(W.data), W.ld}, bias, Y, ldy, K, accumulate}, M, N);
+    case WeightType::kQ8:
+      return dot_gemm(pool, DotProduct<Q8Weights>{X, ldx, {static_cast<const int8_t*>(W.data), W.scales, W.ld, W.scales_ld}, bias, Y, ldy, K, accumulate},
+                      M, N);
   }
-  const DotProduct p{X, ldx, W, ldw, bias, Y, ldy, K, accumulate};
-  // W is read in place, never packed: split by columns (each thread packs all of X) unless the
-  // columns are too few to share.
-  const Split split = split_for(pool, M, N, K, kDotRows, kDotColUnit, /*prefer_rows=*/false);
-  run_parts(pool, split.parts, [&](int part) {
-    const Range r = split.by_columns ? Range{0, M} : part_of(M, kDotRows, split.parts, part);
-    const Range c = split.by_columns ? part_of(N, kDotColUnit, split.parts, part) : Range{0, N};
-    if (r.begin < r.end && c.begin < c.end) dot_part(p, r, c);
-  });
 }
 
 void gemm_nn(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy,

@@ -15,6 +15,25 @@ namespace ad::cpu {
 void gemm_nt(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, const float* bias,
              float* Y, int64_t ldy, int64_t M, int64_t N, int64_t K, bool accumulate);
 
+// The types a frozen model's weight W[N×K] may be kept in (the loadModel `weights` option).
+enum class WeightType { kF32, kBF16, kF16, kQ8 };
+
+// A weight matrix in one of them: `data` holds N rows `ld` elements apart (f32, bf16 or f16
+// bits, or int8 codes); kQ8 adds one f16 scale per block of 32 along K, rows `scales_ld` apart
+// (w = code · scale; cpu/gemm_kernels.h).
+struct WeightMatrix {
+  WeightType type = WeightType::kF32;
+  const void* data = nullptr;
+  int64_t ld = 0;
+  const uint16_t* scales = nullptr;
+  int64_t scales_ld = 0;
+};
+
+// gemm_nt over W in any of those types, widened to f32 in registers: the bits of the f32 gemm_nt
+// over the widened weights (same order of every sum).
+void gemm_nt(ThreadPool& pool, const float* X, int64_t ldx, const WeightMatrix& W, const float* bias, float* Y, int64_t ldy,
+             int64_t M, int64_t N, int64_t K, bool accumulate);
+
 // Y[M×K] (=|+=) X[M×N] · W[N×K] (W row-major, not transposed): the input gradient dX = dY·W.
 // Note the names: here N is the depth of the sum and K the width of Y.
 void gemm_nn(ThreadPool& pool, const float* X, int64_t ldx, const float* W, int64_t ldw, float* Y, int64_t ldy,

@@ -21,9 +21,81 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define AD_GEMM_AVX2 1
+#elif defined(__F16C__)
+#include <immintrin.h>
 #endif
 
 namespace ad::cpu::gemm {
+
+constexpr int kQ8Block = 32;  // weights per scale of the int8 format (Q8_0's block)
+
+// Views of a weight matrix W [rows × depth] in the types the engine keeps it in, at (row n, depth
+// k). dot_tile reads W only through them: `lanes(c, s)` is depth [8s, 8s + 8) of row c as f32
+// lanes, `tail_lanes` the first `tail` of them (the rest zero, nothing past them read), `value`
+// one element. Every stored value widens exactly to f32, so a product over bf16, f16 or int8
+// weights has the bits of the f32 product over the widened weights.
+inline float f32_value(float f) { return f; }
+
+// bf16: the high half of an f32.
+inline float bf16_value(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+// IEEE binary16.
+inline float half_to_float(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float f;
+  if (exp == 0) {
+    f = std::ldexp(static_cast<float>(mant), -24);  // zero or subnormal: mant·2⁻²⁴, exact
+    return sign ? -f : f;
+  }
+  const uint32_t bits = sign | (exp == 31 ? 0x7f800000 | (mant << 13) : ((exp - 15 + 127) << 23) | (mant << 13));
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
+// One stored element per weight, widened by `Widen` (f32 as it is, bf16, f16).
+template <class T, float (*Widen)(T)>
+struct DenseWeights {
+  const T* p;
+  int64_t ld;
+  static constexpr int kBytes = sizeof(T);
+  DenseWeights at(int64_t n, int64_t k) const { return {p + n * ld + k, ld}; }
+  const void* address(int64_t n, int64_t k) const { return p + n * ld + k; }
+  float value(int c, int64_t k) const { return Widen(p[c * ld + k]); }
+};
+using F32Weights = DenseWeights<float, f32_value>;
+using Bf16Weights = DenseWeights<uint16_t, bf16_value>;
+using F16Weights = DenseWeights<uint16_t, half_to_float>;
+
+// int8 (Q8_0-style): w = q · d, q ∈ [−127, 127], d the f16 scale of its block of kQ8Block along
+// the depth; scales [rows × scales_ld]. q·d is exact in f32 (8 + 11 significant bits). A view's k
+// is a multiple of kQ8Block (depth blocks are), so step s lies in block k/32 + s/4.
+struct Q8Weights {
+  const int8_t* q;
+  const uint16_t* d;
+  int64_t ld, scales_ld;
+  static constexpr int kBytes = 1;
+  Q8Weights at(int64_t n, int64_t k) const { return {q + n * ld + k, d + n * scales_ld + k / kQ8Block, ld, scales_ld}; }
+  const void* address(int64_t n, int64_t k) const { return q + n * ld + k; }
+  float scale(int c, int64_t k) const { return half_to_float(d[c * scales_ld + k / kQ8Block]); }
+  float value(int c, int64_t k) const { return static_cast<float>(q[c * ld + k]) * scale(c, k); }
+};
+
+// A block of W already widened to f32 (rows from n0, depth from k0, rows ld apart): at() gives
+// the f32 view the kernel reads.
+struct WidenedBlock {
+  const float* p;
+  int64_t ld, n0, k0;
+  F32Weights at(int64_t n, int64_t k) const { return {p + (n - n0) * ld + (k - k0), ld}; }
+};
 
 constexpr int kDepthLanes = 8;                 // f32 lanes of one depth step of the dot kernel
 constexpr int kDotRows = 4, kDotCols = 3;      // dot tile: rows of X × rows of W
@@ -56,32 +128,84 @@ inline __m128 lane_sums(__m256 a, __m256 b, __m256 c, __m256 d) {
 // An empty asm that claims to change v: the value must then live in a register at this point.
 inline void keep_in_register(__m256& v) { __asm__("" : "+x"(v)); }
 
-// One depth step of an R × C dot tile: acc[r][c] += A(r, ·)·B(c, ·) lane by lane. `load` reads
-// 8 lanes (all of them, or the first few with the rest zero).
-template <int R, int C, class Load>
-inline void dot_step(const float* a, int64_t a_row, const float* b, int64_t b_row, const Load& load, __m256 (&acc)[R][C]) {
+// The 8 lanes at depth 8s of row c of W, widened to f32 in registers; and the first `tail`.
+inline __m256 lanes(const F32Weights& w, int c, int64_t s) { return _mm256_loadu_ps(w.p + c * w.ld + 8 * s); }
+inline __m256 tail_lanes(const F32Weights& w, int c, int64_t s, int tail) {
+  return _mm256_maskload_ps(w.p + c * w.ld + 8 * s, first_lanes(tail));
+}
+inline __m256 widen_bf16(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+inline __m256 widen_f16(__m128i h) {
+#if defined(__F16C__)
+  return _mm256_cvtph_ps(h);
+#else
+  alignas(16) uint16_t b[8];
+  alignas(32) float f[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(b), h);
+  for (int l = 0; l < 8; ++l) f[l] = half_to_float(b[l]);
+  return _mm256_load_ps(f);
+#endif
+}
+// The first `tail` elements at p (the rest zero) in an 8-element register's worth of bytes.
+template <class T>
+inline __m128i first_elements(const T* p, int tail) {
+  alignas(16) T b[16 / sizeof(T)] = {};
+  __builtin_memcpy(b, p, sizeof(T) * tail);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+}
+inline __m256 lanes(const Bf16Weights& w, int c, int64_t s) {
+  return widen_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.p + c * w.ld + 8 * s)));
+}
+inline __m256 tail_lanes(const Bf16Weights& w, int c, int64_t s, int tail) { return widen_bf16(first_elements(w.p + c * w.ld + 8 * s, tail)); }
+inline __m256 lanes(const F16Weights& w, int c, int64_t s) {
+  return widen_f16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.p + c * w.ld + 8 * s)));
+}
+inline __m256 tail_lanes(const F16Weights& w, int c, int64_t s, int tail) { return widen_f16(first_elements(w.p + c * w.ld + 8 * s, tail)); }
+inline __m256 widen_q8(__m128i q, float d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(d)); }
+inline __m256 lanes(const Q8Weights& w, int c, int64_t s) {
+  return widen_q8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.q + c * w.ld + 8 * s)), w.scale(c, 8 * s));
+}
+inline __m256 tail_lanes(const Q8Weights& w, int c, int64_t s, int tail) {
+  return widen_q8(first_elements(w.q + c * w.ld + 8 * s, tail), w.scale(c, 8 * s));
+}
+
+// Rows [0, rows) × depth [0, depth) of a weight view widened into dst (rows `ld` apart): the
+// values lanes() gives, so the f32 kernel over dst has the bits of the kernel over the view.
+template <class W>
+inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t ld) {
+  const int64_t steps = depth / kDepthLanes;
+  const int tail = static_cast<int>(depth % kDepthLanes);
+  for (int c = 0; c < rows; ++c) {
+    float* d = dst + c * ld;
+    for (int64_t s = 0; s < steps; ++s) _mm256_storeu_ps(d + s * kDepthLanes, lanes(w, c, s));
+    if (tail > 0) _mm256_maskstore_ps(d + steps * kDepthLanes, first_lanes(tail), tail_lanes(w, c, steps, tail));
+  }
+}
+
+// One depth step of an R × C dot tile: acc[r][c] += A(r, ·)·W(c, ·) lane by lane. `load_a`
+// reads 8 lanes of A (all of them, or the first few with the rest zero), `load_w(c)` those of W.
+template <int R, int C, class LoadA, class LoadW>
+inline void dot_step(const float* a, int64_t a_row, const LoadA& load_a, const LoadW& load_w, __m256 (&acc)[R][C]) {
   __m256 w[C];
 #pragma GCC unroll 4
   for (int c = 0; c < C; ++c) {
-    w[c] = load(b + c * b_row);
+    w[c] = load_w(c);
     keep_in_register(w[c]);  // else GCC folds the loads into the FMAs: one load per FMA
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    __m256 x = load(a + r * a_row);
+    __m256 x = load_a(a + r * a_row);
     keep_in_register(x);
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(x, w[c], acc[r][c]);
   }
 }
 
-// sums[r][c] = Σ_k A(r, k)·B(c, k) over one depth block of `steps` full steps of 8 and a last
-// step of `tail` (0..7) lanes, for an R × C tile (R ≤ 4, C ≤ 3). Element (i, 8s + l) of an operand
-// lies at p[i·row + s·step + l]: row = ld, step = 8 in place; row = 8, step = 8·rows when packed.
-// Lanes past the tail are masked to zero on load, so nothing past the block is read.
-template <int R, int C>
-inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const float* b, int64_t b_row, int64_t b_step,
-                     int64_t steps, int tail, Sums4 sums[R]) {
+// sums[r][c] = Σ_k A(r, k)·W(c, k) over one depth block of `steps` full steps of 8 and a last
+// step of `tail` (0..7) lanes, for an R × C tile (R ≤ 4, C ≤ 3). Element (i, 8s + l) of A lies
+// at a[i·a_row + s·a_step + l] (packed: a_row = 8, a_step = 8·rows); W is a view (see above).
+// Lanes past the tail are zero, so nothing past the block is read.
+template <int R, int C, class W>
+inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R]) {
   __m256 acc[R][C];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -89,10 +213,11 @@ inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const float*
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
   const auto full = [](const float* p) { return _mm256_loadu_ps(p); };
 #pragma GCC unroll 2
-  for (int64_t s = 0; s < steps; ++s, a += a_step, b += b_step) dot_step<R, C>(a, a_row, b, b_row, full, acc);
+  for (int64_t s = 0; s < steps; ++s, a += a_step) dot_step<R, C>(a, a_row, full, [&](int c) { return lanes(b, c, s); }, acc);
   if (tail > 0) {
     const __m256i on = first_lanes(tail);
-    dot_step<R, C>(a, a_row, b, b_row, [on](const float* p) { return _mm256_maskload_ps(p, on); }, acc);
+    dot_step<R, C>(a, a_row, [on](const float* p) { return _mm256_maskload_ps(p, on); },
+                   [&](int c) { return tail_lanes(b, c, steps, tail); }, acc);
   }
   const __m256 z = _mm256_setzero_ps();
 #pragma GCC unroll 4
@@ -189,20 +314,24 @@ struct Sums4 {
 
 inline float lane_sum(const float l[kDepthLanes]) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
-template <int R, int C>
-inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const float* b, int64_t b_row, int64_t b_step,
-                     int64_t steps, int tail, Sums4 sums[R]) {
+template <int R, int C, class W>
+inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R]) {
   float acc[R][C][kDepthLanes] = {};
   for (int64_t s = 0; s <= steps; ++s) {
     const int lanes = s < steps ? kDepthLanes : tail;
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c)
-        for (int l = 0; l < lanes; ++l) acc[r][c][l] = std::fma(a[r * a_row + l], b[c * b_row + l], acc[r][c][l]);
+        for (int l = 0; l < lanes; ++l) acc[r][c][l] = std::fma(a[r * a_row + l], b.value(c, s * kDepthLanes + l), acc[r][c][l]);
     a += a_step;
-    b += b_step;
   }
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < 4; ++c) sums[r].v[c] = c < C ? lane_sum(acc[r][c]) : 0.f;
+}
+
+template <class W>
+inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t ld) {
+  for (int c = 0; c < rows; ++c)
+    for (int64_t k = 0; k < depth; ++k) dst[c * ld + k] = w.value(c, k);
 }
 
 template <int C>

@@ -216,6 +216,7 @@ struct EngineDescription {
   int64_t parameter_bytes = 0;
   int threads = 0;        // CPU threads of its kernels (0: a device engine)
   int device_index = -1;  // −1: not a device engine
+  std::string weights = "f32";  // the type its Linear weights are kept in (loadModel's weights)
 };
 
 // Largest values a request may carry (beyond them, memory runs out long before anything useful).
@@ -302,9 +303,14 @@ struct TensorSource {
   int64_t nbytes;
 };
 
+// How a CPU model keeps its Linear weights, LM head and embedding in memory (loadModel's
+// `weights`): f32, bf16, f16, int8 (Q8_0-style), or the type the checkpoint stores them in.
+enum class WeightFormat { kF32, kBF16, kF16, kInt8, kCheckpoint };
+
 struct LoadRequest {
   Config config;
   std::vector<TensorSource> sources;
+  WeightFormat weights = WeightFormat::kF32;
   int threads = 1;       // CPU threads
   int device_index = 0;  // device ordinal
 };

@@ -9,38 +9,6 @@
 
 namespace ad::model {
 
-float bf16_to_f32(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-float f16_to_f32(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalize
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) {
-        mant <<= 1;
-        --exp;
-      }
-      mant &= 0x3ff;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000 | (mant << 13);
-  } else {
-    bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 namespace {
 void read_exact(int fd, void* dst, int64_t nbytes, int64_t offset, const TensorSource& src) {
   char* p = static_cast<char*>(dst);
@@ -90,6 +58,27 @@ Tensor read_tensor(const TensorSource& src) {
     throw;
   }
   ::close(fd);
+  return t;
+}
+
+cpu::WeightType weight_type_for(WeightFormat format, TensorId id, DType file_dtype) {
+  if (!kept_at_weight_type(id)) return cpu::WeightType::kF32;
+  switch (format) {
+    case WeightFormat::kF32: return cpu::WeightType::kF32;
+    case WeightFormat::kBF16: return cpu::WeightType::kBF16;
+    case WeightFormat::kF16: return cpu::WeightType::kF16;
+    case WeightFormat::kInt8: return cpu::WeightType::kQ8;
+    case WeightFormat::kCheckpoint: break;
+  }
+  return file_dtype == DType::BF16 ? cpu::WeightType::kBF16 : file_dtype == DType::F16 ? cpu::WeightType::kF16 : cpu::WeightType::kF32;
+}
+
+Tensor read_tensor_as(const TensorSource& src, cpu::WeightType type) {
+  Tensor t = read_tensor(src);
+  if (type == cpu::WeightType::kF32) return t;
+  if (t.shape.size() != 2) throw std::invalid_argument("tensor " + src.name + " is not a matrix; only matrices are kept below f32");
+  t.stored = cpu::store_weights(t.buf.data, t.shape[0], t.shape[1], type, src.name);
+  t.buf = Buffer();
   return t;
 }
 

@@ -76,28 +76,72 @@ float** Transformer::slot_of(TensorId id, int l) {
   throw std::logic_error("no slot for a tensor table entry");
 }
 
+bool kept_at_weight_type(TensorId id) {
+  switch (id) {
+    case TensorId::kWq: case TensorId::kWk: case TensorId::kWv: case TensorId::kWo:
+    case TensorId::kWGate: case TensorId::kWUp: case TensorId::kWDown:
+    case TensorId::kLmHead: case TensorId::kEmbed: return true;
+    default: return false;
+  }
+}
+
+// W as gemm_nt reads it: the f32 rows (ld = `cols`), or the stored ones.
+static cpu::WeightMatrix matrix_of(const Tensor& t, int64_t cols) {
+  if (t.is_stored()) return t.stored.view();
+  return {cpu::WeightType::kF32, t.buf.data, cols, nullptr, 0};
+}
+
 void Transformer::finalize() {
   layers_.clear();
   layers_.resize(cfg_.layers);
   embed_ = final_norm_ = lm_head_ = score_ = nullptr;
+  lm_head_w_ = {};
+  embed_stored_ = nullptr;
+  weight_type_ = cpu::WeightType::kF32;
+  const Tensor* head = nullptr;
   for (const ModelTensor& t : model_tensors(cfg_)) {
     auto it = tensors_.find(t.name);
     if (it == tensors_.end()) {
       if (t.need == Need::REQUIRED) throw std::invalid_argument("missing tensor " + t.name);
       continue;
     }
-    if (it->second.shape != t.shape)
+    const Tensor& tensor = it->second;
+    if (tensor.shape != t.shape)
       throw std::invalid_argument("tensor " + t.name + " has the wrong shape; expected " + shape_string(t.shape));
-    *slot_of(t.spec->id, t.layer) = it->second.buf.data;
+    if (tensor.is_stored()) {
+      if (!kept_at_weight_type(t.spec->id) || (weight_type_ != cpu::WeightType::kF32 && weight_type_ != tensor.stored.type))
+        throw std::invalid_argument("tensor " + t.name + " is kept as " + cpu::weight_type_name(tensor.stored.type) +
+                                    ": only the Linear weights, LM head and embedding may be, all in one type");
+      weight_type_ = tensor.stored.type;
+    }
+    *slot_of(t.spec->id, t.layer) = tensor.is_stored() ? nullptr : tensor.buf.data;
+    if (t.spec->id == TensorId::kLmHead || (t.spec->id == TensorId::kEmbed && cfg_.tie_embeddings)) head = &tensor;
+    if (t.spec->id == TensorId::kEmbed && tensor.is_stored()) embed_stored_ = &tensor.stored;
   }
+  for (int l = 0; l < cfg_.layers; ++l)
+    for (int w = 0; w < kNumLinear; ++w) {
+      const Linear which = static_cast<Linear>(w);
+      layers_[l].linear_w[w] = matrix_of(tensors_.at(tensor_name(linear_weight(which), l)), linear_dims(which).first);
+    }
   if (cfg_.tie_embeddings) lm_head_ = embed_;
+  if (head) lm_head_w_ = matrix_of(*head, cfg_.hidden);
   score_labels_ = score_ ? cfg_.score_labels : 0;
 }
 
 int64_t Transformer::parameter_bytes() const {
   int64_t n = 0;
-  for (const auto& kv : tensors_) n += kv.second.numel() * 4;
+  for (const auto& kv : tensors_) n += kv.second.bytes();
   return n;
+}
+
+void Transformer::embed_rows(const int32_t* tokens, int64_t T, float* x) {
+  const int64_t H = cfg_.hidden;
+  for (int64_t t = 0; t < T; ++t) {
+    if (embed_stored_)
+      embed_stored_->widen_row(tokens[t], x + t * H);
+    else
+      std::memcpy(x + t * H, embed_ + static_cast<int64_t>(tokens[t]) * H, sizeof(float) * H);
+  }
 }
 
 // ---------------------------------------------------------------- forward
@@ -218,7 +262,7 @@ void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* 
   static const char* names[] = {"fwd.q_proj", "fwd.k_proj", "fwd.v_proj", "fwd.o_proj", "fwd.gate_proj", "fwd.up_proj", "fwd.down_proj"};
   const double lora_flops = lora && lora_enabled_ ? 2.0 * T * lora->rank * (in_dim + out_dim) : 0.0;
   AD_PROFILE(names[which], 4.0 * (in_dim * out_dim + T * (in_dim + out_dim)), 2.0 * T * in_dim * out_dim + lora_flops);
-  cpu::gemm_nt(pool_, x, in_dim, weight_of(l, which), in_dim, bias_of(l, which), y, out_dim, T, out_dim, in_dim, accumulate);
+  cpu::gemm_nt(pool_, x, in_dim, layers_[l].linear_w[which], bias_of(l, which), y, out_dim, T, out_dim, in_dim, accumulate);
   if (lora && lora_enabled_) {
     std::vector<float> xa(static_cast<size_t>(T * lora->rank));
     cpu::gemm_nt(pool_, x, in_dim, lora->A.data, in_dim, nullptr, xa.data(), lora->rank, T, lora->rank, in_dim, false);
@@ -338,7 +382,7 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
   const int64_t H = c.hidden, half = c.head_dim / 2;
   {
   AD_PROFILE("fwd.embedding_rope_tables", 4.0 * T * (2 * H + 2 * half), 0.0);
-  for (int64_t t = 0; t < T; ++t) std::memcpy(x_.data + t * H, embed_ + static_cast<int64_t>(tokens[t]) * H, sizeof(float) * H);
+  embed_rows(tokens, T, x_.data);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {
       double angle = static_cast<double>(token_pos[t]) * inv_freq_[i];  // double: exact angles at long positions
@@ -386,10 +430,9 @@ void Transformer::score_head(const float* hidden, int64_t rows, float* scores) {
 }
 
 void Transformer::lm_head(const float* hidden, int64_t rows, float* logits) {
-  if (!lm_head_) throw std::runtime_error("this model has no LM head (a sequence-classification model scores, it does not generate)");
+  if (!has_lm_head()) throw std::runtime_error("this model has no LM head (a sequence-classification model scores, it does not generate)");
   AD_PROFILE("lm_head", 4.0 * (static_cast<double>(cfg_.vocab) * cfg_.hidden + rows * (cfg_.hidden + cfg_.vocab)), 2.0 * rows * cfg_.vocab * cfg_.hidden);
-  cpu::gemm_nt(pool_, hidden, cfg_.hidden, lm_head_, cfg_.hidden, nullptr, logits, cfg_.vocab, rows, cfg_.vocab, cfg_.hidden,
-               false);
+  cpu::gemm_nt(pool_, hidden, cfg_.hidden, lm_head_w_, nullptr, logits, cfg_.vocab, rows, cfg_.vocab, cfg_.hidden, false);
 }
 
 }  // namespace ad::model

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cpu/gemm_weights.h"
 #include "cpu/threadpool.h"
 #include "model/buffer.h"
 #include "model/config.h"
@@ -19,11 +20,20 @@
 
 namespace ad::model {
 
+// A named parameter: f32 in `buf`, or (a frozen model's Linear weights, LM head and embedding,
+// loaded with weights bf16 / f16 / int8) in `stored`, `buf` then empty.
 struct Tensor {
   std::vector<int64_t> shape;
   Buffer buf;
-  int64_t numel() const { return buf.size; }
+  cpu::StoredWeights stored;
+  bool is_stored() const { return stored.type != cpu::WeightType::kF32; }
+  int64_t numel() const { return is_stored() ? stored.rows * stored.cols : buf.size; }
+  int64_t bytes() const { return is_stored() ? stored.bytes() : buf.size * int64_t(sizeof(float)); }
 };
+
+// Whether a tensor of the table is kept at the load's weight type (else always f32): the Linear
+// weights, the LM head and the embedding; norms, biases and a score head stay f32.
+bool kept_at_weight_type(TensorId id);
 
 // A low-rank adapter on one linear map: y += scale · (x·Aᵀ)·Bᵀ, A [rank × in], B [out × rank].
 struct LoraAdapter {
@@ -38,6 +48,7 @@ struct LayerWeights {
   float *q_norm = nullptr, *k_norm = nullptr;
   float *mlp_norm = nullptr, *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;
   std::unique_ptr<LoraAdapter> lora[kNumLinear];
+  cpu::WeightMatrix linear_w[kNumLinear];  // the Linear weights as gemm_nt reads them (f32: the pointers above)
 };
 
 // Activations a training forward keeps for the backward pass (one micro-batch).
@@ -70,6 +81,8 @@ class Transformer {
   // missing or misshapen one.
   void finalize();
   int64_t parameter_bytes() const;
+  // The type the Linear weights are kept in (kF32 unless loaded with weights bf16 / f16 / int8).
+  cpu::WeightType weight_type() const { return weight_type_; }
 
   // Runs the batch through the model, appending its tokens to the cache; returns the number
   // of output rows, whose final-norm hidden states land in hidden_out() [rows × hidden].
@@ -82,7 +95,7 @@ class Transformer {
 
   // ---- training
   float* lm_head_weight() { return lm_head_; }
-  bool has_lm_head() const { return lm_head_ != nullptr; }
+  bool has_lm_head() const { return lm_head_w_.data != nullptr; }
   int score_labels() const { return score_labels_; }
   // Adds a score head (HF score.weight, N(0, std²) from `seed`) to a model that has none.
   void attach_score_head(int labels, float std, uint64_t seed);
@@ -136,6 +149,8 @@ class Transformer {
   void linear(int layer, Linear which, const float* x, int64_t T, float* y, bool accumulate);
   void linear_backward(int layer, Linear which, const float* x, int64_t T, const float* dy, float* dx, bool accumulate_dx);
   float* weight_of(int layer, Linear which);
+  // x's embedding rows: tokens[t]'s row into x[t·hidden, (t + 1)·hidden).
+  void embed_rows(const int32_t* tokens, int64_t T, float* x);
   const float* bias_of(int layer, Linear which);
   Grad* grad_for(const std::string& name, float* param, int64_t n);
   void rmsnorm_backward_rows(const float* x, const float* w, const float* dy, float* dx, int64_t T, int64_t n,
@@ -148,6 +163,9 @@ class Transformer {
   std::unordered_map<std::string, Tensor> tensors_;
   std::vector<LayerWeights> layers_;
   float *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr, *score_ = nullptr;
+  cpu::WeightMatrix lm_head_w_;
+  const cpu::StoredWeights* embed_stored_ = nullptr;  // the embedding when kept below f32 (its rows widened on lookup)
+  cpu::WeightType weight_type_ = cpu::WeightType::kF32;
   int score_labels_ = 0;
   std::vector<double> inv_freq_;
   // scratch, grown on demand

@@ -13,7 +13,7 @@ import { nativeAddon, type NativeModel } from '../native.js'
 import { Trainer, type TrainerOptions } from '../train/trainer.js'
 
 export { defaultDevice, resolvePromptControls, MAX_LORA_RANK, MAX_SCORE_LABELS, MAX_THREADS } from './options.js'
-export type { Device, LoadOptions, PromptControl, SamplingOptions } from './options.js'
+export type { Device, LoadOptions, PromptControl, SamplingOptions, WeightStorage } from './options.js'
 export type { Completion, GenerateOptions, GenerationModel, Prompt, ScoreOptions, ScorePair, Scored, StreamChunk, TokenStats } from './generation.js'
 export type { LoraInfo, SaveOptions } from './persistence.js'
 export type { FinishReason } from './stopping.js'

@@ -26,6 +26,17 @@ export function defaultDevice(): Device {
   return env
 }
 
+/**
+ * How a CPU model keeps its Linear weights, LM head and embedding in memory: 'f32' (default), 'bf16'
+ * or 'f16' (widened to f32 in registers inside the GEMM: half the bytes a decode step reads), 'int8'
+ * (Q8_0-style: blocks of 32 weights, one f16 scale each, |w − q·d| ≤ d/2), or 'checkpoint' (the
+ * safetensors file's own dtype). Norms, biases and a score head stay f32. A model kept below f32 is
+ * frozen, for inference (generate, score, logit statistics, a reference, judge or ensemble member):
+ * training, LoRA and tensor export answer an InvalidArgumentError asking for 'f32'.
+ */
+export type WeightStorage = 'f32' | 'bf16' | 'f16' | 'int8' | 'checkpoint'
+export const WEIGHT_STORAGES: readonly WeightStorage[] = ['f32', 'bf16', 'f16', 'int8', 'checkpoint']
+
 export interface LoadOptions {
   /** 'cpu' (and 'auto', for now) run on the CPU engine; 'cuda' on the CUDA plugin, or a DeviceUnavailableError says why not. Default: defaultDevice(). */
   device?: Device
@@ -33,16 +44,23 @@ export interface LoadOptions {
   deviceIndex?: number
   /** CPU threads for the model's kernels; default: all cores. */
   threads?: number
+  /** The CPU backend's in-memory weight type (see WeightStorage); default 'f32'. */
+  weights?: WeightStorage
 }
 
 /** A load's device, threads and device index, checked. */
-export function resolveLoad(options: LoadOptions): { device: Device; threads: number; deviceIndex: number } {
+export function resolveLoad(options: LoadOptions): { device: Device; threads: number; deviceIndex: number; weights: WeightStorage } {
   const device = options.device ?? defaultDevice()
   if (device !== 'auto' && device !== 'cpu' && device !== 'cuda')
     throw new InvalidArgumentError('device', `device must be 'auto', 'cpu' or 'cuda', got ${String(device)}`)
   const threads = positiveInt('threads', options.threads, Math.min(cpus().length, MAX_THREADS), MAX_THREADS)
   const deviceIndex = device === 'cuda' ? nonNegativeInt('deviceIndex', options.deviceIndex, 0) : 0
-  return { device, threads, deviceIndex }
+  const weights = options.weights ?? 'f32'
+  if (!WEIGHT_STORAGES.includes(weights))
+    throw new InvalidArgumentError('weights', `weights must be one of ${WEIGHT_STORAGES.join(', ')}, got ${String(weights)}`)
+  if (weights !== 'f32' && device === 'cuda')
+    throw new InvalidArgumentError('weights', `weights '${weights}' are kept in memory by the CPU backend only; the CUDA backend keeps f32`)
+  return { device, threads, deviceIndex, weights }
 }
 
 export interface SamplingOptions {

@@ -44,7 +44,7 @@ export interface LoadedFolder {
 
 /** Reads a Hugging Face model folder and loads its tensors onto the device the options name. */
 export async function loadFolder(dir: string, options: LoadOptions): Promise<LoadedFolder> {
-  const { device, threads, deviceIndex } = resolveLoad(options)
+  const { device, threads, deviceIndex, weights } = resolveLoad(options)
   const addon = await nativeAddon()
   if (device === 'cuda') assertCudaAvailable(addon.info().cuda, deviceIndex)
   const folder = await readModelFolder(dir)
@@ -57,7 +57,7 @@ export async function loadFolder(dir: string, options: LoadOptions): Promise<Loa
     if (free !== undefined) assertFits(trainingMemoryPlan(folder.config, { batch: 1, sequenceLength: 2 }, { scoreLabels }), 'load', free, `loading ${dir}`)
   }
   const native = await Promise.resolve()
-    .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex }))
+    .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex, weights }))
     .catch((e: Error) => {
       throw cudaUnavailable(e) ?? new NativeAddonError(`loading ${dir} on ${placed} failed: ${e.message}`, { cause: e })
     })
