@@ -50,7 +50,7 @@ describe('metrics', () => {
       const halfWidth = 1.96 * Math.sqrt((a.accuracy * (1 - a.accuracy)) / a.n!)
       expect(Math.abs((hi - lo) / 2 - halfWidth)).toBeLessThan(0.03)
     }
-    expect(accuracyTrajectory([{ step: 0, heldOutAccuracy: 0.5 }])).toEqual([{ step: 0, accuracy: 0.5, n: null, interval: null }])
+    expect(accuracyTrajectory([{ step: 0, heldOutAccuracy: 0.5 }])).toEqual([{ step: 0, accuracy: 0.5, n: null, interval: null, intervalKind: null }])
   })
 
   it('the before/after change is paired over the same questions, and refused for different ones', () => {
