@@ -1,6 +1,7 @@
 // How `evolve` shows a run while it goes, in one of three modes:
 //   tty    stderr is a terminal: one line updated in place (\r, cleared first), the phase named
-//          while a step warms up, finished steps' lines replaced by the next phase
+//          while a step warms up with the seconds it has taken so far (so that a long set-up, e.g.
+//          dpo's response pool, is visibly alive), finished steps' lines replaced by the next phase
 //   plain  stderr is a file or pipe: one line per step and per slow phase (set-up, evaluation,
 //          report), never a \r
 //   json   --json: one JSON object per event on stdout (phase, step, collapse, log, result);
@@ -22,6 +23,8 @@ export function progressMode(json: boolean, stderr: TextSink): ProgressMode {
 export class Progress {
   /** Whether the tty line holds text not yet ended by a newline. */
   private pending = false
+  /** The tty phase being shown and its clock (redrawn every second). */
+  private ticker: { text: string; since: number; timer: ReturnType<typeof setInterval> } | null = null
 
   constructor(
     readonly mode: ProgressMode,
@@ -41,8 +44,23 @@ export class Progress {
     this.pending = true
   }
 
+  private showPhase(text: string): void {
+    this.stopTicker()
+    const since = Date.now()
+    const timer = setInterval(() => this.update(`${text} ${Math.round((Date.now() - since) / 1000)} s`), 1000)
+    timer.unref()
+    this.ticker = { text, since, timer }
+    this.update(text)
+  }
+
+  private stopTicker(): void {
+    if (this.ticker) clearInterval(this.ticker.timer)
+    this.ticker = null
+  }
+
   /** A line that stays (ends the tty line first). */
   private permanent(text: string): void {
+    this.stopTicker()
     if (this.pending) this.err.write('\n')
     this.pending = false
     this.err.write(text + '\n')
@@ -67,12 +85,14 @@ export class Progress {
     }
     switch (e.event) {
       case 'phase':
-        if (this.mode === 'tty') this.update(`[${this.method}] ${e.phase}…`)
+        if (this.mode === 'tty') this.showPhase(`[${this.method}] ${e.phase}…`)
         else if (e.kind !== 'step' && e.kind !== 'checkpoint') this.permanent(`[${this.method}] ${e.phase}…`)
         return
       case 'step':
-        if (this.mode === 'tty') this.update(e.line)
-        else this.permanent(e.line)
+        if (this.mode === 'tty') {
+          this.stopTicker()
+          this.update(e.line)
+        } else this.permanent(e.line)
         return
       case 'collapse':
         this.permanent(`[${this.method}] ⚠ ${e.check.message}${e.action === 'warn' ? ' (--on-collapse warn: going on)' : e.action === 'stop' ? ' (--on-collapse stop: stopping)' : ' (--on-collapse rollback: stopping, the best held-out checkpoint becomes the final model)'}`)
@@ -81,6 +101,7 @@ export class Progress {
 
   /** Ends the tty line. */
   close(): void {
+    this.stopTicker()
     if (this.pending) this.err.write('\n')
     this.pending = false
   }
