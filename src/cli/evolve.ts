@@ -33,9 +33,9 @@ function usage(method?: string): string {
 ${methods.join('\n')}
 ${WORLD_USAGE}
   --model DIR       Hugging Face model folder (default: the bundled models/arith-qwen3-tiny)
-  --config FILE     JSON config overriding the preset (unknown keys are errors); every field, its
-                    type and default: \`autodidact config --schema METHOD\` (a JSON Schema; the
-                    package ships them as docs/config/METHOD.schema.json)
+  --config FILE     JSON config overriding the preset (unknown keys are errors); every field with
+                    its type, range and default: \`autodidact config --schema METHOD [--preset P]\`
+                    (a JSON Schema, e.g. for an editor's "$schema"; the README's "Configuring a run")
   --config-schema   the same JSON Schema for --method (and --preset), then exit
   --preset NAME     the method's presets (toy is sized for the bundled model on 2 CPU cores)
   --out DIR         run folder: metrics.jsonl, checkpoints/, report.html (default runs/NAME-<time>)
