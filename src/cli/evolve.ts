@@ -53,7 +53,8 @@ ${WORLD_USAGE}
                     line per step when stderr is a file or a pipe)
   --on-collapse warn|stop|rollback   the collapse guard (default warn): over the last
                     --collapse-window evaluations (default ${DEFAULT_COLLAPSE_WINDOW}) held-out accuracy fell by more
-                    than its standard error while the training reward rose. warn says so on the
+                    than 1.96 standard errors while the training reward's slope rose more than
+                    1.96 of its own (both beyond sampling noise). warn says so on the
                     progress line and in the report; stop ends the run there; rollback ends it
                     and makes the best held-out checkpoint the final model (and what --resume
                     continues from). The best evaluated checkpoint is never pruned by --keep.

@@ -61,7 +61,7 @@ export const METHOD_SIGNALS: Readonly<Record<string, readonly SignalExplanation[
 const DRIVER_FIELDS: SignalExplanation[] = [
   { name: 'held-out', meaning: 'held-out accuracy after this step, on evaluated steps (the method\'s own protocol; the report gives n and the 95% interval)' },
   { name: 's/step', meaning: 'seconds the step took, shown instead of tok/s when the step generated no tokens (dpo, wsft: training only)' },
-  { name: '⚠ collapse', meaning: 'the collapse guard: over the last evaluations held-out accuracy fell by more than its standard error while the training reward rose' },
+  { name: '⚠ collapse', meaning: 'the collapse guard: over the last evaluations held-out accuracy fell while the training reward rose, both by more than 1.96 standard errors' },
 ]
 
 /** The explanations of one method's progress line (and the common fields); every method's without a name. */

@@ -55,25 +55,26 @@ describe('the collapse guard on a scripted run whose reward rises while held-out
     const { result, events, report } = await runGuarded('warn', { onCollapse: 'warn' })
     const collapses = events.filter((e) => e.event === 'collapse')
     expect(collapses.length).toBeGreaterThan(0)
-    expect(collapses[0]).toMatchObject({ step: 2, action: 'warn', check: { collapsed: true, from: 0, to: 2 } }) // the first window of 3 evaluations
-    const stepLine = events.find((e) => e.event === 'step' && e.step === 2) as { line: string }
+    // the first window of 3 evaluations with 3 rewards in it: steps 1–3
+    expect(collapses[0]).toMatchObject({ step: 3, action: 'warn', check: { collapsed: true, from: 1, to: 3 } })
+    const stepLine = events.find((e) => e.event === 'step' && e.step === 3) as { line: string }
     expect(stepLine.line).toMatch(/⚠ collapse$/)
     expect(result).toMatchObject({ stepsRun: 5, stoppedEarly: false, stopReason: null, rolledBackTo: null })
-    expect(result.collapse?.drop).toBeGreaterThan(result.collapse!.standardError)
-    expect(result.collapse?.rewardSlope).toBeGreaterThan(0)
+    expect(result.collapse!.drop).toBeGreaterThan(1.96 * result.collapse!.standardError)
+    expect(result.collapse!.rewardSlope).toBeGreaterThan(1.96 * result.collapse!.rewardSlopeError)
     expect(report).toContain('data-alert')
     expect(report).toMatch(/The collapse guard fired \d+ times?: collapse: training reward rising/)
   })
 
   it('stop: the run ends at the step the guard fires, checkpointed', async () => {
     const { result, outDir } = await runGuarded('stop', { onCollapse: 'stop' })
-    expect(result).toMatchObject({ stepsRun: 2, stoppedEarly: true, stopReason: 'collapse', rolledBackTo: null })
-    expect(JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'))).toMatchObject({ step: 2 })
+    expect(result).toMatchObject({ stepsRun: 3, stoppedEarly: true, stopReason: 'collapse', rolledBackTo: null })
+    expect(JSON.parse(readFileSync(join(outDir, 'latest.json'), 'utf8'))).toMatchObject({ step: 3 })
   })
 
   it('rollback: the best evaluated checkpoint (kept despite --keep 1) becomes the final model and what --resume continues from', async () => {
     const { result, outDir, rows, report } = await runGuarded('rollback', { onCollapse: 'rollback', keep: 1 })
-    const evaluated = rows.filter((r) => r.step > 0 && r.step <= 2)
+    const evaluated = rows.filter((r) => r.step > 0 && r.step <= 3)
     const best = evaluated.reduce((b, r) => (r.heldOutAccuracy! > b.heldOutAccuracy! ? r : b))
     expect(best.step).toBe(1)
     expect(result).toMatchObject({ stopReason: 'collapse', rolledBackTo: 1, accuracyAfter: best.heldOutAccuracy, checkpoint: checkpointDir(outDir, 1) })
@@ -105,8 +106,8 @@ describe('checkCollapse', () => {
   const falling = [1, 2, 3, 4].map((step) => ({ step, reward: 1 - 0.1 * step }))
   const evals = (accs: number[], n: number | null = 100) => accs.map((accuracy, i) => ({ step: i * 2, accuracy, n }))
 
-  it('fires when held-out fell by more than the standard error of the difference while the reward rose', () => {
-    // SE = √((0.6·0.4 + 0.4·0.6)/100) ≈ 0.069; a drop of 0.2 is beyond it
+  it('fires when held-out fell by more than 1.96 standard errors of the difference while the reward rose beyond its own', () => {
+    // SE = √((0.6·0.4 + 0.4·0.6)/100) ≈ 0.069; a drop of 0.2 is beyond 1.96 of them
     const c = checkCollapse(evals([0.6, 0.5, 0.4]), rising)!
     expect(c.collapsed).toBe(true)
     expect(c.standardError).toBeCloseTo(Math.sqrt(0.48 / 100), 12)
@@ -114,9 +115,21 @@ describe('checkCollapse', () => {
     expect(c.rewardSlope).toBeCloseTo(0.1, 12)
   })
 
-  it('does not fire on a drop within the standard error, or with a falling reward', () => {
-    expect(checkCollapse(evals([0.6, 0.58, 0.55]), rising)!.collapsed).toBe(false)
+  it('does not fire on a drop within sampling noise, a falling reward, or a reward trend lost in its noise', () => {
+    expect(checkCollapse(evals([0.6, 0.5, 0.5]), rising)!.collapsed).toBe(false) // 0.1 < 1.96 × 0.069
     expect(checkCollapse(evals([0.6, 0.5, 0.4]), falling)!.collapsed).toBe(false)
+    const noisy = [0.2, 0.9, 0.1, 0.95].map((reward, i) => ({ step: i + 1, reward }))
+    const c = checkCollapse(evals([0.6, 0.5, 0.4]), noisy)!
+    expect(c.rewardSlope).toBeGreaterThan(0)
+    expect(c.collapsed).toBe(false)
+  })
+
+  it('one question lost of 50 is noise, not collapse (the paired SE is then about 1/n)', () => {
+    const before = Array.from({ length: 50 }, (_, i) => (i < 30 ? 1 : 0))
+    const after = before.map((v, i) => (i === 0 ? 0 : v))
+    const c = checkCollapse([{ step: 0, accuracy: 0.6, n: 50, perQuestion: before }, { step: 4, accuracy: 0.6, n: 50 }, { step: 8, accuracy: 0.58, n: 50, perQuestion: after }], [1, 2, 3, 4, 5, 6, 7, 8].map((step) => ({ step, reward: 0.1 * step })))!
+    expect(c.drop).toBeCloseTo(0.02, 12)
+    expect(c.collapsed).toBe(false)
   })
 
   it('uses the paired standard error when per-question results are known', () => {
@@ -130,10 +143,10 @@ describe('checkCollapse', () => {
     expect(c.collapsed).toBe(true)
   })
 
-  it('claims nothing with too few evaluations, n unknown, or no reward in the window', () => {
+  it('claims nothing with too few evaluations, n unknown, or fewer than 3 rewards in the window', () => {
     expect(checkCollapse(evals([0.6, 0.4]), rising)).toBeNull()
     expect(checkCollapse(evals([0.6, 0.5, 0.4], null), rising)).toBeNull()
-    expect(checkCollapse(evals([0.6, 0.5, 0.4]), [])).toBeNull()
+    expect(checkCollapse(evals([0.6, 0.5, 0.4]), rising.slice(0, 2))).toBeNull()
     expect(() => checkCollapse(evals([0.6, 0.5]), rising, 1)).toThrow(RangeError)
   })
 })

@@ -37,6 +37,18 @@ function evolve(args: string[], onStderr?: (text: string, signal: (s: NodeJS.Sig
   })
 }
 
+/** A cose run of `steps` steps sent `signals` SIGINTs (50 ms apart) once its first step's line is out. */
+async function interruptedAfterFirstStep(run: string, steps: number, signals: number): Promise<Exit> {
+  let sent = false
+  const r = await evolve(['--method', 'cose', '--config', config, '--steps', String(steps), '--out', run, '--threads', '1'], (text, signal) => {
+    if (sent || !text.includes(`step 1/${steps} `)) return
+    sent = true
+    for (let i = 0; i < signals; i++) setTimeout(() => signal('SIGINT'), 50 * i)
+  })
+  expect(sent).toBe(true)
+  return r
+}
+
 const latestStep = (run: string) => (JSON.parse(readFileSync(join(run, 'latest.json'), 'utf8')) as { step: number }).step
 
 describe.skipIf(!existsSync(CLI))('evolve in a child process', () => {
@@ -54,14 +66,7 @@ describe.skipIf(!existsSync(CLI))('evolve in a child process', () => {
 
   it('Ctrl-C after the first step: checkpointed, report written, the printed resume command completes the run', async () => {
     const run = join(root, 'sigint')
-    let sent = false
-    const r = await evolve(['--method', 'cose', '--config', config, '--steps', '3', '--out', run, '--threads', '1'], (text, signal) => {
-      if (!sent && text.includes('step 1/3 ')) {
-        sent = true
-        signal('SIGINT')
-      }
-    })
-    expect(sent).toBe(true)
+    const r = await interruptedAfterFirstStep(run, 3, 1)
     expect(r.code, r.stderr).toBe(130)
     expect(r.stderr).not.toContain('\r') // stderr is a pipe: plain lines
     expect(r.stderr).toContain('Ctrl-C: finishing this step')
@@ -80,14 +85,7 @@ describe.skipIf(!existsSync(CLI))('evolve in a child process', () => {
 
   it('a second Ctrl-C exits at once; the run folder still resumes and no half-written checkpoint is left', async () => {
     const run = join(root, 'twice')
-    let sent = false
-    const r = await evolve(['--method', 'cose', '--config', config, '--steps', '4', '--out', run, '--threads', '1'], (text, signal) => {
-      if (!sent && text.includes('step 1/4 ')) {
-        sent = true
-        signal('SIGINT')
-        setTimeout(() => signal('SIGINT'), 50)
-      }
-    })
+    const r = await interruptedAfterFirstStep(run, 4, 2)
     expect(r.code).toBe(130)
     expect(r.stdout).not.toContain('resume with:') // it did not wait for the step
     const resumed = spawnSync(process.execPath, [CLI, 'evolve', '--resume', run, '--threads', '1'], { encoding: 'utf8' })

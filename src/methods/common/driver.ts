@@ -8,7 +8,7 @@ import { appendFile, mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { formatDuration, metricAt, renderRunReport, type MetricsRow, type ReportSeries, type RunReportInput } from '../../report/index.js'
 import { fileWriteError } from '../../util/atomic.js'
-import { checkCollapse, DEFAULT_COLLAPSE_WINDOW, TRAINING_REWARD, type CollapseAction, type CollapseCheck, type HeldOutPoint, type RewardPoint } from './collapse.js'
+import { checkCollapse, DEFAULT_COLLAPSE_WINDOW, NOISE_Z, TRAINING_REWARD, type CollapseAction, type CollapseCheck, type HeldOutPoint, type RewardPoint } from './collapse.js'
 import { checkpointFacts, evaluationDetail, evaluationProtocol, perQuestion, readRunEvaluations, trainedModelIn, type TrainedModel } from './report-input.js'
 import type { BaseMethodConfig, BaseStepRecord, MethodRun } from './run.js'
 import { CHECKPOINTS_DIR, checkpointDir, DEFAULT_KEEP, METRICS_FILE, pruneCheckpoints, readMetrics, truncateMetrics, writeLatest } from './run-folder.js'
@@ -243,7 +243,7 @@ async function reportInput<C extends BaseMethodConfig, R extends BaseStepRecord>
   const notes = [
     ...(x.stopReason === 'requested' ? [`stopped early at step ${run.step} of ${o.totalSteps}${o.resumeCommand ? `; resume with: ${o.resumeCommand}` : ''}`] : []),
     ...(x.stopReason === 'collapse' ? [`stopped by the collapse guard at step ${run.step} of ${o.totalSteps}`] : []),
-    ...(TRAINING_REWARD[o.method] ? [`collapse guard: over the last ${x.window} evaluations, held-out accuracy falling by more than its standard error while the training reward (${TRAINING_REWARD[o.method].path}) rises`] : ['collapse guard: not applicable (this method trains on no reward of its own)']),
+    ...(TRAINING_REWARD[o.method] ? [`collapse guard: over the last ${x.window} evaluations, held-out accuracy falling while the training reward (${TRAINING_REWARD[o.method].path}) rises, both by more than ${NOISE_Z} standard errors`] : ['collapse guard: not applicable (this method trains on no reward of its own)']),
     ...skipped,
   ]
   const last = records.at(-1)
