@@ -60,8 +60,15 @@ describe.skipIf(!existsSync(CLI))('evolve in a child process', () => {
     expect(events[0]).toMatchObject({ event: 'phase', kind: 'setup' })
     expect(events.filter((e) => e.event === 'step')).toHaveLength(1)
     expect(events.at(-1)).toMatchObject({ event: 'result', stepsRun: 1, stopReason: null })
-    expect(existsSync(events.at(-1)!.report!)).toBe(true)
     expect(r.stderr).toBe('')
+    // the report the driver wrote: n and intervals from the eval files, the protocol, the trained model that serve loads
+    const report = readFileSync(events.at(-1)!.report!, 'utf8')
+    const model = join(run, 'checkpoints', 'step-000001', 'model')
+    expect(existsSync(join(model, 'config.json'))).toBe(true)
+    expect(report).toContain(`npx autodidact serve --model ${model}`)
+    expect(report).toMatch(/step 0: n = \d+ questions, 95% CI \d\.\d{3}–\d\.\d{3} \(bootstrap over questions\)/)
+    expect(report).toContain('greedy decoding, 1 response per question')
+    expect(report).toMatch(/change [−+±]\d\.\d{3} \(paired over the same \d+ questions/)
   }, 120_000)
 
   it('Ctrl-C after the first step: checkpointed, report written, the printed resume command completes the run', async () => {
