@@ -25,6 +25,8 @@ export class Progress {
   private pending = false
   /** The tty phase being shown and its clock (redrawn every second). */
   private ticker: { text: string; since: number; timer: ReturnType<typeof setInterval> } | null = null
+  /** The last step's line (tty: kept after the phase that follows it, so that its numbers stay in view). */
+  private lastStep = ''
 
   constructor(
     readonly mode: ProgressMode,
@@ -44,13 +46,14 @@ export class Progress {
     this.pending = true
   }
 
-  private showPhase(text: string): void {
+  private showPhase(phase: string): void {
     this.stopTicker()
     const since = Date.now()
-    const timer = setInterval(() => this.update(`${text} ${Math.round((Date.now() - since) / 1000)} s`), 1000)
+    const text = (clock: string) => `${phase}${clock}${this.lastStep ? ` · last: ${this.lastStep}` : ''}`
+    const timer = setInterval(() => this.update(text(` ${Math.round((Date.now() - since) / 1000)} s`)), 1000)
     timer.unref()
-    this.ticker = { text, since, timer }
-    this.update(text)
+    this.ticker = { text: phase, since, timer }
+    this.update(text(''))
   }
 
   private stopTicker(): void {
@@ -92,6 +95,7 @@ export class Progress {
         if (this.mode === 'tty') {
           this.stopTicker()
           this.update(e.line)
+          this.lastStep = e.line.slice(`[${this.method}] `.length)
         } else this.permanent(e.line)
         return
       case 'collapse':

@@ -58,11 +58,13 @@ describe('progress output', () => {
     const p = new Progress('tty', 'cose', err, sink())
     p.event(phase('step', 'step 1/2 running'))
     p.event(step(1, 'x'.repeat(100)))
+    p.event(phase('step', 'step 2/2 running'))
     p.message('Ctrl-C: stopping')
     p.close()
     const writes = err.text.split('\r\x1b[2K').filter(Boolean)
     expect(writes[0]).toBe('[cose] step 1/2 running…')
-    expect(writes[1].startsWith('x'.repeat(38) + '…')).toBe(true) // 39 columns: never wraps
+    expect(writes[1]).toBe('x'.repeat(38) + '…') // 39 columns: never wraps
+    expect(writes[2].startsWith('[cose] step 2/2 running… · last: ')).toBe(true) // the finished step's numbers stay in view
     expect(err.text.endsWith('\nCtrl-C: stopping\n')).toBe(true)
   })
 
