@@ -109,7 +109,7 @@ export async function evolveCommand(argv: string[]): Promise<number> {
   const json = options.json === true
   const mode = progressMode(json, process.stderr)
   // the method is known once the run folder or --method is read; until then progress is labelled with what was asked
-  let progress = new Progress(mode, String(options.method ?? (options.resume ? 'resume' : 'cose')), process.stderr, process.stdout)
+  let progress = new Progress(mode, String(options.method ?? (options.resume ? 'resume' : 'cose')), process.stderr, STDOUT)
   const log = (line: string) => progress.log(line)
   let method: Method
   let session: Session
@@ -119,7 +119,7 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     const latest = await readLatest(outDir, (name) => methodNamed(name) !== undefined)
     method = methodOf(latest.method)
     if (options.method && options.method !== method.name) throw new InvalidArgumentError('method', `${outDir} is a ${method.name} run, not ${options.method}`)
-    progress = new Progress(mode, method.name, process.stderr, process.stdout)
+    progress = new Progress(mode, method.name, process.stderr, STDOUT)
     progress.setup(`loading the step-${latest.step} checkpoint of ${outDir}`)
     // the checkpoint's world unless the command line names one (then the checkpoint must be on it)
     const spec = hasWorldOptions(options) ? worldSpecOption(options) : ((await checkpointWorldSpec(latest.checkpoint)) ?? { world: 'arith' })
@@ -136,7 +136,7 @@ export async function evolveCommand(argv: string[]): Promise<number> {
       seed: options.seed as number | undefined,
     })
     outDir = resolve(String(options.out ?? join('runs', `${method.name}-${new Date().toISOString().replace(/[:.]/g, '-')}`)))
-    progress = new Progress(mode, method.name, process.stderr, process.stdout)
+    progress = new Progress(mode, method.name, process.stderr, STDOUT)
     progress.setup(`loading the world and the model ${String(options.model ?? BUNDLED_MODEL)}`)
     const world = await loadWorld(worldSpecOption(options))
     session = await configured.start({ model: resolve(String(options.model ?? BUNDLED_MODEL)), world, outDir, threads, log })
@@ -175,6 +175,9 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     session.dispose()
   }
 }
+
+/** Stdout through console.log, line by line (what code embedding evolveCommand captures). */
+const STDOUT = { write: (text: string) => text.split('\n').slice(0, -1).forEach((line) => console.log(line)) }
 
 function collapseAction(v: unknown): CollapseAction | undefined {
   if (v === undefined) return undefined

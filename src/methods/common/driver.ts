@@ -238,7 +238,7 @@ async function reportInput<C extends BaseMethodConfig, R extends BaseStepRecord>
   const { records, skipped } = await readRunEvaluations(o.outDir)
   const findings = collapseFindings(await heldOutPoints(o.outDir, x.rows), rewardPoints(x.rows, o.method), x.window)
   const alerts = findings.length
-    ? [`The collapse guard fired ${findings.length === 1 ? 'once' : `${findings.length} times`}: ${findings[0].message}.${x.rolledBackTo !== null ? ` Rolled back: the final model is the checkpoint of step ${x.rolledBackTo}, the best held-out one (${x.best!.accuracy.toFixed(3)}).` : x.stopReason === 'collapse' ? ' The run stopped there (--on-collapse stop).' : ' (--on-collapse warn: the run went on; stop or rollback act on it.)'}`]
+    ? [`The collapse guard fired ${findings.length === 1 ? 'once' : `${findings.length} times`}: ${findings[0].message}.${x.rolledBackTo !== null ? ` Rolled back: the final model is the checkpoint of step ${x.rolledBackTo}, the best held-out one (${x.best!.accuracy.toFixed(3)}).` : x.stopReason === 'collapse' ? ` The run stopped there (--on-collapse ${o.onCollapse}${o.onCollapse === 'rollback' ? ': no earlier checkpoint scored higher on the held-out questions, nothing to roll back to' : ''}).` : ' (--on-collapse warn: the run went on; stop or rollback act on it.)'}`]
     : []
   const notes = [
     ...(x.stopReason === 'requested' ? [`stopped early at step ${run.step} of ${o.totalSteps}${o.resumeCommand ? `; resume with: ${o.resumeCommand}` : ''}`] : []),
