@@ -1,23 +1,28 @@
 // `autodidact evolve --method NAME [--world W] [--model DIR] [--config FILE] [--out DIR] [--resume DIR] …`
 import { join, resolve } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
+import { COLLAPSE_ACTIONS, DEFAULT_COLLAPSE_WINDOW, type CollapseAction } from '../methods/common/collapse.js'
+import type { DriveResult } from '../methods/common/driver.js'
 import { DEFAULT_KEEP, readLatest } from '../methods/common/run-folder.js'
 import type { Method, Session } from '../methods/common/method.js'
 import { readConfigFile } from '../methods/common/schema.js'
 import { METHODS, methodNamed } from '../methods/index.js'
+import { formatSignalHelp, shellQuote } from '../report/index.js'
 import { BUNDLED_MODEL } from '../toymodel/bundled.js'
 import { checkpointWorldSpec, loadWorld } from '../worlds/load.js'
 import { deviceOption, hasWorldOptions, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption, type OptionSpec } from './args.js'
+import { Progress, progressMode } from './progress.js'
 
 /** The model an evolve run starts from unless --model says otherwise. */
 export { BUNDLED_MODEL as DEFAULT_MODEL }
 
 const COMMON_OPTIONS: OptionSpec = {
   method: 'string', model: 'string', config: 'string', 'config-schema': 'boolean', preset: 'string', out: 'string', steps: 'number', seed: 'number',
-  resume: 'string', keep: 'number', threads: 'number', device: 'string', help: 'boolean', ...WORLD_OPTIONS,
+  resume: 'string', keep: 'number', threads: 'number', device: 'string', help: 'boolean', json: 'boolean', 'on-collapse': 'string', 'collapse-window': 'number',
+  ...WORLD_OPTIONS,
 }
 
-function usage(): string {
+function usage(method?: string): string {
   const methods = Object.values(METHODS).map((m) => {
     const flags = Object.entries(m.flags ?? {}).map(([name, kind]) => `--${name}${kind === 'boolean' ? '' : ` ${kind.toUpperCase()}`}`)
     return `    ${m.name.padEnd(8)} ${m.summary}${flags.length ? `\n             method flags: ${flags.join(' ')}` : ''}\n             presets: ${Object.keys(m.presets).join(' | ')} (default ${m.defaultPreset})`
@@ -28,8 +33,10 @@ function usage(): string {
 ${methods.join('\n')}
 ${WORLD_USAGE}
   --model DIR       Hugging Face model folder (default: the bundled models/arith-qwen3-tiny)
-  --config FILE     JSON config overriding the preset (unknown keys are errors)
-  --config-schema   print the JSON Schema of --config files for the method (and --preset), then exit
+  --config FILE     JSON config overriding the preset (unknown keys are errors); every field with
+                    its type, range and default: \`autodidact config --schema METHOD [--preset P]\`
+                    (a JSON Schema, e.g. for an editor's "$schema"; the README's "Configuring a run")
+  --config-schema   the same JSON Schema for --method (and --preset), then exit
   --preset NAME     the method's presets (toy is sized for the bundled model on 2 CPU cores)
   --out DIR         run folder: metrics.jsonl, checkpoints/, report.html (default runs/NAME-<time>)
   --steps N         override the number of steps (with --resume: run until step N)
@@ -41,7 +48,23 @@ ${WORLD_USAGE}
                     On cuda every method runs: full fine-tuning, LoRA adapters (TTRL's and
                     the offline methods' presets) and J-Zero's score-head Judge; a run that
                     would not fit the device's memory is refused at once with the numbers
-                    ('autodidact profile --estimate' plans it beforehand)`
+                    ('autodidact profile --estimate' plans it beforehand)
+  --json            one JSON object per event on stdout (phase, step, collapse, log, result);
+                    otherwise a progress line on stderr (updated in place on a terminal, one
+                    line per step when stderr is a file or a pipe)
+  --on-collapse warn|stop|rollback   the collapse guard (default warn): over the last
+                    --collapse-window evaluations (default ${DEFAULT_COLLAPSE_WINDOW}) held-out accuracy fell by more
+                    than 1.96 standard errors while the training reward's slope rose more than
+                    1.96 of its own (both beyond sampling noise). warn says so on the
+                    progress line and in the report; stop ends the run there; rollback ends it
+                    and makes the best held-out checkpoint the final model (and what --resume
+                    continues from). The best evaluated checkpoint is never pruned by --keep.
+
+Ctrl-C finishes the step, checkpoints it, writes the report and prints the --resume command;
+a second Ctrl-C exits at once (checkpoints are written atomically: the last complete one stays).
+
+The progress line (and report.html) — what the abbreviations mean:
+${formatSignalHelp(method && methodNamed(method) ? method : undefined)}`
 }
 
 /** The --method value, read before full parsing because each method adds its own flags. */
@@ -70,7 +93,7 @@ export async function evolveCommand(argv: string[]): Promise<number> {
   const methodFlagSpec = (peeked && methodNamed(peeked)?.flags) || {}
   const { options } = parseArgs(argv, { ...COMMON_OPTIONS, ...methodFlagSpec })
   if (options.help) {
-    console.log(usage())
+    console.log(usage(peeked))
     return 0
   }
   if (options['config-schema']) {
@@ -82,7 +105,13 @@ export async function evolveCommand(argv: string[]): Promise<number> {
   const device = deviceOption(options)
   if (device) process.env.AUTODIDACT_DEVICE = device // every model of the run without an explicit device
   const flags = Object.fromEntries(Object.keys(methodFlagSpec).map((k) => [k, options[k]]))
-  const log = (line: string) => process.stderr.write(line + '\n')
+  const onCollapse = collapseAction(options['on-collapse'])
+  const collapseWindow = options['collapse-window'] === undefined ? undefined : collapseWindowOption(options['collapse-window'])
+  const json = options.json === true
+  const mode = progressMode(json, process.stderr)
+  // the method is known once the run folder or --method is read; until then progress is labelled with what was asked
+  let progress = new Progress(mode, String(options.method ?? (options.resume ? 'resume' : 'cose')), process.stderr, STDOUT)
+  const log = (line: string) => progress.log(line)
   let method: Method
   let session: Session
   let outDir: string
@@ -91,6 +120,8 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     const latest = await readLatest(outDir, (name) => methodNamed(name) !== undefined)
     method = methodOf(latest.method)
     if (options.method && options.method !== method.name) throw new InvalidArgumentError('method', `${outDir} is a ${method.name} run, not ${options.method}`)
+    progress = new Progress(mode, method.name, process.stderr, STDOUT)
+    progress.setup(`loading the step-${latest.step} checkpoint of ${outDir}`)
     // the checkpoint's world unless the command line names one (then the checkpoint must be on it)
     const spec = hasWorldOptions(options) ? worldSpecOption(options) : ((await checkpointWorldSpec(latest.checkpoint)) ?? { world: 'arith' })
     session = await method.resume(latest.checkpoint, { world: await loadWorld(spec), outDir, threads, log })
@@ -106,31 +137,71 @@ export async function evolveCommand(argv: string[]): Promise<number> {
       seed: options.seed as number | undefined,
     })
     outDir = resolve(String(options.out ?? join('runs', `${method.name}-${new Date().toISOString().replace(/[:.]/g, '-')}`)))
+    progress = new Progress(mode, method.name, process.stderr, STDOUT)
+    progress.setup(`loading the world and the model ${String(options.model ?? BUNDLED_MODEL)}`)
     const world = await loadWorld(worldSpecOption(options))
     session = await configured.start({ model: resolve(String(options.model ?? BUNDLED_MODEL)), world, outDir, threads, log })
   }
+  // On resume, --steps extends (or shortens) the run; a fresh run has it in its config already.
+  const totalSteps = (options.steps as number | undefined) ?? session.config.steps
+  const resumeCommand = [
+    'autodidact evolve --resume', shellQuote(outDir),
+    ...(totalSteps !== session.config.steps ? [`--steps ${totalSteps}`] : []),
+    ...(device ? [`--device ${device}`] : []),
+    ...(threads !== undefined ? [`--threads ${threads}`] : []),
+  ].join(' ')
   let stop = false
   const onSigint = () => {
-    if (stop) process.exit(130)
+    if (stop) process.exit(130) // checkpoints are renamed into place whole: the last complete one stays
     stop = true
-    process.stderr.write(`\n[${method.name}] Ctrl-C: finishing this step, then checkpointing (Ctrl-C again to abort)\n`)
+    progress.message(`[${method.name}] Ctrl-C: finishing this step, then checkpointing and writing the report (Ctrl-C again to exit at once)`)
   }
   process.on('SIGINT', onSigint)
   try {
     const result = await session.drive({
       outDir,
-      // On resume, --steps extends (or shortens) the run; a fresh run has it in its config already.
-      totalSteps: (options.steps as number | undefined) ?? session.config.steps,
+      totalSteps,
       keep,
-      progress: (line) => process.stderr.write(`\r${line.padEnd(120)}`),
+      onEvent: (e) => progress.event(e),
       stopRequested: () => stop,
+      onCollapse,
+      collapseWindow,
+      resumeCommand,
     })
-    process.stderr.write('\n')
-    const fmt = (x: number | null) => (x === null ? '–' : x.toFixed(2))
-    console.log(`held-out accuracy ${fmt(result.accuracyBefore)} → ${fmt(result.accuracyAfter)}; ${result.stepsRun} steps in ${result.seconds.toFixed(0)} s; report: ${join(outDir, 'report.html')}`)
-    return result.stoppedEarly ? 130 : 0
+    progress.result({ ...resultFields(result), outDir, ...(result.stopReason === 'requested' ? { resumeCommand } : {}) }, resultLines(result, resumeCommand))
+    return result.stopReason === 'requested' ? 130 : 0
   } finally {
+    progress.close()
     process.off('SIGINT', onSigint)
     session.dispose()
   }
+}
+
+/** Stdout through console.log, line by line (what code embedding evolveCommand captures). */
+const STDOUT = { write: (text: string) => text.split('\n').slice(0, -1).forEach((line) => console.log(line)) }
+
+function collapseAction(v: unknown): CollapseAction | undefined {
+  if (v === undefined) return undefined
+  if (!(COLLAPSE_ACTIONS as readonly unknown[]).includes(v)) throw new InvalidArgumentError('on-collapse', `--on-collapse must be warn, stop or rollback; got '${String(v)}'`)
+  return v as CollapseAction
+}
+
+function collapseWindowOption(v: unknown): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 2) throw new InvalidArgumentError('collapse-window', `--collapse-window must be an integer ≥ 2, got ${String(v)}`)
+  return v
+}
+
+function resultFields(r: DriveResult): object {
+  const { stepsRun, stoppedEarly, stopReason, accuracyBefore, accuracyAfter, seconds, rolledBackTo, checkpoint, trainedModel, report, collapse } = r
+  return { stepsRun, stoppedEarly, stopReason, accuracyBefore, accuracyAfter, seconds, rolledBackTo, checkpoint, trainedModel, report, collapse }
+}
+
+function resultLines(r: DriveResult, resumeCommand: string): string[] {
+  const fmt = (x: number | null) => (x === null ? '–' : x.toFixed(3))
+  return [
+    `held-out accuracy ${fmt(r.accuracyBefore)} → ${fmt(r.accuracyAfter)}; ${r.stepsRun} steps in ${r.seconds.toFixed(0)} s; report: ${r.report}`,
+    ...(r.trainedModel ? [`trained model${r.rolledBackTo !== null ? ` (rolled back to step ${r.rolledBackTo})` : ''}: ${r.trainedModel.dir}${r.trainedModel.kind === 'adapter' ? ' (a LoRA adapter over the base model)' : ''}`] : []),
+    ...(r.stopReason === 'collapse' ? [`stopped by the collapse guard: ${r.collapse!.message}`] : []),
+    ...(r.stopReason === 'requested' ? [`resume with: ${resumeCommand}`] : []),
+  ]
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The `autodidact` command.
 import { AutodidactError } from '../engine/errors.js'
+import { configCommand } from './config.js'
 import { doctorReport, formatDoctor } from './doctor.js'
 import { evalCommand } from './eval.js'
 import { evolveCommand } from './evolve.js'
@@ -16,6 +17,7 @@ const USAGE = `usage: autodidact <command> [options]
 commands:
   doctor [--json]     version, compiled backends, CPU threads and SIMD level, CUDA devices or why none
   evolve --method NAME  self-evolution (cose, ttrl, dpo, wsft, rzero, jzero) or verifier-rewarded grpo on the bundled toy model or --model DIR; --help
+  config --schema METHOD [--preset P]  the JSON Schema of evolve --config files for a method
   eval --world arith    held-out accuracy by difficulty (greedy, mean@k, bootstrap), Validator/Judge agreement and AUROC
   serve [--model DIR] [--port N]  OpenAI-compatible HTTP server over one model (/v1/completions, /v1/chat/completions, /v1/models, /health)
   export --format gguf|onnx --model DIR --out PATH [--dtype f32|f16]  a GGUF file for llama.cpp / Ollama, or an ONNX folder for onnxruntime / transformers.js
@@ -37,6 +39,8 @@ async function main(argv: string[]): Promise<number> {
       return evolveCommand(rest)
     case 'eval':
       return evalCommand(rest)
+    case 'config':
+      return configCommand(rest)
     case 'profile':
       return profileCommand(rest)
     case 'serve':

@@ -5,7 +5,7 @@
 // gradient norm, KL and entropy where the rows carry them, and each method signal with its
 // one-line explanation. Pure: data in, a string out (no I/O, no script, no network).
 import { pairedPromptBootstrap, type Interval } from '../stats/bootstrap.js'
-import { bootstrapMean } from '../stats/summary.js'
+import { bootstrapMean, wilsonInterval } from '../stats/summary.js'
 import { explainSignals, METRICS, type MetricInfo } from './signals.js'
 import { escapeHtml, lineChart, type Point, type ReferenceLine } from './svg.js'
 
@@ -15,10 +15,19 @@ export type MetricsRow = { step: number } & Record<string, unknown>
 /** A held-out evaluation question by question. Evaluations of one run use the same questions in the same order (or say so through `ids`), which makes before/after paired. */
 export interface EvaluationDetail {
   step: number
-  /** Per question: answered right (true / 1) or not. */
+  /** Per question: answered right (true / 1) or not, or the fraction of its sampled responses that were right (mean@k). */
   correct: readonly (boolean | number)[]
   /** Question ids, when known: pairing before/after is checked on them. */
   ids?: readonly string[]
+  /** Per question, its benchmark: with several, accuracy is their macro average and the bootstrap resamples within each. */
+  benchmarks?: readonly string[]
+}
+
+/** How the held-out accuracy is measured: what makes two runs' numbers comparable. */
+export interface EvaluationProtocol {
+  /** e.g. "greedy decoding, 1 response per question" or "mean@5 of sampled responses (temperature 0.6, top-p 0.95)". */
+  protocol: string
+  benchmarks: readonly { name: string; n: number }[]
 }
 
 /** The base model's accuracy from outside the run (e.g. its model card), drawn as a reference line. */
@@ -65,10 +74,20 @@ export interface RunReportInput {
   series: readonly ReportSeries[]
   /** The folder of the trained model (a Hugging Face folder, or a PEFT adapter folder). */
   trainedModel?: string | null
+  /** 'adapter': trainedModel is a PEFT LoRA adapter over `model` (serve and export take full folders); default 'model'. */
+  trainedModelKind?: 'model' | 'adapter'
+  /** The step whose model is the trained model, when not the last evaluated one (a rollback to the best checkpoint). */
+  finalStep?: number
   /** Steps the run was configured for (default: the last row's step). */
   plannedSteps?: number
   /** e.g. "stopped early; resume with: autodidact evolve --resume DIR". */
   notes?: readonly string[]
+  /** Warnings shown on top of the page (e.g. the collapse guard's). */
+  alerts?: readonly string[]
+  /** The evaluation protocol and its benchmarks. */
+  evaluation?: EvaluationProtocol | null
+  /** Questions per evaluation when known without per-question data (a Wilson interval is drawn then). */
+  heldOutSize?: number | null
 }
 
 /** Accuracy at one evaluated step: the estimate, and n with a 95% interval when per-question data exist. */
@@ -77,6 +96,8 @@ export interface AccuracyAt {
   accuracy: number
   n: number | null
   interval: Interval | null
+  /** Which interval: a bootstrap over the questions, or Wilson's from n alone. */
+  intervalKind: 'bootstrap' | 'wilson' | null
 }
 
 /** The trainer's curves, drawn whenever the rows carry them (first path found). */
@@ -108,25 +129,44 @@ function points(rows: readonly MetricsRow[], path: string): Point[] {
   })
 }
 
-const asNumbers = (correct: readonly (boolean | number)[]) => Float64Array.from(correct, (c) => (c === true || c === 1 ? 1 : 0))
+const asNumbers = (correct: readonly (boolean | number)[]) => Float64Array.from(correct, (c) => (typeof c === 'number' ? c : c ? 1 : 0))
 
-/** Held-out accuracy at each evaluated step, with n and a bootstrap 95% interval where the questions are known. */
-export function accuracyTrajectory(rows: readonly MetricsRow[], evaluations: readonly EvaluationDetail[] = []): AccuracyAt[] {
+/** A detail's per-question values split by benchmark (one group "held-out" when it names none). */
+function byBenchmark(d: EvaluationDetail): { name: string; values: number[] }[] {
+  const values = asNumbers(d.correct)
+  const groups = new Map<string, number[]>()
+  values.forEach((v, i) => {
+    const name = d.benchmarks?.[i] ?? 'held-out'
+    groups.set(name, [...(groups.get(name) ?? []), v])
+  })
+  return [...groups].map(([name, vs]) => ({ name, values: vs }))
+}
+
+/** Macro accuracy over the benchmarks with a bootstrap over questions within each (the paired bootstrap against zero); one benchmark: the plain bootstrap of the mean. */
+function accuracyInterval(d: EvaluationDetail): Interval {
+  const groups = byBenchmark(d)
+  if (groups.length === 1) return bootstrapMean(groups[0].values, BOOTSTRAP)
+  return pairedPromptBootstrap(groups.map((g) => ({ name: g.name, a: g.values.map((v) => [v]), b: g.values.map(() => [0]) })), { ...BOOTSTRAP, scale: 1 }).macro
+}
+
+/** Held-out accuracy at each evaluated step, with n and a 95% interval: a bootstrap over the questions where they are known, else Wilson's from `heldOutSize`. */
+export function accuracyTrajectory(rows: readonly MetricsRow[], evaluations: readonly EvaluationDetail[] = [], heldOutSize: number | null = null): AccuracyAt[] {
   const byStep = new Map(evaluations.map((e) => [e.step, e]))
   return points(rows, 'heldOutAccuracy').map(({ x: step, y: accuracy }) => {
     const detail = byStep.get(step)
-    if (!detail || !detail.correct.length) return { step, accuracy, n: null, interval: null }
-    return { step, accuracy, n: detail.correct.length, interval: bootstrapMean(asNumbers(detail.correct), BOOTSTRAP) }
+    if (detail && detail.correct.length) return { step, accuracy, n: detail.correct.length, interval: accuracyInterval(detail), intervalKind: 'bootstrap' }
+    if (heldOutSize) return { step, accuracy, n: heldOutSize, interval: wilsonInterval(accuracy, heldOutSize), intervalKind: 'wilson' }
+    return { step, accuracy, n: null, interval: null, intervalKind: null }
   })
 }
 
-/** After minus before on the same questions (paired bootstrap over questions, UID D.4 with one benchmark), or null when they are not the same questions. */
+/** After minus before on the same questions (paired bootstrap over questions within each benchmark, UID D.4), or null when they are not the same questions. */
 export function accuracyChange(before: EvaluationDetail | undefined, after: EvaluationDetail | undefined): Interval | null {
   if (!before || !after || before === after || !before.correct.length || before.correct.length !== after.correct.length) return null
   if (before.ids && after.ids && before.ids.some((id, i) => id !== after.ids![i])) return null
-  const a = [...asNumbers(after.correct)].map((v) => [v])
-  const b = [...asNumbers(before.correct)].map((v) => [v])
-  return pairedPromptBootstrap([{ name: 'held-out', a, b }], { ...BOOTSTRAP, scale: 1 }).macro
+  const [a, b] = [byBenchmark(after), byBenchmark(before)]
+  if (a.length !== b.length || a.some((g, i) => g.name !== b[i].name || g.values.length !== b[i].values.length)) return null
+  return pairedPromptBootstrap(a.map((g, i) => ({ name: g.name, a: g.values.map((v) => [v]), b: b[i].values.map((v) => [v]) })), { ...BOOTSTRAP, scale: 1 }).macro
 }
 
 function info(s: ReportSeries): MetricInfo {
@@ -151,7 +191,15 @@ const signed = (v: number) => (v > 0 ? '+' : v < 0 ? '−' : '±') + Math.abs(v)
 const ci = (i: { lo: number; hi: number }) => `95% CI ${acc(i.lo)}–${acc(i.hi)}`
 
 function accuracyFacts(a: AccuracyAt): string {
-  return a.n === null ? `n unknown (no per-question data): no interval` : `n = ${a.n} questions, ${ci(a.interval!)}`
+  if (a.n === null) return `n unknown (no per-question data): no interval`
+  return `n = ${a.n} questions, ${ci(a.interval!)} (${a.intervalKind === 'wilson' ? 'Wilson score interval: no per-question data' : 'bootstrap over questions'})`
+}
+
+/** What the accuracy is measured on, so that runs (and methods) compare like with like. */
+function protocolFacts(e: EvaluationProtocol | null | undefined): string {
+  if (!e) return ''
+  const sets = e.benchmarks.map((b) => `${escapeHtml(b.name)} (n = ${b.n})`).join(', ')
+  return `<p class="protocol" data-value="protocol">measured on ${sets}; ${escapeHtml(e.protocol)}${e.benchmarks.length > 1 ? '; accuracy is the macro average over these benchmarks' : ''}. Methods differ here (COSE, R-Zero, J-Zero and GRPO: greedy; TTRL, DPO and WSFT: mean@k of sampled responses): compare accuracies only under the same protocol and questions.</p>`
 }
 
 function changeVerdict(change: Interval): string {
@@ -162,7 +210,7 @@ function changeVerdict(change: Interval): string {
 
 function summaryCards(input: RunReportInput, trajectory: AccuracyAt[], change: Interval | null): string {
   const first = trajectory[0]
-  const last = trajectory.at(-1)
+  const last = finalEvaluation(input, trajectory)
   const seconds = (toDate(input.finishedAt).getTime() - toDate(input.startedAt).getTime()) / 1000
   const stepRows = input.rows.filter((r) => r.step > 0 && typeof r.seconds === 'number')
   const stepsDone = Math.max(0, ...input.rows.map((r) => r.step))
@@ -173,11 +221,17 @@ function summaryCards(input: RunReportInput, trajectory: AccuracyAt[], change: I
     ? `<div class="card accuracy" data-card="accuracy"><h2>Held-out accuracy</h2>
 <p class="big"><span data-value="before">${acc(first.accuracy)}</span> → <span data-value="after">${acc(last.accuracy)}</span></p>
 <p>step ${first.step}: ${accuracyFacts(first)}</p><p>step ${last.step}: ${accuracyFacts(last)}</p>
+${protocolFacts(input.evaluation)}
 ${change ? `<p class="verdict">change ${signed(change.estimate)} (paired over the same ${first.n} questions, 95% CI ${signed(change.lo)} to ${signed(change.hi)}): ${changeVerdict(change)}</p>` : first === last ? '<p>evaluated once</p>' : '<p>no paired interval: the two evaluations are not known to share their questions</p>'}
 ${input.baseAccuracy ? `<p class="base">base model, from outside this run: ${acc(input.baseAccuracy.accuracy)}${input.baseAccuracy.n ? `, n = ${input.baseAccuracy.n}` : ''}${input.baseAccuracy.interval ? `, ${ci(input.baseAccuracy.interval)}` : ''} (${escapeHtml(input.baseAccuracy.source)}). Step 0 above is this run's own evaluation of the same weights on its own questions, so the two differ by sampling noise.</p>` : ''}</div>`
     : '<div class="card accuracy" data-card="accuracy"><h2>Held-out accuracy</h2><p>not evaluated in this run</p></div>'
   const model = input.trainedModel
-  const modelCard = `<div class="card" data-card="trained-model"><h2>Trained model</h2>${model
+  const modelCard = `<div class="card" data-card="trained-model"><h2>Trained model</h2>${model && input.trainedModelKind === 'adapter'
+    ? `<p><code class="path">${escapeHtml(model)}</code></p>
+<p>a PEFT LoRA adapter over the base model <code class="path">${escapeHtml(input.model)}</code>. <code>serve</code> and <code>export</code> take full model folders; attach it in the library:</p>
+<pre class="cmd">const m = await loadModel(${escapeHtml(JSON.stringify(input.model))})
+await m.loadAdapter(${escapeHtml(JSON.stringify(model))})</pre>`
+    : model
     ? `<p><code class="path">${escapeHtml(model)}</code></p>
 <p>serve it (OpenAI-compatible HTTP):</p><pre class="cmd">npx autodidact serve --model ${escapeHtml(shellQuote(model))}</pre>
 <p>export it for llama.cpp / Ollama (or <code>--format onnx --out model-onnx</code>):</p><pre class="cmd">npx autodidact export --format gguf --model ${escapeHtml(shellQuote(model))} --out model.gguf</pre>`
@@ -188,7 +242,12 @@ ${input.baseAccuracy ? `<p class="base">base model, from outside this run: ${acc
   return `<section class="cards">${accuracyCard}${runCard}${modelCard}</section>`
 }
 
-function shellQuote(s: string): string {
+/** The evaluation of the trained model: the last one, or the one at `finalStep`. */
+function finalEvaluation(input: RunReportInput, trajectory: AccuracyAt[]): AccuracyAt | undefined {
+  return (input.finalStep === undefined ? undefined : trajectory.find((a) => a.step === input.finalStep)) ?? trajectory.at(-1)
+}
+
+export function shellQuote(s: string): string {
   return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`
 }
 
@@ -211,9 +270,16 @@ function figure(title: string, explain: string, chart: string, wide = false): st
 
 function accuracyFigure(input: RunReportInput, trajectory: AccuracyAt[]): string {
   const pts: Point[] = trajectory.map((a) => ({ x: a.step, y: a.accuracy, ...(a.interval ? { lo: a.interval.lo, hi: a.interval.hi } : {}) }))
-  const references: ReferenceLine[] = input.baseAccuracy ? [{ y: input.baseAccuracy.accuracy, label: `base model ${acc(input.baseAccuracy.accuracy)}` }] : []
-  const withIntervals = trajectory.some((a) => a.interval)
-  const explain = `${METRICS.heldOutAccuracy.explain}${withIntervals ? '; bars: 95% bootstrap intervals over questions' : ''}${references.length ? '; dashed: the base model from outside the run' : ''}`
+  const base = trajectory[0]?.step === 0 ? trajectory[0] : undefined
+  const references: ReferenceLine[] = input.baseAccuracy
+    ? [{ y: input.baseAccuracy.accuracy, label: `base model ${acc(input.baseAccuracy.accuracy)}` }]
+    : base
+      ? [{ y: base.accuracy, label: `base model (step 0) ${acc(base.accuracy)}` }]
+      : []
+  const kinds = new Set(trajectory.map((a) => a.intervalKind).filter((k) => k !== null))
+  const bars = kinds.size ? `; bars: 95% intervals (${[...kinds].map((k) => (k === 'wilson' ? 'Wilson' : 'bootstrap over questions')).join(', ')})` : ''
+  const dashed = input.baseAccuracy ? '; dashed: the base model from outside the run' : base ? "; dashed: the base model, this run's step-0 evaluation" : ''
+  const explain = `${METRICS.heldOutAccuracy.explain}${bars}${dashed}`
   return figure('held-out accuracy', explain, lineChart({ id: 'heldOutAccuracy', points: pts, xLabel: 'step', yLabel: 'accuracy (fraction right)', yRange: [0, 1], references, width: 976 }), true)
 }
 
@@ -234,6 +300,7 @@ main{max-width:1540px;margin:0 auto;padding:24px 28px 40px}header h1{font-size:2
 h2{font-size:15px;margin:0 0 8px}section{margin-top:22px}
 .cards{display:grid;grid-template-columns:1.3fr 1fr 1.3fr;gap:16px}.card{background:#fff;border:1px solid var(--line);border-radius:10px;padding:14px 16px}
 .card p{margin:4px 0}.card .big{font-size:26px;font-weight:650;margin:2px 0 6px;font-variant-numeric:tabular-nums}.card .verdict{font-weight:600}.card .base{color:var(--muted);font-size:13px}
+.card .protocol{color:var(--muted);font-size:13px}.alert{background:#fff4e5;border:1px solid #f0b429;border-left:5px solid #d97706;border-radius:8px;padding:10px 14px;margin:14px 0 0;font-weight:600}
 code{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;background:#eef2f7;border-radius:4px;padding:1px 5px}code.path{word-break:break-all}
 table{border-collapse:collapse}.facts th,.glossary th{text-align:left;font-weight:500;color:var(--muted);padding:3px 18px 3px 0;vertical-align:top;white-space:nowrap}.facts td,.glossary td{padding:3px 0}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:16px}
@@ -246,9 +313,9 @@ svg .reference line{stroke:var(--ref);stroke-width:1.5;stroke-dasharray:5 4}svg 
 
 /** The page. Each chart's svg carries data-metric, data-points and data-y-min/-max for tests and tools. */
 export function renderRunReport(input: RunReportInput): string {
-  const trajectory = accuracyTrajectory(input.rows, input.evaluations)
+  const trajectory = accuracyTrajectory(input.rows, input.evaluations, input.heldOutSize ?? null)
   const byStep = new Map((input.evaluations ?? []).map((e) => [e.step, e]))
-  const change = trajectory.length >= 2 ? accuracyChange(byStep.get(trajectory[0].step), byStep.get(trajectory.at(-1)!.step)) : null
+  const change = trajectory.length >= 2 ? accuracyChange(byStep.get(trajectory[0].step), byStep.get(finalEvaluation(input, trajectory)!.step)) : null
   const drawn = new Set(['heldOutAccuracy'])
   const methodSeries = input.series.filter((s) => !drawn.has(s.path) && (drawn.add(s.path), true))
   const training = TRAINING_SERIES.filter((s) => !drawn.has(s.path) && points(input.rows, s.path).length > 0)
@@ -257,6 +324,7 @@ export function renderRunReport(input: RunReportInput): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head>
 <body><main>
 <header><h1>${escapeHtml(title)}</h1><p>${escapeHtml(input.summary ?? input.method)} · world ${escapeHtml(input.world)} · model ${escapeHtml(input.model)}</p></header>
+${(input.alerts ?? []).map((a) => `<p class="alert" data-alert>${escapeHtml(a)}</p>`).join('')}
 ${summaryCards(input, trajectory, change)}
 <section>${factsTable(input)}</section>
 <section><h2>Held-out accuracy and training</h2><div class="grid">${accuracyFigure(input, trajectory)}${training.map((s) => seriesFigure(input.rows, s)).join('')}</div></section>

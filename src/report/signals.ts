@@ -57,10 +57,17 @@ export const METHOD_SIGNALS: Readonly<Record<string, readonly SignalExplanation[
   ],
 }
 
+/** What the driver adds to every progress line besides COMMON's fields. */
+const DRIVER_FIELDS: SignalExplanation[] = [
+  { name: 'held-out', meaning: 'held-out accuracy after this step, on evaluated steps (the method\'s own protocol; the report gives n and the 95% interval)' },
+  { name: 's/step', meaning: 'seconds the step took, shown instead of tok/s when the step generated no tokens (dpo, wsft: training only)' },
+  { name: '⚠ collapse', meaning: 'the collapse guard: over the last evaluations held-out accuracy fell while the training reward rose, both by more than 1.96 standard errors' },
+]
+
 /** The explanations of one method's progress line (and the common fields); every method's without a name. */
 export function explainSignals(method?: string): SignalExplanation[] {
-  if (method === undefined) return [...Object.values(METHOD_SIGNALS).flat(), ...COMMON]
-  return [...(METHOD_SIGNALS[method] ?? []), ...COMMON]
+  if (method === undefined) return [...Object.values(METHOD_SIGNALS).flat(), ...COMMON, ...DRIVER_FIELDS]
+  return [...(METHOD_SIGNALS[method] ?? []), ...COMMON, ...DRIVER_FIELDS]
 }
 
 /** The same as indented "name  meaning" lines for `--help`. */
@@ -68,7 +75,7 @@ export function formatSignalHelp(method?: string): string {
   const rows = method === undefined ? Object.entries(METHOD_SIGNALS) : [[method, METHOD_SIGNALS[method] ?? []] as const]
   const width = Math.max(...explainSignals(method).map((s) => s.name.length))
   const line = (s: SignalExplanation) => `    ${s.name.padEnd(width)}  ${s.meaning}`
-  return [...rows.map(([name, signals]) => [`  ${name}:`, ...signals.map(line)].join('\n')), ['  every method:', ...COMMON.map(line)].join('\n')].join('\n')
+  return [...rows.map(([name, signals]) => [`  ${name}:`, ...signals.map(line)].join('\n')), ['  every method:', ...[...COMMON, ...DRIVER_FIELDS].map(line)].join('\n')].join('\n')
 }
 
 export interface MetricInfo {

@@ -23,6 +23,15 @@ export function bootstrapMean(values: ArrayLike<number>, opts: { replicates?: nu
   return { estimate: s / n, lo: q(alpha / 2), hi: q(1 - alpha / 2) }
 }
 
+/** Wilson score interval of a proportion p̂ of n trials (z = 1.96: 95%), for when only the rate and n are known. */
+export function wilsonInterval(p: number, n: number, z = 1.959963984540054): Interval {
+  if (!(n > 0) || !(p >= 0 && p <= 1)) return { estimate: p, lo: NaN, hi: NaN }
+  const z2 = z * z
+  const centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+  const half = (z / (1 + z2 / n)) * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n))
+  return { estimate: p, lo: Math.max(0, centre - half), hi: Math.min(1, centre + half) }
+}
+
 /** Area under the ROC curve of `scores` for positives vs negatives (Mann–Whitney U, ties count ½). NaN if a class is empty. */
 export function auroc(positives: readonly number[], negatives: readonly number[]): number {
   if (positives.length === 0 || negatives.length === 0) return NaN

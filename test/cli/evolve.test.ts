@@ -11,6 +11,15 @@ import { TOY_PRESET as COSE_TOY, resolveCoseConfig } from '../../src/methods/cos
 import { advantageEstimators } from '../../src/rl/advantages.js'
 import { priorityModes } from '../../src/replay/index.js'
 
+/** With --keep 1: the latest checkpoint and the best evaluated one (the earliest of the highest held-out accuracy). */
+function keptCheckpoints(run: string, latest: number): string[] {
+  const rows = readFileSync(join(run, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { step: number; heldOutAccuracy?: number })
+  const evaluated = rows.filter((r) => r.step > 0 && typeof r.heldOutAccuracy === 'number')
+  const best = evaluated.reduce((b, r) => (r.heldOutAccuracy! > b.heldOutAccuracy! ? r : b), evaluated[0])
+  const name = (step: number) => `step-${String(step).padStart(6, '0')}`
+  return [...new Set([name(best.step), name(latest)])].sort()
+}
+
 describe('autodidact evolve', () => {
   it('rejects an unknown method, naming the available ones', async () => {
     await expect(evolveCommand(['--method', 'nope'])).rejects.toThrow(InvalidArgumentError)
@@ -125,7 +134,8 @@ describe('autodidact evolve', () => {
     writeFileSync(cfg, JSON.stringify({ proposer: { count: 4, levels: [3], temperature: 1, maxTokens: 32 }, solver: { questions: 2, n: 2, temperature: 1, maxTokens: 48 }, eval: { every: 1, size: 4, benchmarks: [] }, checkpointEvery: 1 }))
     const out = relative(process.cwd(), join(dir, 'run'))
     expect((await quiet(['--method', 'cose', '--config', cfg, '--steps', '2', '--keep', '1', '--out', out, '--threads', '1'])).code).toBe(0)
-    expect(readdirSync(join(dir, 'run', 'checkpoints'))).toEqual(['step-000002'])
+    // --keep 1 keeps the latest and the best evaluated checkpoint (the collapse guard's rollback target)
+    expect(readdirSync(join(dir, 'run', 'checkpoints'))).toEqual(keptCheckpoints(join(dir, 'run'), 2))
     const cwd = process.cwd()
     try {
       process.chdir(tmpdir())
@@ -133,7 +143,7 @@ describe('autodidact evolve', () => {
     } finally {
       process.chdir(cwd)
     }
-    expect(readdirSync(join(dir, 'run', 'checkpoints'))).toEqual(['step-000003'])
+    expect(readdirSync(join(dir, 'run', 'checkpoints'))).toEqual(keptCheckpoints(join(dir, 'run'), 3))
     await expect(evolveCommand(['--method', 'cose', '--keep', '0'])).rejects.toThrow(/--keep must be an integer ≥ 1/)
   }, 120_000)
 })

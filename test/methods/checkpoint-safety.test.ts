@@ -191,11 +191,18 @@ describe('run folder housekeeping (finding 7)', () => {
     expect(readdirSync(ckpts).sort()).toEqual(['step-000001', 'step-000002'])
   })
 
-  it('checkpoints are pruned to keep N; the one latest.json names is never pruned', async () => {
+  it('checkpoints are pruned to keep N; the one latest.json names and the best evaluated one are never pruned', async () => {
+    // the best evaluated checkpoint (earliest of the highest held-out accuracy) is the collapse guard's rollback target
+    const withBest = (run: string, newest: string[]) => {
+      const rows = readFileSync(join(run, METRICS_FILE), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { step: number; heldOutAccuracy?: number })
+      const evaluated = rows.filter((r) => r.step > 0 && typeof r.heldOutAccuracy === 'number')
+      const best = evaluated.reduce((b, r) => (r.heldOutAccuracy! > b.heldOutAccuracy! ? r : b), evaluated[0])
+      return [...new Set([...newest, `step-${String(best.step).padStart(6, '0')}`])].sort()
+    }
     const out = await runFolder(3, 2)
-    expect(readdirSync(join(out, 'checkpoints')).sort()).toEqual(['step-000002', 'step-000003'])
+    expect(readdirSync(join(out, 'checkpoints')).sort()).toEqual(withBest(out, ['step-000002', 'step-000003']))
     const one = await runFolder(3, 1)
-    expect(readdirSync(join(one, 'checkpoints'))).toEqual(['step-000003'])
+    expect(readdirSync(join(one, 'checkpoints')).sort()).toEqual(withBest(one, ['step-000003']))
     expect(JSON.parse(readFileSync(join(one, LATEST_FILE), 'utf8'))).toEqual({ method: 'cose', step: 3, checkpoint: 'checkpoints/step-000003' })
     await expect(drive({} as never, driveTo(one, 3, 0))).rejects.toThrow(/keep must be an integer ≥ 1/)
   })

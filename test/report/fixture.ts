@@ -1,5 +1,5 @@
-// A real COSE run's report inputs (3 steps on the bundled model), written by
-// `node scripts/report-demo.mjs --steps 3 --fixture test/report/fixtures/cose-3-steps`:
+// A real COSE run's report inputs (3 steps on the bundled model), written by an earlier
+// scripts/report-demo.mjs (before the driver wrote this report itself; test/cli covers that path):
 // metrics.jsonl exactly as `autodidact evolve` wrote it, run.json with the rest (config, times,
 // per-question evaluations re-derived from the checkpoints, the model card's base accuracy).
 import { readFileSync } from 'node:fs'

@@ -50,7 +50,7 @@ describe('metrics', () => {
       const halfWidth = 1.96 * Math.sqrt((a.accuracy * (1 - a.accuracy)) / a.n!)
       expect(Math.abs((hi - lo) / 2 - halfWidth)).toBeLessThan(0.03)
     }
-    expect(accuracyTrajectory([{ step: 0, heldOutAccuracy: 0.5 }])).toEqual([{ step: 0, accuracy: 0.5, n: null, interval: null }])
+    expect(accuracyTrajectory([{ step: 0, heldOutAccuracy: 0.5 }])).toEqual([{ step: 0, accuracy: 0.5, n: null, interval: null, intervalKind: null }])
   })
 
   it('the before/after change is paired over the same questions, and refused for different ones', () => {
@@ -105,6 +105,45 @@ describe('the page of a real COSE run', () => {
     expect(evil).not.toContain('<img src=x')
     expect(evil).toContain('&lt;img src=x onerror=alert(1)&gt;')
     expect(evil).toContain('serve --model &#39;/tmp/my run/model&#39;') // quoted for the shell
+  })
+})
+
+describe('what the driver adds to the page', () => {
+  const input = loadFixture()
+  const { baseAccuracy: _, ...noBase } = input
+
+  it('a LoRA adapter is named as such, with the library lines that load it instead of serve/export', () => {
+    const html = renderRunReport({ ...input, trainedModel: '/runs/r/checkpoints/step-000003/model', trainedModelKind: 'adapter' })
+    expect(html).toContain('a PEFT LoRA adapter over the base model')
+    expect(html).toContain(`await m.loadAdapter(&quot;/runs/r/checkpoints/step-000003/model&quot;)`)
+    expect(html).not.toContain('npx autodidact serve')
+  })
+
+  it('the protocol and benchmarks, alerts on top, and the step-0 base line when no outside base accuracy is given', () => {
+    const html = renderRunReport({ ...noBase, alerts: ['The collapse guard fired once: <x>'], evaluation: { protocol: 'mean@5 of sampled responses (temperature 0.6)', benchmarks: [{ name: 'L3', n: 50 }] } })
+    expect(html).toContain('<p class="alert" data-alert>The collapse guard fired once: &lt;x&gt;</p>')
+    expect(html).toContain('measured on L3 (n = 50); mean@5 of sampled responses (temperature 0.6).')
+    expect(html).toContain(`base model (step 0) ${(input.rows[0].heldOutAccuracy as number).toFixed(3)}`)
+  })
+
+  it('Wilson intervals where only n is known, said as such', () => {
+    const [a] = accuracyTrajectory([{ step: 0, heldOutAccuracy: 0.6 }], [], 50)
+    expect(a).toMatchObject({ n: 50, intervalKind: 'wilson' })
+    // Wilson 95% for 30/50: 0.4618–0.7239
+    expect(a.interval!.lo).toBeCloseTo(0.4618, 3)
+    expect(a.interval!.hi).toBeCloseTo(0.7239, 3)
+    const html = renderRunReport({ ...noBase, evaluations: [], heldOutSize: 50 })
+    expect(html).toMatch(/n = 50 questions, 95% CI \d\.\d{3}–\d\.\d{3} \(Wilson score interval: no per-question data\)/)
+  })
+
+  it('mean@k per-question fractions and several benchmarks: macro accuracy, bootstrap within each, paired change', () => {
+    const before = { step: 0, correct: [1, 0.4, 0, 0.6, 1, 0], benchmarks: ['A', 'A', 'A', 'A', 'B', 'B'] }
+    const after = { step: 1, correct: [1, 0.6, 0.2, 0.6, 1, 1], benchmarks: before.benchmarks }
+    const [b, c] = accuracyTrajectory([{ step: 0, heldOutAccuracy: (0.5 + 0.5) / 2 }, { step: 1, heldOutAccuracy: (0.6 + 1) / 2 }], [before, after])
+    expect(b.interval!.estimate).toBeCloseTo(0.5, 12) // macro of A 0.5 and B 0.5
+    expect(c.interval!.estimate).toBeCloseTo(0.8, 12) // macro of A 0.6 and B 1
+    expect(accuracyChange(before, after)!.estimate).toBeCloseTo(0.3, 12) // macro of A +0.1 and B +0.5
+    expect(accuracyChange(before, { ...after, benchmarks: ['A', 'A', 'A', 'B', 'B', 'B'] })).toBeNull() // not the same questions
   })
 })
 

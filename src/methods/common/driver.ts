@@ -1,15 +1,30 @@
 // Runs a method's loop with the conventions every `autodidact evolve` shares: a JSONL metrics
 // line per step, held-out accuracy before, every N steps and after, checkpoints that resume
-// exactly (the newest `keep` kept), Ctrl-C → checkpoint and clean exit, a progress line on
-// stderr, an HTML report. The run folder's layout is in run-folder.ts.
+// exactly (the newest `keep` kept, and the best evaluated one), a stop request → the step
+// finished and checkpointed, events for the progress output (phases, steps, the collapse guard),
+// and the run report (src/report). The run folder's layout is in run-folder.ts.
+import { existsSync } from 'node:fs'
 import { appendFile, mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { formatDuration, metricAt, renderRunReport, type MetricsRow, type ReportSeries, type RunReportInput } from '../../report/index.js'
 import { fileWriteError } from '../../util/atomic.js'
+import { checkCollapse, DEFAULT_COLLAPSE_WINDOW, NOISE_Z, TRAINING_REWARD, type CollapseAction, type CollapseCheck, type HeldOutPoint, type RewardPoint } from './collapse.js'
+import { checkpointFacts, evaluationDetail, evaluationProtocol, perQuestion, readRunEvaluations, trainedModelIn, type TrainedModel } from './report-input.js'
 import type { BaseMethodConfig, BaseStepRecord, MethodRun } from './run.js'
-import { renderReport, type Series } from './report.js'
 import { CHECKPOINTS_DIR, checkpointDir, DEFAULT_KEEP, METRICS_FILE, pruneCheckpoints, readMetrics, truncateMetrics, writeLatest } from './run-folder.js'
 
 export { checkpointDir, LATEST_FILE, METRICS_FILE } from './run-folder.js'
+
+export const REPORT_FILE = 'report.html'
+
+/** What a phase is part of: set-up before the first step, a step's own work, held-out evaluation, checkpointing, the report. */
+export type PhaseKind = 'setup' | 'step' | 'evaluate' | 'checkpoint' | 'report'
+
+/** What the driver reports while it runs (the CLI renders them: a progress line, plain lines, or JSON). */
+export type DriveEvent =
+  | { event: 'phase'; kind: PhaseKind; phase: string; step: number; totalSteps: number }
+  | { event: 'step'; step: number; totalSteps: number; line: string; etaSeconds: number; record: BaseStepRecord }
+  | { event: 'collapse'; step: number; action: CollapseAction; check: CollapseCheck }
 
 export interface DriveOptions<R extends BaseStepRecord = BaseStepRecord> {
   outDir: string
@@ -17,90 +32,240 @@ export interface DriveOptions<R extends BaseStepRecord = BaseStepRecord> {
   totalSteps: number
   evalEvery: number
   checkpointEvery: number
-  /** Checkpoints kept (default 3); the latest is never pruned. */
+  /** Checkpoints kept (default 3); the latest and the best evaluated one are never pruned. */
   keep?: number
   /** Charts of the report. */
-  series: readonly Series[]
+  series: readonly ReportSeries[]
   /** One short progress string of a step's metrics. */
   describe(record: R): string
+  /** The step's progress line (also in the 'step' event). */
   progress?: (line: string) => void
+  /** Phases, steps and the collapse guard's findings. */
+  onEvent?: (event: DriveEvent) => void
   /** Set to stop after the current step (checkpointed). */
   stopRequested?: () => boolean
+  /** One line about the method, for the report. */
+  summary?: string
+  /** What the collapse guard does when it fires (default warn). */
+  onCollapse?: CollapseAction
+  /** Evaluations the collapse guard looks back over (default 3). */
+  collapseWindow?: number
+  /** The command that continues this run, for the report of a run stopped early. */
+  resumeCommand?: string
 }
 
 export interface DriveResult {
   stepsRun: number
   stoppedEarly: boolean
   accuracyBefore: number | null
+  /** Held-out accuracy of the final model (after a rollback: of the restored checkpoint). */
   accuracyAfter: number | null
   seconds: number
+  /** Why the run stopped before its last step: a stop request, or the collapse guard. */
+  stopReason: 'requested' | 'collapse' | null
+  /** The collapse guard's first finding of this session, if it fired. */
+  collapse: CollapseCheck | null
+  /** The step whose checkpoint became the final model by --on-collapse rollback. */
+  rolledBackTo: number | null
+  /** The checkpoint latest.json names at the end (what --resume continues from). */
+  checkpoint: string
+  trainedModel: TrainedModel | null
+  report: string
 }
 
-function duration(s: number): string {
-  if (!Number.isFinite(s)) return '?'
-  const m = Math.floor(s / 60)
-  return m ? `${m}m${String(Math.round(s % 60)).padStart(2, '0')}s` : `${s.toFixed(0)}s`
+/** The step's one-line progress: bar, the method's signals, held-out accuracy when evaluated, throughput (tok/s only when the step generated tokens), ETA. */
+function progressLine(method: string, record: BaseStepRecord, described: string, totalSteps: number, eta: number): string {
+  const bar = '█'.repeat(Math.round((20 * Math.min(record.step, totalSteps)) / totalSteps)).padEnd(20, '░')
+  const heldOut = typeof record.heldOutAccuracy === 'number' ? ` held-out ${record.heldOutAccuracy.toFixed(3)}` : ''
+  const pace = record.generatedTokens > 0 && record.seconds > 0 ? `${(record.generatedTokens / record.seconds).toFixed(0)} tok/s` : `${record.seconds.toFixed(1)} s/step`
+  return `[${method}] step ${record.step}/${totalSteps} ${bar} ${described}${heldOut} ${pace} ETA ${formatDuration(eta)}`
+}
+
+/** Rows as metrics.jsonl holds them (the JSON of the record). */
+const asRow = (record: object): MetricsRow => JSON.parse(JSON.stringify(record)) as MetricsRow
+
+function rewardPoints(rows: readonly MetricsRow[], method: string): RewardPoint[] {
+  const r = TRAINING_REWARD[method]
+  if (!r) return []
+  return rows.flatMap((row) => {
+    if (row.step === 0 || (r.phase !== undefined && row.phase !== r.phase)) return []
+    const reward = metricAt(row, r.path)
+    return reward === null ? [] : [{ step: row.step, reward }]
+  })
+}
+
+/** The held-out evaluations of the rows, with n and per-question values from the eval files on disk (the same questions every evaluation: any file gives n). */
+async function heldOutPoints(outDir: string, rows: readonly MetricsRow[]): Promise<HeldOutPoint[]> {
+  const { records } = await readRunEvaluations(outDir)
+  const byStep = new Map(records.map((r) => [r.step, perQuestion(r)]))
+  const n = records.length ? perQuestion(records.at(-1)!).length : null
+  return rows.flatMap((row) => (typeof row.heldOutAccuracy === 'number' ? [{ step: row.step, accuracy: row.heldOutAccuracy, n: byStep.get(row.step)?.length ?? n, perQuestion: byStep.get(row.step) }] : []))
+}
+
+/** Every window of the run where the collapse guard fires (for the report: the whole run, earlier sessions included). */
+function collapseFindings(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number): CollapseCheck[] {
+  const found: CollapseCheck[] = []
+  for (let k = window; k <= points.length; k++) {
+    const c = checkCollapse(points.slice(0, k), rewards, window)
+    if (c?.collapsed) found.push(c)
+  }
+  return found
 }
 
 export async function drive<C extends BaseMethodConfig, R extends BaseStepRecord>(run: MethodRun<C, R>, o: DriveOptions<R>): Promise<DriveResult> {
   const keep = o.keep ?? DEFAULT_KEEP
   if (!Number.isInteger(keep) || keep < 1) throw new RangeError(`keep must be an integer ≥ 1, got ${keep}`)
+  const window = o.collapseWindow ?? DEFAULT_COLLAPSE_WINDOW
+  const onCollapse = o.onCollapse ?? 'warn'
   await mkdir(o.outDir, { recursive: true }).catch((e) => {
     throw fileWriteError(e, o.outDir)
   })
+  const emit = (e: DriveEvent) => o.onEvent?.(e)
+  const phase = (kind: PhaseKind, name: string) => emit({ event: 'phase', kind, phase: name, step: run.step, totalSteps: o.totalSteps })
   const metricsFile = join(o.outDir, METRICS_FILE)
   await truncateMetrics(metricsFile, run.step)
-  const started = Date.now()
-  const write = (line: object) =>
-    appendFile(metricsFile, JSON.stringify(line) + '\n').catch((e) => {
+  const rows = (await readMetrics(metricsFile)).rows
+  const startedAt = new Date()
+  const write = async (record: BaseStepRecord | MetricsRow) => {
+    rows.push(asRow(record))
+    await appendFile(metricsFile, JSON.stringify(record) + '\n').catch((e) => {
       throw fileWriteError(e, metricsFile)
     })
+  }
   let before: number | null = null
   if (run.step === 0) {
+    phase('evaluate', 'evaluating the base model on the held-out questions')
     before = await run.evaluate()
     await write({ step: 0, heldOutAccuracy: before })
   }
-  let stoppedEarly = false
+  // The best evaluated checkpoint so far (kept from pruning; --on-collapse rollback restores it).
+  const evaluatedCheckpoints = rows.filter((r) => r.step > 0 && typeof r.heldOutAccuracy === 'number' && existsSync(checkpointDir(o.outDir, r.step)))
+  let best: { step: number; accuracy: number } | null = evaluatedCheckpoints.reduce<{ step: number; accuracy: number } | null>(
+    (b, r) => (b === null || (r.heldOutAccuracy as number) > b.accuracy ? { step: r.step, accuracy: r.heldOutAccuracy as number } : b),
+    null,
+  )
+  let stopReason: DriveResult['stopReason'] = null
+  let collapse: CollapseCheck | null = null
   let ran = 0
   let lastCheckpoint = run.step
   const save = async () => {
+    phase('checkpoint', `checkpointing step ${run.step}`)
     const dir = checkpointDir(o.outDir, run.step)
     await run.checkpoint(dir)
     await writeLatest(o.outDir, o.method, run.step, dir)
-    await pruneCheckpoints(join(o.outDir, CHECKPOINTS_DIR), keep, dir)
+    const evaluated = rows.at(-1)?.step === run.step ? rows.at(-1)!.heldOutAccuracy : undefined
+    if (typeof evaluated === 'number' && (best === null || evaluated > best.accuracy)) best = { step: run.step, accuracy: evaluated }
+    await pruneCheckpoints(join(o.outDir, CHECKPOINTS_DIR), keep, best ? [dir, checkpointDir(o.outDir, best.step)] : [dir])
     lastCheckpoint = run.step
   }
+  const stepping = Date.now()
   while (run.step < o.totalSteps) {
+    phase('step', `step ${run.step + 1}/${o.totalSteps} running`)
     const record = await run.runStep()
     ran++
-    if (run.step % o.evalEvery === 0 || run.step === o.totalSteps) record.heldOutAccuracy = await run.evaluate()
+    const evaluates = run.step % o.evalEvery === 0 || run.step === o.totalSteps
+    if (evaluates) {
+      phase('evaluate', `evaluating step ${run.step} on the held-out questions`)
+      record.heldOutAccuracy = await run.evaluate()
+    }
     await write(record)
-    const elapsed = (Date.now() - started) / 1000
-    const eta = (elapsed / ran) * (o.totalSteps - run.step)
-    const bar = '█'.repeat(Math.round((20 * run.step) / o.totalSteps)).padEnd(20, '░')
-    o.progress?.(`[${o.method}] step ${run.step}/${o.totalSteps} ${bar} ${o.describe(record)} ${(record.generatedTokens / record.seconds).toFixed(0)} tok/s ETA ${duration(eta)}`)
     if (run.step % o.checkpointEvery === 0 || run.step === o.totalSteps) await save()
+    const check = evaluates ? checkCollapse(await heldOutPoints(o.outDir, rows), rewardPoints(rows, o.method), window) : null
+    const eta = ((Date.now() - stepping) / 1000 / ran) * (o.totalSteps - run.step)
+    const line = progressLine(o.method, record, o.describe(record), o.totalSteps, eta) + (check?.collapsed ? ' ⚠ collapse' : '')
+    o.progress?.(line)
+    emit({ event: 'step', step: run.step, totalSteps: o.totalSteps, line, etaSeconds: eta, record })
+    if (check?.collapsed) {
+      collapse ??= check
+      emit({ event: 'collapse', step: run.step, action: onCollapse, check })
+      if (onCollapse !== 'warn' && run.step < o.totalSteps) {
+        stopReason = 'collapse'
+        break
+      }
+    }
     if (o.stopRequested?.()) {
-      stoppedEarly = run.step < o.totalSteps
+      if (run.step < o.totalSteps) stopReason = 'requested'
       break
     }
   }
   if (lastCheckpoint !== run.step) await save()
-  const { rows } = await readMetrics(metricsFile)
-  const accuracies = rows.filter((r) => typeof r.heldOutAccuracy === 'number')
-  const first = accuracies[0]?.heldOutAccuracy as number | undefined
-  const last = accuracies.at(-1)?.heldOutAccuracy as number | undefined
-  const seconds = (Date.now() - started) / 1000
-  await writeFile(
-    join(o.outDir, 'report.html'),
-    renderReport(`autodidact evolve --method ${o.method}`, rows, [...o.series], {
-      'steps': `${run.step} of ${o.totalSteps}${stoppedEarly ? ' (stopped early; resume with --resume)' : ''}`,
-      'held-out accuracy': `${first?.toFixed(3) ?? '?'} → ${last?.toFixed(3) ?? '?'}`,
-      'wall time of this session': duration(seconds),
-      'metrics': METRICS_FILE,
-    }),
-  ).catch((e) => {
-    throw fileWriteError(e, join(o.outDir, 'report.html'))
+  let checkpoint = checkpointDir(o.outDir, run.step)
+  let rolledBackTo: number | null = null
+  if (collapse && onCollapse === 'rollback' && best && best.step !== run.step) {
+    // the best evaluated checkpoint becomes the final model, and what --resume continues from
+    rolledBackTo = best.step
+    checkpoint = checkpointDir(o.outDir, best.step)
+    await writeLatest(o.outDir, o.method, best.step, checkpoint)
+  }
+  phase('report', 'writing the report')
+  const finishedAt = new Date()
+  const trainedModel = trainedModelIn(checkpoint)
+  const report = join(o.outDir, REPORT_FILE)
+  await writeFile(report, renderRunReport(await reportInput(run, o, { rows, window, startedAt, finishedAt, checkpoint, trainedModel, rolledBackTo, best, stopReason }))).catch((e) => {
+    throw fileWriteError(e, report)
   })
-  return { stepsRun: ran, stoppedEarly, accuracyBefore: before ?? first ?? null, accuracyAfter: last ?? null, seconds }
+  const accuracies = rows.filter((r) => typeof r.heldOutAccuracy === 'number')
+  const finalRow = rolledBackTo === null ? accuracies.at(-1) : accuracies.find((r) => r.step === rolledBackTo)
+  return {
+    stepsRun: ran,
+    stoppedEarly: stopReason !== null,
+    accuracyBefore: before ?? ((accuracies[0]?.heldOutAccuracy as number | undefined) ?? null),
+    accuracyAfter: (finalRow?.heldOutAccuracy as number | undefined) ?? null,
+    seconds: (finishedAt.getTime() - startedAt.getTime()) / 1000,
+    stopReason,
+    collapse,
+    rolledBackTo,
+    checkpoint,
+    trainedModel,
+    report,
+  }
+}
+
+interface Outcome {
+  rows: MetricsRow[]
+  window: number
+  startedAt: Date
+  finishedAt: Date
+  checkpoint: string
+  trainedModel: TrainedModel | null
+  rolledBackTo: number | null
+  best: { step: number; accuracy: number } | null
+  stopReason: DriveResult['stopReason']
+}
+
+async function reportInput<C extends BaseMethodConfig, R extends BaseStepRecord>(run: MethodRun<C, R>, o: DriveOptions<R>, x: Outcome): Promise<RunReportInput> {
+  const facts = await checkpointFacts(x.checkpoint)
+  const { records, skipped } = await readRunEvaluations(o.outDir)
+  const findings = collapseFindings(await heldOutPoints(o.outDir, x.rows), rewardPoints(x.rows, o.method), x.window)
+  const alerts = findings.length
+    ? [`The collapse guard fired ${findings.length === 1 ? 'once' : `${findings.length} times`}: ${findings[0].message}.${x.rolledBackTo !== null ? ` Rolled back: the final model is the checkpoint of step ${x.rolledBackTo}, the best held-out one (${x.best!.accuracy.toFixed(3)}).` : x.stopReason === 'collapse' ? ` The run stopped there (--on-collapse ${o.onCollapse}${o.onCollapse === 'rollback' ? ': no earlier checkpoint scored higher on the held-out questions, nothing to roll back to' : ''}).` : ' (--on-collapse warn: the run went on; stop or rollback act on it.)'}`]
+    : []
+  const notes = [
+    ...(x.stopReason === 'requested' ? [`stopped early at step ${run.step} of ${o.totalSteps}${o.resumeCommand ? `; resume with: ${o.resumeCommand}` : ''}`] : []),
+    ...(x.stopReason === 'collapse' ? [`stopped by the collapse guard at step ${run.step} of ${o.totalSteps}`] : []),
+    ...(TRAINING_REWARD[o.method] ? [`collapse guard: over the last ${x.window} evaluations, held-out accuracy falling while the training reward (${TRAINING_REWARD[o.method].path}) rises, both by more than ${NOISE_Z} standard errors`] : ['collapse guard: not applicable (this method trains on no reward of its own)']),
+    ...skipped,
+  ]
+  const last = records.at(-1)
+  return {
+    method: o.method,
+    summary: o.summary,
+    model: facts.baseModel ?? '(unknown: the checkpoint does not say)',
+    world: facts.world ?? '(unknown)',
+    config: facts.config ?? run.config,
+    seed: run.config.seed,
+    startedAt: x.startedAt,
+    finishedAt: x.finishedAt,
+    rows: x.rows,
+    evaluations: records.map(evaluationDetail),
+    evaluation: last ? evaluationProtocol(last) : null,
+    heldOutSize: last ? perQuestion(last).length : null,
+    series: o.series,
+    trainedModel: x.trainedModel?.dir ?? null,
+    trainedModelKind: x.trainedModel?.kind,
+    finalStep: x.rolledBackTo ?? undefined,
+    plannedSteps: o.totalSteps,
+    notes,
+    alerts,
+  }
 }

@@ -4,7 +4,7 @@
 import { InvalidArgumentError } from '../../engine/errors.js'
 import type { TaskWorld } from '../../worlds/types.js'
 import type { OpenPolicy } from './policy.js'
-import type { Series } from './report.js'
+import type { ReportSeries as Series } from '../../report/index.js'
 import { configJsonSchema, resolveWith, type z } from './schema.js'
 import { drive, type DriveOptions, type DriveResult } from './driver.js'
 import type { BaseMethodConfig, BaseStepRecord, MethodRun } from './run.js'
@@ -53,7 +53,7 @@ export interface MethodSpec<C extends BaseMethodConfig, R extends BaseStepRecord
 }
 
 /** The driver options a session takes from its caller (the rest come from the method and its config). */
-export type SessionDriveOptions = Pick<DriveOptions<BaseStepRecord>, 'outDir' | 'totalSteps' | 'progress' | 'stopRequested' | 'keep'>
+export type SessionDriveOptions = Pick<DriveOptions<BaseStepRecord>, 'outDir' | 'totalSteps' | 'progress' | 'stopRequested' | 'keep' | 'onEvent' | 'onCollapse' | 'collapseWindow' | 'resumeCommand'>
 
 /** A started or resumed run, its types erased. */
 export interface Session {
@@ -119,7 +119,7 @@ export function defineMethod<C extends BaseMethodConfig, R extends BaseStepRecor
       return run.step
     },
     drive: (o) =>
-      drive(run, { ...o, method: spec.name, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: spec.series, describe: spec.describe }),
+      drive(run, { ...o, method: spec.name, summary: spec.summary, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: spec.series, describe: spec.describe }),
     dispose: () => run.dispose(),
   })
   return {

@@ -136,8 +136,9 @@ export async function recoverCheckpoint(dir: string, isComplete: (candidate: str
   return true
 }
 
-/** Removes all but the newest `keep` checkpoints; `protect` (the one latest.json names) is never removed. */
-export async function pruneCheckpoints(checkpointsDir: string, keep: number, protect: string): Promise<string[]> {
+/** Removes all but the newest `keep` checkpoints; `protect` (the one latest.json names, the best evaluated one) is never removed. */
+export async function pruneCheckpoints(checkpointsDir: string, keep: number, protect: string | readonly string[]): Promise<string[]> {
+  const protectedDirs = new Set((typeof protect === 'string' ? [protect] : protect).map((p) => resolve(p)))
   if (!existsSync(checkpointsDir)) return []
   const steps = (await readdir(checkpointsDir))
     .map((name) => ({ name, m: CHECKPOINT_NAME.exec(name) }))
@@ -146,7 +147,7 @@ export async function pruneCheckpoints(checkpointsDir: string, keep: number, pro
     .sort((a, b) => b.step - a.step)
   const removed: string[] = []
   for (const { name } of steps.slice(keep)) {
-    if (resolve(checkpointsDir, name) === resolve(protect)) continue
+    if (protectedDirs.has(resolve(checkpointsDir, name))) continue
     await rm(join(checkpointsDir, name), { recursive: true, force: true })
     removed.push(name)
   }
