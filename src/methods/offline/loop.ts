@@ -46,6 +46,8 @@ export interface RunOptions {
   openPolicy?: OpenPolicy
   /** The run folder (the pool goes to pool/ in it unless pool.dir names one). */
   outDir?: string
+  /** Progress lines of the set-up (the pool, the warm start), which runs before step 1. */
+  log?: (line: string) => void
 }
 
 const FORMAT = 'autodidact.offline.run'
@@ -112,6 +114,7 @@ export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: Of
   const key = createHash('sha256').update(JSON.stringify({ w: c.warmStart, p: c.pairs, s: c.seed, l: [c.train.loraRank, c.train.loraAlpha] })).digest('hex').slice(0, 10)
   const dir = join(poolDir, `warmstart-${key}`)
   if (existsSync(join(dir, 'config.json'))) return dir
+  o.log?.('the shared DPO warm start: LoRA SFT on the pairs\' responses (reused once built)')
   const examples = warmStartExamples(pool, DPO_ARMS.filter((a) => a === 'random' || c.pairs.commonMethods.includes(a)), c.pairs, c.seed)
   const set = new PolicySet(o.openPolicy ?? openPolicy)
   try {
@@ -165,6 +168,7 @@ export class OfflineRun {
     const scorer = await open({ model: base, threads: o.threads })
     let pooled
     try {
+      o.log?.(`building the response pool (${config.pool.prompts} prompts × ${config.pool.k} responses; reused when ${dir} holds it)`)
       pooled = await ensurePool(config, scorer, world, dir)
     } finally {
       scorer.dispose()
