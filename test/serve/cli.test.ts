@@ -63,6 +63,21 @@ describe('autodidact serve (child process)', () => {
     expect(s.stderr()).toContain('SIGTERM, shutting down')
   })
 
+  it('--weights bf16 serves the model kept at 2 bytes a weight; a bad --weights is refused with the choices', async () => {
+    const s = await start(['--port', '0', '--threads', '1', '--name', 'toy', '--weights', 'bf16'])
+    const r = await post(s.url, '/v1/completions', { model: 'toy', prompt: 'Solve: 6*7\n', max_tokens: 30, temperature: 0 })
+    expect(r.status).toBe(200)
+    expect(r.json.choices[0].text).toMatch(/<answer>/)
+    child!.kill('SIGTERM')
+    expect(await s.exited).toBe(0)
+    const proc = spawn(process.execPath, [MAIN, 'serve', '--port', '0', '--weights', 'f8'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    child = proc
+    let err = ''
+    proc.stderr.on('data', (c) => (err += c))
+    expect(await new Promise<number | null>((resolve) => proc.on('exit', resolve))).toBe(2)
+    expect(err).toContain('weights must be one of f32, bf16, f16, int8, checkpoint, got f8')
+  })
+
   it('fails with a clear message and exit code 2 on a bad option', async () => {
     const proc = spawn(process.execPath, [MAIN, 'serve', '--port', '70000'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
     child = proc
