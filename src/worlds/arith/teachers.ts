@@ -15,8 +15,12 @@
 //   (by true class; higher for trivial and too-hard questions, and for good ones at higher levels),
 //   then scores by its belief: good 9–10, too-hard 4–5, trivial 4–5, malformed 1–3.
 // - Judge: with JUDGE_LAZY_RATE[level] it skims ("looks fine", score 7–8) whatever the response;
-//   otherwise it recomputes the problem (slipping with JUDGE_SLIP_RATE[level]) and compares its
-//   value with the response's answer: match 8–10, mismatch 1–3, no readable answer 1.
+//   otherwise it checks the response's own steps one at a time — recomputes each step from the
+//   operands the response wrote (`3+4=7 ok`; a mismatch `3+4=7 not 8` ends the check), then that the
+//   answer is the last step's result — slipping in one check with JUDGE_SLIP_RATE[level]. Checking a
+//   written step is one operation on operands in plain view, so checking is easier than solving
+//   (the premise of a useful verifier). A response without readable steps is recomputed from the
+//   question instead. Verdict right 8–10, wrong 1–3, no readable answer 1.
 // - Decompose: one subtask per operation (decomposeExpr); with DECOMPOSE_ERROR_RATE[level] it
 //   miscopies one literal, so the decomposition no longer computes the question.
 // - Subtask solver: like the Solver on one operation, slipping with SUBTASK_SLIP_RATE[level]
@@ -397,6 +401,42 @@ export interface JudgeOutput extends ScoreTeacherOutput {
   lazy: boolean
 }
 
+/** The steps `a op b=r` a response's thinking writes, in order (hedge words around them ignored). */
+export function writtenSteps(response: string): Step[] {
+  const think = /<think>([\s\S]*?)<\/think>/.exec(response)?.[1] ?? ''
+  const operand = String.raw`(\(-\d+\)|-?\d+)`
+  const step = new RegExp(`^${operand}([+\\-*])${operand}=(-?\\d+)$`)
+  const out: Step[] = []
+  for (const part of think.split(';')) {
+    const m = step.exec(part.replace(/\bmaybe\b|\bI think\b|, not sure/g, '').trim())
+    if (!m) return []
+    const num = (t: string) => BigInt(t.replace(/[()]/g, ''))
+    out.push({ op: m[2] as Op, a: num(m[1]), b: num(m[3]), result: num(m[4]) })
+  }
+  return out
+}
+
+/**
+ * The Judge's check of written steps: each step recomputed from its own operands (one of them,
+ * drawn like a Solver slip, slipped with probability `slipRate`), stopping at the first step
+ * whose written result differs; then the answer against the last step's result.
+ */
+function checkWrittenSteps(rng: Rng, steps: readonly Step[], given: bigint, slipRate: number): { think: string; saysRight: boolean } {
+  const slipAt = rng.chance(slipRate) ? rng.weighted(steps.map((s) => digits(s.a) + digits(s.b) + (s.op === '*' ? 2 : 0))) : -1
+  const checked: string[] = []
+  for (let i = 0; i < steps.length; i++) {
+    const s = steps[i]
+    const exact = s.op === '+' ? s.a + s.b : s.op === '-' ? s.a - s.b : s.a * s.b
+    const own = i === slipAt ? slipResult(rng, { ...s, result: exact }) : exact
+    const mine = formatStep({ ...s, result: own })
+    if (own !== s.result) return { think: `${[...checked, `${mine} not ${s.result}`].join('; ')}. got ${given}: wrong`, saysRight: false }
+    checked.push(`${mine} ok`)
+  }
+  const last = steps[steps.length - 1].result
+  if (last !== given) return { think: `${checked.join('; ')}. got ${given} not ${last}: wrong`, saysRight: false }
+  return { think: `${checked.join('; ')}. got ${given}: right`, saysRight: true }
+}
+
 /** The scripted Judge on a well-formed question and a raw Solver response. */
 export function scriptedJudge(rng: Rng, question: Expr, response: string): JudgeOutput {
   const truth = evaluate(question)!
@@ -410,11 +450,14 @@ export function scriptedJudge(rng: Rng, question: Expr, response: string): Judge
     return { completion: `<think>${think}</think><score>1</score>`, score: 1, verdictCorrect: true, hedged, candidateCorrect, lazy: false }
   }
   const lazy = rng.chance(JUDGE_LAZY_RATE[level])
+  const written = writtenSteps(response)
   let think: string
   let saysRight: boolean
   if (lazy) {
     think = 'looks fine'
     saysRight = true
+  } else if (written.length > 0) {
+    ;({ think, saysRight } = checkWrittenSteps(rng, written, given, JUDGE_SLIP_RATE[level]))
   } else {
     const slipAt = rng.chance(JUDGE_SLIP_RATE[level]) ? chooseSlipStep(rng, question, []) : -1
     const own = tracedSteps(rng, question, [], slipAt)!
