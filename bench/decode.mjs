@@ -8,10 +8,11 @@
 //
 // "ours" keeps the weights in f32 in memory (the default); --weights adds "ours bf16" etc., the
 // loadModel `weights` option (Linear weights, LM head and embedding kept at 2 bytes, int8 at 1 + 2/32),
-// whose ratio column is against llama.cpp f16 (the same bytes per weight for bf16/f16). llama.cpp
-// runs the f32 and f16 GGUFs our export writes (it writes no Q8_0: int8 has no same-bytes peer here).
+// whose ratio column is against llama.cpp at the same bytes per weight: f16 for bf16/f16, and for int8
+// llama.cpp Q8_0 (the same layout: blocks of 32 int8 with an f16 scale). llama.cpp runs the f32, f16
+// and (with int8) q8_0 GGUFs our export writes.
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -85,13 +86,14 @@ for (const name of wanted) {
   const m = MODELS[name]
   if (!m) throw new Error(`unknown model ${name} (have ${Object.keys(MODELS).join(', ')})`)
   const dir = m.dir()
-  const files = { f32: await gguf(name, dir, 'f32'), f16: await gguf(name, dir, 'f16') }
+  const files = { f32: await gguf(name, dir, 'f32'), f16: await gguf(name, dir, 'f16'), ...(WEIGHTS.includes('int8') ? { q8_0: await gguf(name, dir, 'q8_0') } : {}) }
   for (const batch of BATCHES) {
     const base = { modelDir: dir, batch, promptTokens: m.promptTokens, newTokens: m.newTokens, threads, vocab: m.vocab }
     const contenders = {
       ...Object.fromEntries(WEIGHTS.map((w) => [oursName(w), { ...base, engine: 'ours', weights: w }])),
       'llama.cpp f32': { ...base, engine: 'llama.cpp', gguf: files.f32 },
       'llama.cpp f16': { ...base, engine: 'llama.cpp', gguf: files.f16 },
+      ...(files.q8_0 ? { 'llama.cpp q8_0': { ...base, engine: 'llama.cpp', gguf: files.q8_0 } } : {}),
     }
     const names = Object.keys(contenders)
     const runs = Object.fromEntries(names.map((k) => [k, []]))
@@ -106,7 +108,8 @@ for (const name of wanted) {
     const weightBytes = runs.ours[0].weightBytes
     // Bytes of weights one decode step reads (once per step, shared by the batch): all matrices,
     // as our engine reports them stored; llama.cpp's f16 file holds the matrices at 2 bytes (norms stay f32, negligible).
-    const bytesPerStep = { 'llama.cpp f32': weightBytes, 'llama.cpp f16': weightBytes / 2 }
+    // The q8_0 file's size stands for its matrices' bytes (its metadata is small beside them).
+    const bytesPerStep = { 'llama.cpp f32': weightBytes, 'llama.cpp f16': weightBytes / 2, ...(files.q8_0 ? { 'llama.cpp q8_0': statSync(files.q8_0).size } : {}) }
     for (const w of WEIGHTS) bytesPerStep[oursName(w)] = runs[oursName(w)][0].weightBytes
     for (const k of names) {
       const rs = runs[k]
@@ -162,16 +165,17 @@ for (const r of rows) {
     console.log(`${r.model.padEnd(12)} ${String(r.threads).padStart(3)} ${String(r.batch).padStart(5)} ${r.engine.padEnd(15)} ${r.unavailable}`)
     continue
   }
-  // llama.cpp rows: ours (f32) over them; our bf16/f16/int8 rows: over llama.cpp f16
+  // llama.cpp rows: ours (f32) over them; our bf16/f16 rows: over llama.cpp f16; int8: over llama.cpp q8_0
   const peerOf = (engine) => rows.find((o) => o.model === r.model && o.threads === r.threads && o.batch === r.batch && o.engine === engine)
   const ours = peerOf('ours')
-  const f16 = peerOf('llama.cpp f16')
+  const sameBytes = r.engine === 'ours int8' ? 'q8_0' : 'f16'
+  const peer = peerOf(`llama.cpp ${sameBytes}`)
   const ratio = !r.engine.startsWith('ours') ? (ours.decode.median / r.decode.median).toFixed(2) + '×'
-    : r.engine !== 'ours' && f16 && !f16.unavailable ? (r.decode.median / f16.decode.median).toFixed(2) + '× f16' : ''
+    : r.engine !== 'ours' && peer && !peer.unavailable ? (r.decode.median / peer.decode.median).toFixed(2) + `× ${sameBytes}` : ''
   const cell = (x) => `${x.median.toFixed(1)} [${x.spread[0].toFixed(1)}–${x.spread[1].toFixed(1)}]`
   console.log(
     `${r.model.padEnd(12)} ${String(r.threads).padStart(3)} ${String(r.batch).padStart(5)} ${r.engine.padEnd(15)} ${cell(r.prefill).padEnd(22)} ${cell(r.decode).padEnd(22)} ${ratio.padStart(9)} ${(r.fractionOfFloor.toFixed(2) + '×').padStart(9)} ${(r.peakRssBytes / 2 ** 30).toFixed(2).padStart(6)} GiB`,
   )
 }
-console.log('ours/peer: our decode tok/s over the peer\'s (ours bf16/f16/int8: over llama.cpp f16); of floor: decode tok/s over (copy read bandwidth / weight bytes per step × batch).')
+console.log('ours/peer: our decode tok/s over the peer\'s (ours bf16/f16: over llama.cpp f16; ours int8: over llama.cpp q8_0); of floor: decode tok/s over (copy read bandwidth / weight bytes per step × batch).')
 console.log(`wrote bench/results/${outName}`)

@@ -65,10 +65,18 @@ export enum GgufValueType {
 export enum GgmlType {
   F32 = 0,
   F16 = 1,
+  Q8_0 = 8,
 }
 
-/** llama_ftype (general.file_type). */
-const FILE_TYPE = { f32: 0, f16: 1 } as const
+/** llama_ftype (general.file_type): LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q8_0. */
+const FILE_TYPE = { f32: 0, f16: 1, q8_0: 7 } as const
+
+/** The weight-matrix types an export writes. */
+export type GgufDtype = keyof typeof FILE_TYPE
+
+/** Q8_0: blocks of 32 values along the row, each one f16 scale d and 32 int8 codes (34 bytes). */
+export const Q8_0_BLOCK = 32
+const Q8_0_BLOCK_BYTES = 2 + Q8_0_BLOCK
 
 /** llama.cpp token types (tokenizer.ggml.token_type). */
 export enum GgufTokenType {
@@ -282,7 +290,7 @@ export function ggufTensorName(hfName: string): string {
   return `blk.${m[1]}.${parts[m[2]]}.${m[3]}`
 }
 
-function archMetadata(folder: ModelFolder, dtype: 'f32' | 'f16'): GgufMetadata {
+function archMetadata(folder: ModelFolder, dtype: GgufDtype): GgufMetadata {
   const c = folder.config
   const a = c.architecture
   const name = basename(resolve(folder.dir))
@@ -308,7 +316,14 @@ function archMetadata(folder: ModelFolder, dtype: 'f32' | 'f16'): GgufMetadata {
   return md
 }
 
-function tensorPlan(folder: ModelFolder, dtype: 'f32' | 'f16'): TensorPlan[] {
+/** A matrix's type in a file of `dtype`: q8_0 needs rows of whole blocks, else (as convert_hf_to_gguf.py) f16. */
+function matrixType(dtype: GgufDtype, rowLength: number): GgmlType {
+  if (dtype === 'f32') return GgmlType.F32
+  if (dtype === 'q8_0' && rowLength % Q8_0_BLOCK === 0) return GgmlType.Q8_0
+  return GgmlType.F16
+}
+
+function tensorPlan(folder: ModelFolder, dtype: GgufDtype): TensorPlan[] {
   const c = folder.config
   const byName = new Map<string, TensorRef>(folder.tensors.map((t) => [t.name, t]))
   const plans: TensorPlan[] = []
@@ -329,7 +344,7 @@ function tensorPlan(folder: ModelFolder, dtype: 'f32' | 'f16'): TensorPlan[] {
     plans.push({
       name: ggufTensorName(e.name),
       dims: [...e.shape].reverse(),
-      type: dtype === 'f16' && e.shape.length >= 2 ? GgmlType.F16 : GgmlType.F32,
+      type: e.shape.length >= 2 ? matrixType(dtype, cols) : GgmlType.F32,
       values,
     })
   }
@@ -557,8 +572,45 @@ function elementCount(dims: readonly number[]): number {
   return dims.reduce((a, b) => a * b, 1)
 }
 
-function typeSize(t: GgmlType): number {
-  return t === GgmlType.F32 ? 4 : 2
+/** Bytes of `n` values of type `t` (q8_0: n a multiple of the block). */
+function tensorBytes(t: GgmlType, n: number): number {
+  if (t === GgmlType.Q8_0) return (n / Q8_0_BLOCK) * Q8_0_BLOCK_BYTES
+  return n * (t === GgmlType.F32 ? 4 : 2)
+}
+
+/** C's roundf: halves away from zero (Math.round takes −2.5 to −2). */
+const roundHalfAway = (v: number): number => Math.sign(v) * Math.round(Math.abs(v))
+
+/**
+ * Q8_0 as ggml's quantize_row_q8_0_ref: per block d = max|x| / 127, codes round(x / d) in
+ * [−127, 127], d stored as f16; a value decodes to code · f16(d), within d/2 plus the f16
+ * rounding of d times |code|.
+ */
+export function quantizeQ8_0(values: Float32Array): Buffer {
+  const out = Buffer.alloc(tensorBytes(GgmlType.Q8_0, values.length))
+  for (let b = 0; b * Q8_0_BLOCK < values.length; b++) {
+    const x = values.subarray(b * Q8_0_BLOCK, (b + 1) * Q8_0_BLOCK)
+    let amax = 0
+    for (const v of x) amax = Math.max(amax, Math.abs(v))
+    const d = Math.fround(amax / 127)
+    const id = d !== 0 ? Math.fround(1 / d) : 0
+    const at = b * Q8_0_BLOCK_BYTES
+    out.writeUInt16LE(f32ToF16Bits(d), at)
+    for (let i = 0; i < Q8_0_BLOCK; i++) out.writeInt8(roundHalfAway(Math.fround(x[i] * id)), at + 2 + i)
+  }
+  return out
+}
+
+/** Q8_0 bytes back to float32 values (code · f16(d), as ggml's dequantize_row_q8_0). */
+export function dequantizeQ8_0(bytes: Uint8Array, n: number): Float32Array {
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const out = new Float32Array(n)
+  for (let b = 0; b * Q8_0_BLOCK < n; b++) {
+    const at = b * Q8_0_BLOCK_BYTES
+    const d = f16ArrayToF32(Uint16Array.of(buf.readUInt16LE(at)))[0]
+    for (let i = 0; i < Q8_0_BLOCK; i++) out[b * Q8_0_BLOCK + i] = buf.readInt8(at + 2 + i) * d
+  }
+  return out
 }
 
 /** The header bytes: magic, version, counts, metadata, tensor infos, padded to the alignment. */
@@ -588,6 +640,13 @@ function encodeData(name: string, values: Float32Array, type: GgmlType): Buffer 
     if (!Number.isFinite(values[i])) throw new InvalidArgumentError('model', `tensor ${name} has a non-finite value at element ${i}`)
   }
   if (type === GgmlType.F32) return Buffer.from(values.buffer, values.byteOffset, values.byteLength)
+  if (type === GgmlType.Q8_0) {
+    const q = quantizeQ8_0(values)
+    for (let b = 0; b < q.length; b += Q8_0_BLOCK_BYTES) {
+      if ((q.readUInt16LE(b) & 0x7c00) === 0x7c00) throw new InvalidArgumentError('dtype', `tensor ${name}: block ${b / Q8_0_BLOCK_BYTES}'s scale overflows f16; export with dtype f32`)
+    }
+    return q
+  }
   const h = new Uint16Array(values.length)
   for (let i = 0; i < values.length; i++) {
     const bits = f32ToF16Bits(values[i])
@@ -608,7 +667,8 @@ async function writeAll(fh: FileHandle, buf: Uint8Array): Promise<void> {
 }
 
 export interface ExportGgufOptions {
-  dtype: 'f32' | 'f16'
+  /** The weight matrices' type: f32, f16, or q8_0 (f16 where a row is not whole blocks). Norms and biases stay f32. */
+  dtype: GgufDtype
 }
 
 export interface ExportGgufResult {
@@ -626,7 +686,7 @@ export interface ExportGgufResult {
 export async function exportGguf(modelDir: string, outFile: string, options: ExportGgufOptions): Promise<ExportGgufResult> {
   const t0 = performance.now()
   const dtype = options?.dtype
-  if (dtype !== 'f32' && dtype !== 'f16') throw new InvalidArgumentError('dtype', `dtype must be "f32" or "f16", got ${JSON.stringify(dtype)}`)
+  if (typeof dtype !== 'string' || !Object.hasOwn(FILE_TYPE, dtype)) throw new InvalidArgumentError('dtype', `dtype must be "f32", "f16" or "q8_0", got ${JSON.stringify(dtype)}`)
   if (typeof outFile !== 'string' || outFile.length === 0) throw new InvalidArgumentError('outFile', 'outFile must be a path')
   // never written over a FIFO, device, socket or symbolic link; what a killed export left goes first
   await checkOutputTarget(outFile)
@@ -655,7 +715,7 @@ export async function exportGguf(modelDir: string, outFile: string, options: Exp
   let offset = 0
   const infos = plans.map((p) => {
     const info = { name: p.name, dims: p.dims, type: p.type, offset }
-    offset = alignUp(offset + elementCount(p.dims) * typeSize(p.type), GGUF_DEFAULT_ALIGNMENT)
+    offset = alignUp(offset + tensorBytes(p.type, elementCount(p.dims)), GGUF_DEFAULT_ALIGNMENT)
     return info
   })
   const header = encodeHeader(metadata, infos)
@@ -860,19 +920,20 @@ function parseGguf(r: ByteReader, file: string): GgufFile {
   }
   const dataOffset = alignUp(r.pos, alignment)
   for (const t of tensors) {
-    const size = t.type === GgmlType.F32 || t.type === GgmlType.F16 ? elementCount(t.dims) * typeSize(t.type) : 0
+    if (t.type === GgmlType.Q8_0 && t.dims[0] % Q8_0_BLOCK !== 0) throw new GgufFormatError(file, `${file}: Q8_0 tensor ${t.name} has rows of ${t.dims[0]} values, not whole blocks of ${Q8_0_BLOCK}`)
+    const size = t.type in GgmlType ? tensorBytes(t.type, elementCount(t.dims)) : 0
     if (dataOffset + t.offset + size > r.size) throw new GgufFormatError(file, `${file}: tensor ${t.name} extends past the end of the file`)
   }
   return { file, version, metadata, tensors, alignment, dataOffset, size: r.size }
 }
 
-/** One f32 or f16 tensor of a parsed GGUF file as float32 values (ggml order: dims[0] fastest). */
+/** One f32, f16 or q8_0 tensor of a parsed GGUF file as float32 values (ggml order: dims[0] fastest). */
 export async function readGgufTensor(gguf: GgufFile, name: string): Promise<Float32Array> {
   const t = gguf.tensors.find((x) => x.name === name)
   if (!t) throw new GgufFormatError(gguf.file, `${gguf.file}: no tensor ${name}`)
-  if (t.type !== GgmlType.F32 && t.type !== GgmlType.F16) throw new GgufFormatError(gguf.file, `${gguf.file}: tensor ${name} has ggml type ${t.type}; only F32 and F16 are read`)
+  if (!(t.type in GgmlType)) throw new GgufFormatError(gguf.file, `${gguf.file}: tensor ${name} has ggml type ${t.type}; only F32, F16 and Q8_0 are read`)
   const n = elementCount(t.dims)
-  const bytes = Buffer.alloc(n * typeSize(t.type))
+  const bytes = Buffer.alloc(tensorBytes(t.type, n))
   const fh = await open(gguf.file, 'r')
   try {
     await fh.read(bytes, 0, bytes.length, gguf.dataOffset + t.offset)
@@ -880,5 +941,6 @@ export async function readGgufTensor(gguf: GgufFile, name: string): Promise<Floa
     await fh.close()
   }
   if (t.type === GgmlType.F32) return new Float32Array(bytes.buffer, bytes.byteOffset, n).slice()
+  if (t.type === GgmlType.Q8_0) return dequantizeQ8_0(bytes, n)
   return f16ArrayToF32(new Uint16Array(bytes.buffer, bytes.byteOffset, n))
 }

@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { loadModel, type Model } from '../../src/index.js'
-import { exportGguf } from '../../src/export/gguf.js'
+import { exportGguf, ggufTensorName, readGguf, readGgufTensor } from '../../src/export/gguf.js'
 import { writeSafetensors, readTensorFloat32 } from '../../src/engine/hf/safetensors.js'
 import { readModelFolder } from '../../src/engine/hf/folder.js'
 import { evalSet } from '../../src/worlds/arith/evalset.js'
@@ -30,6 +30,8 @@ const TOKENS = 40
 const KV_F32 = { experimentalKvCacheKeyType: 'F32', experimentalKvCacheValueType: 'F32', flashAttention: false }
 const F32_TOL = { p: 5e-3, entropy: 1e-2 }
 const F16_TOL = { p: 1e-2, entropy: 2.5e-2 }
+// measured on the bundled model: max |Δp| 4.0e-2 (llama.cpp's Q8_0 activations), argmax equal at every step
+const Q8_TOL = { p: 6e-2, entropy: 1.5e-1 }
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type Nlc = any
@@ -144,6 +146,17 @@ async function f16Folder(src: string, dst: string): Promise<string> {
   return dst
 }
 
+/** An HF folder whose weights are what a GGUF file decodes to (f32), for a like-for-like comparison with a quantized file. */
+async function ggufWeightsFolder(src: string, ggufFile: string, dst: string): Promise<string> {
+  cpSync(src, dst, { recursive: true })
+  const folder = await readModelFolder(src)
+  const g = await readGguf(ggufFile)
+  const tensors = []
+  for (const t of folder.tensors) tensors.push({ name: t.name, dtype: 'F32' as const, shape: t.shape, data: await readGgufTensor(g, ggufTensorName(t.name)) })
+  await writeSafetensors(join(dst, 'model.safetensors'), tensors)
+  return dst
+}
+
 function arithPrompts(model: Model): { texts: string[]; ids: number[][] } {
   const items = evalSet(3, 3)
   const user = [
@@ -190,6 +203,23 @@ describe.skipIf(!available)(`GGUF round trip through llama.cpp (node-llama-cpp 3
       const { ids } = arithPrompts(ours)
       const d = await compareAlongGreedy(ours, lm, ids, TOKENS, F16_TOL)
       console.log(`[gguf round trip] bundled f16: max |Δp| ${d.maxDp.toExponential(2)}, max |ΔH| ${d.maxDh.toExponential(2)} nats`)
+    } finally {
+      ours.dispose()
+      await lm.dispose()
+    }
+  })
+
+  it('bundled model, q8_0: llama.cpp on the Q8_0 file vs our engine on the weights that file decodes to', async () => {
+    const gguf = join(root, 'toy-q8.gguf')
+    await exportGguf(BUNDLED, gguf, { dtype: 'q8_0' })
+    const dir = await ggufWeightsFolder(BUNDLED, gguf, join(root, 'toy-q8'))
+    const ours = await loadModel(dir, { threads: 1 })
+    const lm = await llama.loadModel({ modelPath: gguf })
+    try {
+      const { ids } = arithPrompts(ours)
+      // llama.cpp also rounds the activations to Q8_0 blocks before its Q8_0 dot products: a wider tolerance than f16's
+      const d = await compareAlongGreedy(ours, lm, ids, TOKENS, Q8_TOL)
+      console.log(`[gguf round trip] bundled q8_0: max |Δp| ${d.maxDp.toExponential(2)}, max |ΔH| ${d.maxDh.toExponential(2)} nats`)
     } finally {
       ours.dispose()
       await lm.dispose()

@@ -69,7 +69,7 @@ function checkLayout(g: GgufFile): void {
     expect(t.offset % GGUF_DEFAULT_ALIGNMENT).toBe(0)
     expect(t.offset).toBeGreaterThanOrEqual(end)
     const n = t.dims.reduce((a, b) => a * b, 1)
-    end = t.offset + n * (t.type === GgmlType.F32 ? 4 : 2)
+    end = t.offset + (t.type === GgmlType.Q8_0 ? (n / 32) * 34 : n * (t.type === GgmlType.F32 ? 4 : 2))
   }
   expect(g.size).toBe(g.dataOffset + Math.ceil(end / GGUF_DEFAULT_ALIGNMENT) * GGUF_DEFAULT_ALIGNMENT)
 }
@@ -182,6 +182,63 @@ describe('bundled model (Qwen3, character tokenizer)', () => {
     const raw = readFileSync(out).subarray(g.dataOffset + emb.offset, g.dataOffset + emb.offset + 16)
     const viaBits = Array.from({ length: 8 }, (_, i) => f16BitsToF32(raw.readUInt16LE(2 * i)))
     expect(Array.from((await readGgufTensor(g, 'token_embd.weight')).subarray(0, 8))).toEqual(viaBits)
+  })
+})
+
+describe('q8_0', () => {
+  it('matrices with rows of whole 32-blocks as Q8_0 (f16 scale, codes in ±127, each block\'s largest magnitude at ±127), others f16, norms f32', async () => {
+    const out = join(root, 'toy-q8.gguf')
+    const r = await exportGguf(BUNDLED, out, { dtype: 'q8_0' })
+    const g = await readGguf(out)
+    checkLayout(g)
+    expect(scalar(g, 'general.file_type')).toBe(7)
+    // ~1.06 bytes per weight, but down_proj (rows of 432 = 13.5 blocks) at 2: about a third of the f32 file
+    expect(r.bytes).toBeLessThan(0.35 * statSync(join(BUNDLED, 'model.safetensors')).size)
+    const folder = await readModelFolder(BUNDLED)
+    const bytes = readFileSync(out)
+    let q8 = 0
+    for (const e of expectedTensors(folder.config)) {
+      const info = g.tensors.find((t) => t.name === ggufTensorName(e.name))!
+      const src = await readTensorFloat32(folder.tensors.find((t) => t.name === e.name)!)
+      const got = await readGgufTensor(g, info.name)
+      if (e.shape.length === 1) {
+        expect(info.type).toBe(GgmlType.F32)
+        expect(Array.from(got)).toEqual(Array.from(src))
+        continue
+      }
+      if (e.shape[1] % 32 !== 0) {
+        expect(info.type, e.name).toBe(GgmlType.F16) // convert_hf_to_gguf.py's fallback for rows that are not whole blocks
+        continue
+      }
+      expect(info.type, e.name).toBe(GgmlType.Q8_0)
+      q8++
+      const raw = bytes.subarray(g.dataOffset + info.offset)
+      let bad = 0 // elements or blocks that break a property (one expect per tensor keeps this fast)
+      for (let b = 0; b < src.length / 32; b++) {
+        const block = src.subarray(32 * b, 32 * b + 32)
+        let amax = 0
+        for (const v of block) amax = Math.max(amax, Math.abs(v))
+        const d = f16BitsToF32(raw.readUInt16LE(34 * b))
+        if (Math.abs(d - amax / 127) > f16RelativeBound(amax / 127)) bad++
+        let sawFull = amax === 0
+        for (let i = 0; i < 32; i++) {
+          const code = raw.readInt8(34 * b + 2 + i)
+          if (Math.abs(code) > 127) bad++
+          if (Math.abs(block[i]) === amax && Math.abs(code) === 127) sawFull = true
+          // decoded = code · f16(d); the error: rounding (≤ d/2) plus the f16 rounding of d times |code|
+          if (got[32 * b + i] !== code * d) bad++
+          if (Math.abs(got[32 * b + i] - block[i]) > amax / 127 / 2 + 127 * Math.abs(d - amax / 127) + 1e-12) bad++
+        }
+        if (!sawFull) bad++
+      }
+      expect(bad, e.name).toBe(0)
+    }
+    expect(q8).toBeGreaterThan(0)
+  })
+
+  it('--dtype q8_0 is for GGUF only: ONNX refuses it with a typed error', async () => {
+    const { exportCommand } = await import('../../src/cli/export.js')
+    await expect(exportCommand(['--format', 'onnx', '--model', BUNDLED, '--out', join(root, 'x-onnx'), '--dtype', 'q8_0'])).rejects.toThrow(/GGUF type/)
   })
 })
 
