@@ -3,8 +3,8 @@
 // policy's backbone with a score head, Bradley–Terry on noisy synthetic preferences). Needs
 // `dist/` (npx tsc -p tsconfig.json).
 //
-//   node scripts/build-toy-judge.mjs [--out DIR] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
-//   node scripts/build-toy-judge.mjs --measure [--out DIR]   (held-out and on-policy pairwise accuracy, no training)
+//   node scripts/build-toy-judge.mjs [--out DIR] [--base MODEL_DIR] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
+//   node scripts/build-toy-judge.mjs --measure [--out DIR] [--base POLICY_DIR]   (held-out and on-policy pairwise accuracy, no training)
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 
@@ -15,6 +15,8 @@ const { buildToyJudge, measureToyJudge, TOY_JUDGE_DEFAULTS } = await import(new 
 const { values } = parseArgs({
   options: {
     out: { type: 'string' },
+    base: { type: 'string' },
+    'on-policy-share': { type: 'string' },
     steps: { type: 'string' },
     lr: { type: 'string' },
     noise: { type: 'string' },
@@ -27,10 +29,12 @@ const { values } = parseArgs({
 const num = (v) => (v === undefined ? undefined : Number(v))
 const outDir = values.out ? resolve(values.out) : BUNDLED_JUDGE
 if (values.measure) {
-  console.log(JSON.stringify(await measureToyJudge(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads)), null, 2))
+  console.log(JSON.stringify(await measureToyJudge(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads), values.base ? resolve(values.base) : undefined), null, 2))
 } else {
   const result = await buildToyJudge({
     outDir,
+    base: values.base ? resolve(values.base) : undefined,
+    onPolicyShare: num(values['on-policy-share']),
     steps: num(values.steps),
     lr: num(values.lr),
     noise: num(values.noise),

@@ -6,7 +6,10 @@
 //
 // Training pairs: a question from the world's generator (never a held-out question), the scripted
 // teachers' right response over a wrong one (one slipped step, or with `malformedRate` a malformed
-// output), and each label flipped with probability `noise`. Measured on the held-out preference
+// output); and a share `onPolicyShare` of pairs from the backbone's own Solver samples on such
+// questions (the verifier's right one over a wrong one), because the reward J-Zero gives rests on
+// the Judge ordering exactly those (a Judge fitted on scripted slips alone ordered the policy's own
+// pairs at 52–58%: bench/evidence-probes.mjs jzero-judge). Each label flipped with probability `noise`. Measured on the held-out preference
 // set the loop uses (arithHeldOutPreferences: held-out questions, verifier-ordered), overall and on
 // its "plain" split where neither response hedges. Deterministic in (seed, options, threads).
 // The command line is scripts/build-toy-judge.mjs.
@@ -37,6 +40,10 @@ export interface ToyJudgeOptions {
   noise?: number
   /** Fraction of rejected responses that are malformed rather than slipped. */
   malformedRate?: number
+  /** Fraction of training pairs drawn from the backbone's own Solver samples (verifier-ordered). */
+  onPolicyShare?: number
+  /** Solver samples per question when drawing on-policy pairs. */
+  onPolicySamples?: number
   /** Weights of levels 1..5 for the training questions. */
   levelWeights?: readonly number[]
   /** Held-out preference set: levels and questions per level. */
@@ -55,6 +62,8 @@ export const TOY_JUDGE_DEFAULTS = {
   lr: 3e-5,
   noise: 0.3,
   malformedRate: 0.1,
+  onPolicyShare: 0.5,
+  onPolicySamples: 6,
   levelWeights: [1, 2, 3, 2, 1] as readonly number[],
   evalLevels: [2, 3, 4] as readonly number[],
   evalPerLevel: 100,
@@ -71,6 +80,8 @@ export function resolveToyJudge(o: ToyJudgeOptions) {
     lr: o.lr ?? d.lr,
     noise: o.noise ?? d.noise,
     malformedRate: o.malformedRate ?? d.malformedRate,
+    onPolicyShare: o.onPolicyShare ?? d.onPolicyShare,
+    onPolicySamples: o.onPolicySamples ?? d.onPolicySamples,
     levelWeights: o.levelWeights ?? d.levelWeights,
     evalLevels: o.evalLevels ?? d.evalLevels,
     evalPerLevel: o.evalPerLevel ?? d.evalPerLevel,
@@ -93,6 +104,54 @@ export function noisyPreferences(seed: number, count: number, o: { noise: number
     if (rng.chance(o.malformedRate)) rejected = scriptedSolve(rng, parseExpr(question)!, { formatErrorRate: 1 })!.completion
     const flipped = rng.chance(o.noise)
     out.push(flipped ? { question, chosen: rejected, rejected: pair.right, flipped } : { question, chosen: pair.right, rejected, flipped })
+  }
+  return out
+}
+
+/**
+ * Verifier-ordered pairs from the policy's own Solver samples (T 1, as J-Zero's Solver samples) on
+ * training questions: per question, up to min(#right, #wrong) pairs of a right and a wrong sample;
+ * each label flipped with probability `noise`. A pure function of (policy, seed, options, threads).
+ */
+export async function onPolicyPreferences(policy: Model, seed: number, count: number, o: { noise: number; levelWeights: readonly number[]; onPolicySamples: number }): Promise<(PreferencePair & { flipped: boolean })[]> {
+  const rng = new WorldRng(deriveSeed('toy-judge-on-policy-v1', seed))
+  const out: (PreferencePair & { flipped: boolean })[] = []
+  for (let round = 0; out.length < count && round < 64; round++) {
+    const questions = Array.from({ length: 64 }, (_, i) => arithTrainingQuestions(`toy-judge-on-policy-v1-${seed}-${round}-${i}`, rng.weighted([...o.levelWeights]) + 1, 1)[0])
+    const samples = await policy.generate(questions.map((q) => solverPrompt(q)), { n: o.onPolicySamples, temperature: 1, maxTokens: 64, seed: seed * 1000 + round })
+    samples.forEach((group, i) => {
+      const right = group.filter((c) => verifyAnswer(questions[i], c.text) === true)
+      const wrong = group.filter((c) => verifyAnswer(questions[i], c.text) !== true)
+      for (let k = 0; k < Math.min(right.length, wrong.length) && out.length < count; k++) {
+        const flipped = rng.chance(o.noise)
+        const [chosen, rejected] = flipped ? [wrong[k].text, right[k].text] : [right[k].text, wrong[k].text]
+        out.push({ question: questions[i], chosen, rejected, flipped })
+      }
+    })
+  }
+  return out
+}
+
+/** The training pairs: scripted and on-policy ones interleaved by `onPolicyShare` (a pure function of the seed). */
+async function trainingPreferences(policyDir: string, seed: number, count: number, r: ReturnType<typeof resolveToyJudge>, threads?: number): Promise<(PreferencePair & { flipped: boolean; onPolicy: boolean })[]> {
+  const onPolicyCount = Math.round(count * r.onPolicyShare)
+  let onPolicy: (PreferencePair & { flipped: boolean })[] = []
+  if (onPolicyCount > 0) {
+    const policy = await loadModel(policyDir, { threads })
+    try {
+      onPolicy = await onPolicyPreferences(policy, seed, onPolicyCount, r)
+    } finally {
+      policy.dispose()
+    }
+  }
+  const scripted = noisyPreferences(seed, count - onPolicy.length, r)
+  const rng = new WorldRng(deriveSeed('toy-judge-mix-v1', seed))
+  const out: (PreferencePair & { flipped: boolean; onPolicy: boolean })[] = []
+  let a = 0
+  let b = 0
+  while (a < scripted.length || b < onPolicy.length) {
+    const takeOnPolicy = b < onPolicy.length && (a >= scripted.length || rng.chance(onPolicy.length / (onPolicy.length + scripted.length)))
+    out.push(takeOnPolicy ? { ...onPolicy[b++], onPolicy: true } : { ...scripted[a++], onPolicy: false })
   }
   return out
 }
@@ -143,7 +202,7 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
     const heldOut = arithHeldOutPreferences(r.evalLevels, r.evalPerLevel)
     const before = await heldOutJudgeAccuracy(judge, heldOut)
     log(`toy Judge: ${r.steps} steps × ${r.batchPairs} pairs, lr ${r.lr}, label noise ${r.noise}; held-out ${heldOut.length} pairs, accuracy before ${before.accuracy.toFixed(3)}`)
-    const data = noisyPreferences(r.seed, r.steps * r.batchPairs, r)
+    const data = await trainingPreferences(r.base, r.seed, r.steps * r.batchPairs, r, options.threads)
     const trainer = await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: r.lr, weightDecay: 0 }, clipGradNorm: 1 })
     const curve: ToyJudgeResult['curve'] = []
     for (let step = 1; step <= r.steps; step++) {
@@ -162,6 +221,7 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
     await writeJsonAtomic(join(options.outDir, 'judge-recipe.json'), {
       recipe: { ...r, base: portable(r.base), objective: 'bradley-terry (JZ Eq. 13)', optimizer: 'AdamW, constant lr, weight decay 0, gradient-norm clip 1', scoreHead: `N(0, 0.02²), seed ${r.seed}` },
       trainingPairs: data.length,
+      onPolicyPairs: data.filter((p) => p.onPolicy).length,
       trainingLabelAccuracy,
       heldOut: { before, after },
       curve,
@@ -197,10 +257,10 @@ export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels:
 }
 
 /** Held-out and on-policy pairwise accuracy of a saved Judge, no training (`build-toy-judge --measure`). */
-export async function measureToyJudge(judgeDir: string, perLevel: number, threads?: number): Promise<{ judge: string; heldOut: HeldOutJudgeAccuracy; onPolicy: Awaited<ReturnType<typeof onPolicyJudgeAccuracy>> }> {
+export async function measureToyJudge(judgeDir: string, perLevel: number, threads?: number, policyDir: string = BUNDLED_MODEL): Promise<{ judge: string; heldOut: HeldOutJudgeAccuracy; onPolicy: Awaited<ReturnType<typeof onPolicyJudgeAccuracy>> }> {
   const judge = await loadModel(judgeDir, { threads })
   try {
-    const policy = await loadModel(BUNDLED_MODEL, { threads })
+    const policy = await loadModel(policyDir, { threads })
     try {
       const r = resolveToyJudge({ outDir: judgeDir })
       const heldOut = await heldOutJudgeAccuracy(judge, arithHeldOutPreferences(r.evalLevels, perLevel))
