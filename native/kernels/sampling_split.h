@@ -154,6 +154,11 @@ struct Kept {
     if (min_p > 0.0f && !min_p_keeps(m, 1.0f, min_p)) return 0;
     return mass_weight(m);
   }
+  // The weight of a kept token of mass κ (p_bits).
+  AD_HD unsigned long long tie_weight() const {
+    const float m = mass_from_bits(p_bits);
+    return min_p > 0.0f && !min_p_keeps(m, 1.0f, min_p) ? 0 : mass_weight(m);
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
