@@ -2,13 +2,16 @@
 # imports, vLLM, on the same random Qwen3-0.6B-shaped folder, the same prompts (the same LCG as the
 # Node side), n samples each, up to MAX_NEW new tokens, the same stop ids; plus the device's copy
 # bandwidth (for the weight-bandwidth floor). One JSON line per result on stdout.
-#   python3 bench/rollout_peer.py MODEL_DIR PROMPTS N MAX_NEW STOP_EVERY
+#   python3 bench/rollout_peer.py MODEL_DIR PROMPTS N MAX_NEW STOP_EVERY [BUDGET_S]
+# BUDGET_S (default 150) bounds each peer: HF stops after the batch that passes it; vLLM takes the
+# first VLLM_PROMPTS prompts (one generate call) so it fits.
 import json
 import sys
 import time
 
 model_dir, P, N, MAX_NEW, STOP_EVERY = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-BUDGET_S = 150  # per peer: report tokens/s over the prompts done by then
+BUDGET_S = float(sys.argv[6]) if len(sys.argv) > 6 else 150.0  # per peer: tokens/s over the prompts done by then
+VLLM_PROMPTS = min(P, 128)
 
 
 def emit(**kw):
@@ -105,9 +108,9 @@ try:
     llm = LLM(model=model_dir, dtype="bfloat16", gpu_memory_utilization=0.6, skip_tokenizer_init=True)
     sp = SamplingParams(n=N, temperature=1.0, top_p=1.0, max_tokens=MAX_NEW, stop_token_ids=stop_ids, detokenize=False)
     t0 = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], sp, use_tqdm=False)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts[:VLLM_PROMPTS]], sp, use_tqdm=False)
     s = time.perf_counter() - t0
     generated = sum(len(o.token_ids) for r in outs for o in r.outputs)
-    emit(peer="vllm", version=vllm.__version__, tokensPerSecond=generated / s, generated=generated, seconds=s, prompts=P)
+    emit(peer="vllm", version=vllm.__version__, tokensPerSecond=generated / s, generated=generated, seconds=s, prompts=VLLM_PROMPTS)
 except Exception as e:
     emit(peer="vllm", error=f"{type(e).__name__}: {e}"[:500])

@@ -242,6 +242,8 @@ export interface NativeKernels {
     history?: Int32Array,
     generated?: Int32Array,
   ): Int32Array
+  /** The split-row GPU sampler's chunked procedure on the host (native/kernels/sampling_split.h): T > 0, no top-k, no penalties. */
+  sampleTokensSplit(logits: Float32Array, params: SamplingParamsJs, firstPosition: number | bigint, count: number, chunks: number): Int32Array
   philox(counter: ArrayLike<number>, key: ArrayLike<number>): Uint32Array
   uniform01(seed: number | bigint, stream: number | bigint, position: number | bigint): number
   copyBytes(src: ArrayBufferView, dst: ArrayBufferView, threads?: number): void

@@ -5,6 +5,8 @@
 //   naiveLogitStats(...same)       the multi-pass baseline of bench/logit-stats.mjs
 //   sampleToken(logits, params, position, history?, generated?) → token id
 //   sampleTokens(logits, params, firstPosition, count, history?, generated?) → Int32Array
+//   sampleTokensSplit(logits, params, firstPosition, count, chunks) → Int32Array  the split-row
+//     sampler's chunked procedure (kernels/sampling_split.h) on the host
 //   philox(counter[4], key[2]) → Uint32Array(4);  uniform01(seed, stream, position) → number
 //   copyBytes(src, dst, threads?)  parallel memcpy, the bandwidth floor of the benchmark
 //   expf(x: Float32Array) → Float32Array  the SIMD exp, for its ulp test
@@ -24,6 +26,7 @@
 #include "addon/registry.h"
 #include "cpu/logit_stats_cpu.h"
 #include "cpu/sampling_cpu.h"
+#include "kernels/sampling_split.h"
 #include "cpu/threadpool.h"
 #include "cpu/vec.h"
 #include "kernels/attention.h"
@@ -220,6 +223,26 @@ Napi::Value SampleTokens(const Napi::CallbackInfo& info) {
   int64_t count = integer_arg(env, info[3], "count", 0, int64_t(1) << 31);
   Napi::Int32Array out = Napi::Int32Array::New(env, static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) out.Data()[i] = a.draw(first + static_cast<uint64_t>(i));
+  return out;
+}
+
+// The split-row sampler's chunked procedure, run serially on the host (kernels/sampling_split.h):
+// rows the split path takes only (T > 0, no top-k, no penalties).
+Napi::Value SampleTokensSplit(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Float32Array logits = float_array(env, info[0], "logits");
+  const cpu::SamplingParams p = sampling_params(env, info[1]);
+  uint64_t first = u64_arg(env, info[2], "firstPosition");
+  int64_t count = integer_arg(env, info[3], "count", 0, int64_t(1) << 31);
+  const int64_t vocab = static_cast<int64_t>(logits.ElementLength());
+  const int chunks = static_cast<int>(integer_arg(env, info[4], "chunks", 1, std::max<int64_t>(vocab, 1)));
+  if (!split::splits(p, vocab)) range_error(env, "the split sampler takes T > 0, no top-k, no penalties and vocab > 1");
+  const float* z = logits.Data();
+  auto w = [&](int64_t i) { return z[i] / p.temperature; };
+  const split::SplitSelection sel = split::split_select_host(w, vocab, p, chunks);
+  Napi::Int32Array out = Napi::Int32Array::New(env, static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    out.Data()[i] = split::split_draw_host(sel, w, vocab, chunks, sampling_uniform(p, first + static_cast<uint64_t>(i)));
   return out;
 }
 
@@ -470,6 +493,7 @@ void RegisterKernelBindings(Napi::Env env, Napi::Object exports) {
   k.Set("naiveLogitStats", function<NaiveLogitStats>(env, "naiveLogitStats"));
   k.Set("sampleToken", function<SampleToken>(env, "sampleToken"));
   k.Set("sampleTokens", function<SampleTokens>(env, "sampleTokens"));
+  k.Set("sampleTokensSplit", function<SampleTokensSplit>(env, "sampleTokensSplit"));
   k.Set("philox", function<Philox>(env, "philox"));
   k.Set("uniform01", function<Uniform01>(env, "uniform01"));
   k.Set("copyBytes", function<CopyBytes>(env, "copyBytes"));

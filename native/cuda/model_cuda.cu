@@ -14,6 +14,7 @@
 #include "cuda/ops_layers.h"
 #include "cuda/ops_lora.h"
 #include "kernels/rope.h"
+#include "kernels/sampling_split.h"
 #include "model/tensor_table.h"
 
 namespace ad::cuda {
@@ -336,6 +337,20 @@ void CudaModel::write_tensor(const std::string& name, const float* host, int64_t
 // ------------------------------------------------------------------ forward
 
 namespace {
+// AUTODIDACT_SPLIT_SAMPLING=0 keeps every batch on the one-block-per-row sampler (read at every
+// step, as AUTODIDACT_ATTENTION, so a benchmark can compare the two in one process).
+bool split_sampling_allowed() {
+  const char* env = std::getenv("AUTODIDACT_SPLIT_SAMPLING");
+  return !(env && std::string(env) == "0");
+}
+
+// Rows spread across blocks when the batch is too small to fill the device and every row can
+// split (ops.h sample_tokens_split: the same tokens).
+bool split_sampling(const std::vector<SamplingParams>& params, int64_t vocab) {
+  if (!split_sampling_allowed() || sample_split_chunks(static_cast<int64_t>(params.size()), vocab) < 2) return false;
+  return std::all_of(params.begin(), params.end(), [&](const SamplingParams& p) { return split::splits(p, vocab); });
+}
+
 bool tensor_core_attention_allowed() {
   const char* env = std::getenv("AUTODIDACT_ATTENTION");
   return !(env && std::string(env) == "warp");
@@ -527,25 +542,34 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     plan_attention(tape_.attention, spans, true);
     if (static_cast<int>(tape_.layers.size()) != c.layers) tape_.layers = std::vector<LayerTape>(c.layers);
   }
-  {
-    ADC_PROFILE("fwd.embed_rope_table", stream_);
-    embed_gather(embed_, d_tokens_.get(), T, static_cast<int>(H), x_.get(), stream_);
-    DeviceArray<float2>& cs = tape ? tape_.rope_cs : rope_cs_;
-    rope_now_ = cs.ensure(T * (c.head_dim / 2));
-    rope_table(d_pos_.get(), inv_freq_.get(), T, c.head_dim, cs.get(), stream_);
-  }
-  for (int l = 0; l < c.layers; ++l) {
-    LayerTape* lt = tape ? &tape_.layers[l] : nullptr;
-    if (tape && tape_.checkpointed) {  // keep the layer's input only; the rest goes to one shared tape
-      copy_d2d(tape_.layers[l].x_in, x_.get(), T * H, stream_);
-      lt = &tape_.work;
+  auto kernels = [&] {
+    {
+      ADC_PROFILE("fwd.embed_rope_table", stream_);
+      embed_gather(embed_, d_tokens_.get(), T, static_cast<int>(H), x_.get(), stream_);
+      DeviceArray<float2>& cs = tape ? tape_.rope_cs : rope_cs_;
+      rope_now_ = cs.ensure(T * (c.head_dim / 2));
+      rope_table(d_pos_.get(), inv_freq_.get(), T, c.head_dim, cs.get(), stream_);
     }
-    forward_layer(l, cache, T, lt);
-  }
-  {
-    ADC_PROFILE("fwd.final_norm", stream_);
-    if (tape) copy_d2d(tape_.x_final, x_.get(), T * H, stream_);
-    rmsnorm_gather_fwd(x_.get(), d_out_rows_.get(), R, final_norm_, hid_b_.get(), nullptr, static_cast<int>(H), c.rms_eps, stream_);
+    for (int l = 0; l < c.layers; ++l) {
+      LayerTape* lt = tape ? &tape_.layers[l] : nullptr;
+      if (tape && tape_.checkpointed) {  // keep the layer's input only; the rest goes to one shared tape
+        copy_d2d(tape_.layers[l].x_in, x_.get(), T * H, stream_);
+        lt = &tape_.work;
+      }
+      forward_layer(l, cache, T, lt);
+    }
+    {
+      ADC_PROFILE("fwd.final_norm", stream_);
+      if (tape) copy_d2d(tape_.x_final, x_.get(), T * H, stream_);
+      rmsnorm_gather_fwd(x_.get(), d_out_rows_.get(), R, final_norm_, hid_b_.get(), nullptr, static_cast<int>(H), c.rms_eps, stream_);
+    }
+  };
+  const bool decode = std::all_of(batch.begin(), batch.end(), [](const model::BatchEntry& e) { return e.count == 1; });
+  if (decode && !tape && !has_lora() && !device_profiler_enabled() && cuda_graphs_allowed()) {
+    auto key = [&] { return decode_graph_key(cache, T, R); };
+    graphs_.run(key(), stream_, kernels, key);
+  } else {
+    kernels();
   }
   sync();
   int64_t t = 0;
@@ -554,6 +578,34 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     t += e.count;
   }
   return R;
+}
+
+// What a decode forward's launches depend on beyond the contents of device memory (graphs.h):
+// its sizes, its attention launch shape, and the address of every buffer its kernels touch.
+DecodeGraphKey CudaModel::decode_graph_key(const CudaCache& cache, int64_t T, int64_t R) const {
+  const model::Config& c = cfg_;
+  DecodeGraphKey k;
+  k.rows = T;
+  k.out_rows = R;
+  k.capacity = cache.capacity();
+  k.tensor_cores = attention_.tensor_cores;
+  if (attention_.tensor_cores) {
+    k.q_tiles = attention_.n_q_tiles;
+    k.tile_rows = attention_.tile_rows;
+    const AttentionSplit split = attention_tc_fwd_split(attention_.n_q_tiles, T, attention_.max_keys, c.heads, c.kv_heads, c.head_dim,
+                                                        attention_fwd_work_floats(T, c.heads, c.head_dim));
+    k.splits = split.splits;
+    k.split_tiles = split.split_tiles;
+  }
+  k.gemm_generation = gemm_workspace_generation();
+  k.buffers = {embed_, final_norm_, inv_freq_.get(), d_tokens_.get(), d_slot_.get(), d_pos_.get(), d_out_rows_.get(), x_.get(),
+               xn_b_.get(), q32_.get(), k32_.get(), v32_.get(), q_b_.get(), att_b_.get(), g32_.get(), u32_.get(), h_b_.get(),
+               hid_b_.get(), rope_cs_.get(), attention_work_.get(), attention_.q_tiles.get()};
+  for (const Layer& w : layers_)
+    k.buffers.insert(k.buffers.end(), {w.attn_norm, w.mlp_norm, w.q_norm, w.k_norm, w.bq, w.bk, w.bv, w.bo, w.wq, w.wk, w.wv, w.wo,
+                                       w.wg, w.wu, w.wd});
+  for (int l = 0; l < c.layers; ++l) k.buffers.insert(k.buffers.end(), {cache.keys(l), cache.values(l)});
+  return k;
 }
 
 // ------------------------------------------------------------------ step (generation / scoring)
@@ -608,7 +660,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
   float* stats = stat_f_.ensure(chunk * (9 + static_cast<int64_t>(K)));
   int32_t* stat_ids = stat_i_.ensure(std::max<int64_t>(chunk * K, 1));
   const size_t ws = logit_stats_workspace_bytes(chunk, V, K);
-  const size_t sws = s.sampling ? sample_workspace_bytes(chunk, V) : 0;
+  const size_t sws = s.sampling ? std::max(sample_workspace_bytes(chunk, V), sample_split_workspace_bytes(chunk, V)) : 0;
   unsigned char* workspace = workspace_.ensure(static_cast<int64_t>(std::max(ws, sws)) + 256);
   int32_t* d_targets = d_targets_.ensure(chunk);
   std::vector<int32_t> row_targets(chunk);
@@ -672,7 +724,13 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
       a.generated = gen.empty() ? nullptr : d_gen_.get();
       a.generated_offsets = gen.empty() ? nullptr : d_gen_off_.get();
       a.out_tokens = d_sampled_.ensure(chunk);
-      ops_check(sample_tokens(a, workspace, sample_workspace_bytes(n, V), stream_), "sampling");
+      if (split_sampling(params, V)) {
+        a.history = a.generated = nullptr;  // no penalties: the ids are not read
+        a.history_offsets = a.generated_offsets = nullptr;
+        ops_check(sample_tokens_split(a, workspace, sample_split_workspace_bytes(n, V), stream_), "split-row sampling");
+      } else {
+        ops_check(sample_tokens(a, workspace, sample_workspace_bytes(n, V), stream_), "sampling");
+      }
       std::vector<int32_t> sampled(n);
       download(sampled.data(), d_sampled_.get(), n, stream_);
       sync();

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/graphs.h"
 #include "cuda/ops.h"
 #include "cuda/ops_attention.h"
 #include "cuda/plugin_abi.h"
@@ -210,6 +211,7 @@ class CudaModel {
   // Plans `plan` for the batch's spans (key tiles too when `with_keys`, for a backward).
   void plan_attention(AttentionPlan& plan, std::vector<SlotSpan> spans, bool with_keys);
   void attention_forward(const bf16* q, const KVLayer& kv, int64_t T, bf16* out, float* lse);
+  DecodeGraphKey decode_graph_key(const CudaCache& cache, int64_t T, int64_t R) const;
   void backward(const float* d_hidden);
   // A checkpointed layer's activations again, from its taped input, into tape_.work (bit for
   // bit those of the forward: the same kernels on the same inputs).
@@ -253,6 +255,7 @@ class CudaModel {
   bool score_tape_ = false;  // the tape is a score forward's (score_backward), not a train forward's
   Tape tape_;
   AttentionPlan attention_;  // the current forward's
+  DecodeGraphs graphs_;  // decode forwards, captured and replayed (graphs.h)
   DeviceArray<float2> rope_cs_;
   const float2* rope_now_ = nullptr;  // the current forward's rotation table (rope_cs_ or the tape's)
   DeviceArray<float> attention_work_;

@@ -79,6 +79,8 @@ const char* gemm_cublas_reason();
 
 // Auto: cuBLAS when loaded and not disabled, else ours.
 cudaError_t gemm(const GemmArgs& a, cudaStream_t stream, GemmBackend backend = GemmBackend::Auto);
+// Changes whenever a split-K workspace moves: a CUDA graph holding GEMMs is stale after.
+uint64_t gemm_workspace_generation();
 
 // Conversions (grid-stride, any n, any alignment).
 cudaError_t convert_f32_to_bf16(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream);
@@ -144,6 +146,14 @@ struct SampleArgs {
 
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
 cudaError_t sample_tokens(const SampleArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+// Split-row sampling (kernels/sampling_split.h): the tokens sample_tokens draws, for batches whose
+// every row has T > 0, no top-k and no penalties (split::splits), each row cut across
+// sample_split_chunks(rows, vocab) blocks (1: the batch fills the device one block per row, do
+// not split). The workspace bound holds for any batch of at most `rows` rows.
+int sample_split_chunks(int64_t rows, int64_t vocab);
+size_t sample_split_workspace_bytes(int64_t rows, int64_t vocab);
+cudaError_t sample_tokens_split(const SampleArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 // =============================================================================================
 // Chunked LM-head loss backward (ops_logits.cu), the per-row math of

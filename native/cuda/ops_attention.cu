@@ -753,6 +753,14 @@ size_t attention_fwd_work_floats(int64_t T, int heads, int hd, int splits) {
   return static_cast<size_t>(std::max<int64_t>(T, 0)) * heads * (hd + 1) * std::clamp(splits, 1, kMaxSplits);
 }
 
+AttentionSplit attention_tc_fwd_split(int n_tiles, int64_t T, int max_keys, int heads, int kv_heads, int hd, size_t work_floats) {
+  const int HD = hd == 32 ? 32 : hd == 64 ? 64 : 128;  // attention_tc_fwd's dispatch
+  AttentionSplit a;
+  a.splits = choose_splits(n_tiles * kv_heads, max_keys, T, heads, HD, work_floats, a.split_tiles);
+  if (a.splits <= 1) a.split_tiles = 0;
+  return a;
+}
+
 void attention_tc_fwd(const bf16* q, KVLayer cache, const AttentionTile* tiles, int n_tiles, int tile_rows, int64_t T,
                       int max_keys, int heads, int kv_heads, int hd, float scale, bf16* out, float* lse, float* work,
                       size_t work_floats, cudaStream_t s) {

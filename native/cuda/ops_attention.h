@@ -65,6 +65,14 @@ void attention_tc_fwd(const bf16* q, KVLayer cache, const AttentionTile* tiles, 
                       int max_keys, int heads, int kv_heads, int hd, float scale, bf16* out, float* lse, float* work,
                       size_t work_floats, cudaStream_t s);
 
+// How the forward splits the key range for these sizes (splits 1: not at all): the only way its
+// launch depends on max_keys (a CUDA graph of it is valid while this stays the same).
+struct AttentionSplit {
+  int splits = 1, split_tiles = 0;
+  bool operator==(const AttentionSplit& o) const { return splits == o.splits && split_tiles == o.split_tiles; }
+};
+AttentionSplit attention_tc_fwd_split(int n_tiles, int64_t T, int max_keys, int heads, int kv_heads, int hd, size_t work_floats);
+
 // Backward. Device arrays: q, out [T × q_dim] bf16; dout [T × q_dim] f32; lse [T × heads] f32
 // (from the forward); cache as above; q_tiles (as the forward's tiles) and k_tiles
 // (plan_attention_key_tiles); outputs delta [T × heads], dq [T × q_dim], dk, dv [T × kv_dim]

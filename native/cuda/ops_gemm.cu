@@ -542,6 +542,7 @@ struct Workspace {
 
 std::mutex g_ws_mutex;
 std::vector<Workspace> g_workspaces;  // a handful: one per (device, stream) that ever split
+std::atomic<uint64_t> g_ws_generation{0};  // bumped when a workspace moves (CUDA graphs hold its address)
 
 // Returns (in `ws`) a buffer of ≥ kCounterBytes + partial_bytes for `stream`; call with
 // g_ws_mutex held. On failure the stream is left without a buffer (or with its old one).
@@ -578,6 +579,7 @@ cudaError_t acquire_workspace(size_t partial_bytes, cudaStream_t stream, Workspa
   }
   ws->ptr = p;
   ws->bytes = grown;
+  g_ws_generation.fetch_add(1, std::memory_order_relaxed);
   return cudaSuccess;
 }
 
@@ -801,6 +803,8 @@ void configure() {
 }
 
 }  // namespace
+
+uint64_t gemm_workspace_generation() { return g_ws_generation.load(std::memory_order_relaxed); }
 
 cudaError_t gemm_init() {
   std::call_once(g_config_once, configure);

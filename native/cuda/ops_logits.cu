@@ -28,6 +28,7 @@
 #include "kernels/logit_stats.h"
 #include "kernels/philox.h"
 #include "kernels/sampling.h"
+#include "kernels/sampling_split.h"
 
 namespace ad::cuda {
 
@@ -1459,6 +1460,336 @@ int sample_blocks(int64_t rows) {
   return static_cast<int>(rows < cap ? rows : cap);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Split-row sampling (kernels/sampling_split.h): rows of the general path (T > 0, no top-k, no
+// penalties) cut into C chunks of one block each, for batches too small to fill the device one
+// block per row. Same math in the same fixed point as sample_kernel, so the same token:
+//   split_best     (C × rows)  each chunk's best key; the row's histograms zeroed
+//   split_hist ×3  (C × rows)  the top-p radix passes: each block finds the bins of the passes
+//                              before from the row's histograms, then adds its chunk's weights
+//   split_weights  (C × rows)  per chunk: tokens of mass κ, and the kept weight without them
+//   split_pick     (rows)      the j-th tie, the chunk the CDF target falls in, the id inside it
+
+constexpr int kSplitThreads = 256;
+constexpr int kSplitMaxChunks = 64;
+constexpr int kSplitMinChunkIds = 2048;
+
+struct SplitWs {
+  unsigned long long* best;   // [rows][C] chunk best keys
+  unsigned long long* hist;   // [rows][passes][kMaxRadixBins] radix histograms
+  unsigned long long* ties;   // [rows][C] tokens of mass κ per chunk
+  unsigned long long* above;  // [rows][C] kept weight per chunk, ties left out
+};
+
+struct SplitKernelArgs {
+  SampleArgs a;
+  int chunks;
+  SplitWs ws;
+};
+
+struct SplitShared {
+  unsigned long long local[split::kMaxRadixBins];
+  unsigned long long red[32];
+  unsigned long long above, rank, sub_target;
+  int64_t found;
+  int bin, chunk;
+};
+
+template <class T>
+__device__ __forceinline__ float split_w(const T* z, int64_t i, float temp) {
+  return ld1(z + i) / temp;  // sample_kernel's w, bit for bit
+}
+
+// The row's best key from its chunks' (0: no non-NaN value).
+__device__ unsigned long long split_row_best(const SplitKernelArgs& ka, int64_t row, SplitShared& sh) {
+  unsigned long long b = 0;
+  for (int c = threadIdx.x; c < ka.chunks; c += blockDim.x) {
+    const unsigned long long k = ka.ws.best[row * ka.chunks + c];
+    b = k > b ? k : b;
+  }
+  return block_max_u64(b, sh.red);
+}
+
+// One radix step over the row's histogram of `pass`: warp 0 scans lane shares from the top, the
+// lane where the need is reached walks its bins (split::walk_bins_desc). All threads call it.
+__device__ void split_find_bin(const unsigned long long* hist, int pass, split::RadixState& s, SplitShared& sh) {
+  const int nb = split::radix_bins(pass);
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x, per = nb / 32;
+    const int hi = nb - lane * per, lo = hi - per;  // lane 0 holds the highest bins
+    unsigned long long mine = 0;
+    for (int b = lo; b < hi; ++b) mine += hist[b];
+    unsigned long long incl = mine;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const unsigned long long up = __shfl_up_sync(kFull, incl, o);
+      if (lane >= o) incl += up;
+    }
+    const unsigned hit = __ballot_sync(kFull, s.above + incl >= s.need);
+    const int owner = hit ? __ffs(hit) - 1 : 31;  // need beyond the total: the lowest bin
+    if (lane == owner) {
+      unsigned long long above = 0;
+      sh.bin = split::walk_bins_desc(hist, lo, hi, s.above + incl - mine, s.need, &above);
+      sh.above = above;
+    }
+  }
+  __syncthreads();
+  split::radix_advance(s, pass, sh.bin, sh.above);
+  __syncthreads();
+}
+
+// The radix select after `passes` passes of the row's histograms (the need from pass 0's total).
+__device__ split::RadixState split_state(const unsigned long long* hist, int passes, float top_p, SplitShared& sh) {
+  split::RadixState s;
+  if (passes == 0) return s;
+  unsigned long long t = 0;
+  for (int b = threadIdx.x; b < split::radix_bins(0); b += blockDim.x) t += hist[b];
+  s.need = split::top_p_need(top_p, detail::block_sum<unsigned long long>(t, sh.red));
+  for (int q = 0; q < passes; ++q) split_find_bin(hist + q * split::kMaxRadixBins, q, s, sh);
+  return s;
+}
+
+// Exclusive prefix sum over the block (every thread gets its own).
+__device__ unsigned long long block_exclusive_sum(unsigned long long x, SplitShared& sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned long long incl = x;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned long long up = __shfl_up_sync(kFull, incl, o);
+    if (lane >= o) incl += up;
+  }
+  __syncthreads();
+  if (lane == 31) sh.red[warp] = incl;
+  __syncthreads();
+  unsigned long long off = 0;
+  for (int w = 0; w < warp; ++w) off += sh.red[w];
+  return off + incl - x;
+}
+
+// The first id of [b, e), ascending, whose running sum of f exceeds target, or −1: each thread
+// sums a contiguous share, the one whose share holds the target walks it. All threads call it.
+template <class F>
+__device__ int64_t block_first_exceeding(int64_t b, int64_t e, unsigned long long target, F f, SplitShared& sh) {
+  const int64_t per = (e - b + blockDim.x - 1) / blockDim.x;
+  const int64_t lo = b + threadIdx.x * per < e ? b + threadIdx.x * per : e;
+  const int64_t hi = lo + per < e ? lo + per : e;
+  unsigned long long mine = 0;
+  for (int64_t i = lo; i < hi; ++i) mine += f(i);
+  const unsigned long long before = block_exclusive_sum(mine, sh);
+  if (threadIdx.x == 0) sh.found = -1;
+  __syncthreads();
+  if (before <= target && target < before + mine) {
+    unsigned long long cum = before;
+    for (int64_t i = lo; i < hi; ++i) {
+      cum += f(i);
+      if (cum > target) {
+        sh.found = i;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  const int64_t found = sh.found;
+  __syncthreads();
+  return found;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kSplitThreads) split_best_kernel(SplitKernelArgs ka) {
+  __shared__ SplitShared sh;
+  const SampleArgs& a = ka.a;
+  const int c = blockIdx.x;
+  const int64_t row = blockIdx.y;
+  const T* z = static_cast<const T*>(a.logits) + row * a.row_stride;
+  const float temp = a.params[row].temperature;
+  const split::Chunk ch = split::chunk_of(a.vocab, ka.chunks, c);
+  unsigned long long best = 0;
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const unsigned long long k = topk_key(split_w(z, i, temp), i);
+    best = k > best ? k : best;
+  }
+  best = block_max_u64(best, sh.red);
+  if (threadIdx.x == 0) ka.ws.best[row * ka.chunks + c] = best;
+  unsigned long long* h = ka.ws.hist + row * split::kRadixPasses * split::kMaxRadixBins;
+  for (int j = c * blockDim.x + threadIdx.x; j < split::kRadixPasses * split::kMaxRadixBins; j += ka.chunks * blockDim.x) h[j] = 0;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kSplitThreads) split_hist_kernel(SplitKernelArgs ka, int pass) {
+  __shared__ SplitShared sh;
+  const SampleArgs& a = ka.a;
+  const int c = blockIdx.x;
+  const int64_t row = blockIdx.y;
+  const SamplingParams p = a.params[row];
+  if (!(p.top_p < 1.0f)) return;  // the whole row's blocks: no top-p
+  const unsigned long long best = split_row_best(ka, row, sh);
+  if (best == 0 || !(entry_of(best).value > kNegInf)) return;  // the argmax: no draw
+  const float max_w = entry_of(best).value;
+  unsigned long long* hist = ka.ws.hist + row * split::kRadixPasses * split::kMaxRadixBins;
+  const split::RadixState s = split_state(hist, pass, p.top_p, sh);
+  const int nb = split::radix_bins(pass);
+  for (int b = threadIdx.x; b < nb; b += blockDim.x) sh.local[b] = 0;
+  __syncthreads();
+  const T* z = static_cast<const T*>(a.logits) + row * a.row_stride;
+  const split::Chunk ch = split::chunk_of(a.vocab, ka.chunks, c);
+  for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+    const float m = split::mass_of(split_w(z, i, p.temperature), max_w);
+    const unsigned long long g = split::mass_weight(m);
+    if (!g) continue;
+    const int b = split::radix_bin(s, pass, split::mass_bits(m));
+    if (b >= 0) atomicAdd(&sh.local[b], g);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < nb; b += blockDim.x)
+    if (sh.local[b]) atomicAdd(&hist[pass * split::kMaxRadixBins + b], sh.local[b]);
+}
+
+// Which tokens the draw keeps, ties left out (p_id −1), or nothing to draw (false).
+__device__ bool split_kept(const SplitKernelArgs& ka, int64_t row, const SamplingParams& p, SplitShared& sh, float* max_w,
+                           split::Kept* kept, split::RadixState* state) {
+  const unsigned long long best = split_row_best(ka, row, sh);
+  if (best == 0 || !(entry_of(best).value > kNegInf)) return false;
+  *max_w = entry_of(best).value;
+  kept->min_p = p.min_p;
+  if (p.top_p < 1.0f) {
+    *state = split_state(ka.ws.hist + row * split::kRadixPasses * split::kMaxRadixBins, split::kRadixPasses, p.top_p, sh);
+    if (state->need >= 1) {
+      kept->use_p = true;
+      kept->p_bits = state->prefix;
+      kept->p_id = -1;
+    }
+  }
+  return true;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kSplitThreads) split_weights_kernel(SplitKernelArgs ka) {
+  __shared__ SplitShared sh;
+  const SampleArgs& a = ka.a;
+  const int c = blockIdx.x;
+  const int64_t row = blockIdx.y;
+  const SamplingParams p = a.params[row];
+  float max_w = kNegInf;
+  split::Kept kept;
+  split::RadixState state;
+  unsigned long long ties = 0, above = 0;
+  if (split_kept(ka, row, p, sh, &max_w, &kept, &state)) {
+    const T* z = static_cast<const T*>(a.logits) + row * a.row_stride;
+    const split::Chunk ch = split::chunk_of(a.vocab, ka.chunks, c);
+    for (int64_t i = ch.begin + threadIdx.x; i < ch.end; i += blockDim.x) {
+      const float m = split::mass_of(split_w(z, i, p.temperature), max_w);
+      if (kept.use_p && split::mass_bits(m) == kept.p_bits) ++ties;
+      above += kept.weight(i, m);
+    }
+  }
+  ties = detail::block_sum<unsigned long long>(ties, sh.red);
+  above = detail::block_sum<unsigned long long>(above, sh.red);
+  if (threadIdx.x == 0) {
+    ka.ws.ties[row * ka.chunks + c] = ties;
+    ka.ws.above[row * ka.chunks + c] = above;
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kSplitThreads) split_pick_kernel(SplitKernelArgs ka) {
+  __shared__ SplitShared sh;
+  const SampleArgs& a = ka.a;
+  const int64_t row = blockIdx.x;
+  const int C = ka.chunks;
+  const int64_t V = a.vocab;
+  const SamplingParams p = a.params[row];
+  const unsigned long long best = split_row_best(ka, row, sh);
+  const int32_t argmax = best == 0 ? 0 : entry_of(best).id;
+  float max_w = kNegInf;
+  split::Kept kept;
+  split::RadixState state;
+  if (!split_kept(ka, row, p, sh, &max_w, &kept, &state)) {
+    if (threadIdx.x == 0) a.out_tokens[row] = argmax;
+    return;
+  }
+  const T* z = static_cast<const T*>(a.logits) + row * a.row_stride;
+  auto mass = [&](int64_t i) { return split::mass_of(split_w(z, i, p.temperature), max_w); };
+  const unsigned long long* ties = ka.ws.ties + row * C;
+  const unsigned long long* above = ka.ws.above + row * C;
+  // Step 3's last tie: the chunk whose tie count reaches j, then the id inside it.
+  if (threadIdx.x == 0) {
+    sh.chunk = C;
+    if (kept.use_p) {
+      const unsigned long long j = split::ties_kept(state.need, state.above, split::mass_weight(split::mass_from_bits(kept.p_bits)));
+      unsigned long long cum = 0;
+      for (int c = 0; c < C; ++c) {
+        if (cum + ties[c] >= j) {
+          sh.chunk = c;
+          sh.rank = j - cum;
+          break;
+        }
+        cum += ties[c];
+      }
+    }
+  }
+  __syncthreads();
+  const int tie_chunk = sh.chunk;
+  const unsigned long long tie_rank = sh.rank;
+  __syncthreads();
+  kept.p_id = V;  // every tie kept, unless the j-th is found
+  if (tie_chunk < C) {
+    const split::Chunk ch = split::chunk_of(V, C, tie_chunk);
+    const int64_t id = block_first_exceeding(ch.begin, ch.end, tie_rank - 1, [&](int64_t i) {
+      return split::mass_bits(mass(i)) == kept.p_bits ? 1ull : 0ull;
+    }, sh);
+    if (id >= 0) kept.p_id = id;
+  }
+  // Steps 4–5: each chunk's kept weight, the chunk the target falls in, the id inside it.
+  if (threadIdx.x == 0) {
+    const unsigned long long each = kept.use_p ? kept.tie_weight() : 0;
+    auto chunk_weight = [&](int c) {
+      const unsigned long long n = tie_chunk >= C || c < tie_chunk ? ties[c] : c == tie_chunk ? tie_rank : 0;
+      return above[c] + n * each;
+    };
+    unsigned long long total = 0;
+    for (int c = 0; c < C; ++c) total += chunk_weight(c);
+    sh.chunk = -1;
+    if (total > 0) {
+      const unsigned long long target = split::cdf_target(sampling_uniform(p, a.positions[row]), total);
+      unsigned long long cum = 0;
+      for (int c = 0; c < C; ++c) {
+        const unsigned long long wc = chunk_weight(c);
+        if (cum + wc > target) {
+          sh.chunk = c;
+          sh.sub_target = target - cum;
+          break;
+        }
+        cum += wc;
+      }
+    }
+  }
+  __syncthreads();
+  const int pick_chunk = sh.chunk;
+  const unsigned long long sub_target = sh.sub_target;
+  __syncthreads();
+  if (pick_chunk < 0) {  // nothing kept (cannot happen for finite rows): the argmax
+    if (threadIdx.x == 0) a.out_tokens[row] = argmax;
+    return;
+  }
+  const split::Chunk ch = split::chunk_of(V, C, pick_chunk);
+  const int64_t id = block_first_exceeding(ch.begin, ch.end, sub_target, [&](int64_t i) { return kept.weight(i, mass(i)); }, sh);
+  if (threadIdx.x == 0) a.out_tokens[row] = static_cast<int32_t>(id >= 0 ? id : 0);
+}
+
+// Chunks per row for `rows` rows: enough blocks to fill the device twice over, each chunk at
+// least kSplitMinChunkIds ids; 1 means the batch fills the device one block per row already.
+int split_chunks(int64_t rows, int64_t vocab) {
+  if (rows <= 0) return 1;
+  int64_t c = int64_t(detail::sm_count()) * 2 / rows;
+  c = std::min<int64_t>(c, kSplitMaxChunks);
+  c = std::min<int64_t>(c, vocab / kSplitMinChunkIds);
+  return static_cast<int>(std::max<int64_t>(c, 1));
+}
+
+size_t split_ws_bytes(int64_t rows, int chunks) {
+  return size_t(rows) * (size_t(3) * chunks + size_t(split::kRadixPasses) * split::kMaxRadixBins) * sizeof(unsigned long long);
+}
+
 }  // namespace
 
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab) {
@@ -1490,6 +1821,50 @@ cudaError_t sample_tokens(const SampleArgs& a, void* workspace, size_t workspace
   auto kernel = a.dtype == DType::F32 ? sample_kernel<float> : sample_kernel<__nv_bfloat16>;
   kernel<<<blocks, kSampleThreads, smem, stream>>>(ka);
   return detail::launched("sample_kernel");
+}
+
+int sample_split_chunks(int64_t rows, int64_t vocab) { return split_chunks(rows, vocab); }
+
+size_t sample_split_workspace_bytes(int64_t rows, int64_t vocab) {
+  if (rows <= 0 || vocab <= 0) return 256;
+  // rows · C ≤ max(2 · SMs, rows) for every batch of at most `rows` rows (split_chunks).
+  const size_t row_chunks = std::max<size_t>(size_t(detail::sm_count()) * 2, size_t(rows));
+  return (3 * row_chunks + size_t(rows) * split::kRadixPasses * split::kMaxRadixBins) * sizeof(unsigned long long) + 256;
+}
+
+cudaError_t sample_tokens_split(const SampleArgs& a, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (a.rows < 0 || a.vocab < 0) return invalid("sample_tokens_split: negative rows or vocab");
+  if (a.rows == 0) return cudaSuccess;
+  if (!a.logits || !a.params || !a.positions || !a.out_tokens) return invalid("sample_tokens_split: null argument");
+  if (a.row_stride < a.vocab) return invalid("sample_tokens_split: row_stride < vocab");
+  if (a.vocab < 2 || a.vocab > 2147483647) return invalid("sample_tokens_split: vocab outside [2, 2^31)");
+  if (a.rows > 65535) return invalid("sample_tokens_split: more than 65,535 rows");
+  if (a.history || a.generated) return invalid("sample_tokens_split: penalties are not split (no history ids)");
+  const int C = split_chunks(a.rows, a.vocab);
+  const size_t need = split_ws_bytes(a.rows, C);
+  if (!workspace || workspace_bytes < need || (reinterpret_cast<uintptr_t>(workspace) & 255u) != 0)
+    return invalid("sample_tokens_split: workspace missing, unaligned or smaller than " + std::to_string(need) + " bytes");
+  SplitKernelArgs ka;
+  ka.a = a;
+  ka.chunks = C;
+  unsigned long long* ws = static_cast<unsigned long long*>(workspace);
+  const int64_t rc = a.rows * C;
+  ka.ws.best = ws;
+  ka.ws.ties = ws + rc;
+  ka.ws.above = ws + 2 * rc;
+  ka.ws.hist = ws + 3 * rc;
+  const dim3 grid(static_cast<unsigned>(C), static_cast<unsigned>(a.rows));
+  const bool f32 = a.dtype == DType::F32;
+  (f32 ? split_best_kernel<float> : split_best_kernel<__nv_bfloat16>)<<<grid, kSplitThreads, 0, stream>>>(ka);
+  AD_CUDA_TRY(detail::launched("split_best_kernel"));
+  for (int pass = 0; pass < split::kRadixPasses; ++pass) {
+    (f32 ? split_hist_kernel<float> : split_hist_kernel<__nv_bfloat16>)<<<grid, kSplitThreads, 0, stream>>>(ka, pass);
+    AD_CUDA_TRY(detail::launched("split_hist_kernel"));
+  }
+  (f32 ? split_weights_kernel<float> : split_weights_kernel<__nv_bfloat16>)<<<grid, kSplitThreads, 0, stream>>>(ka);
+  AD_CUDA_TRY(detail::launched("split_weights_kernel"));
+  (f32 ? split_pick_kernel<float> : split_pick_kernel<__nv_bfloat16>)<<<static_cast<unsigned>(a.rows), kSplitThreads, 0, stream>>>(ka);
+  return detail::launched("split_pick_kernel");
 }
 
 // =============================================================================================

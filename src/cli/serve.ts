@@ -25,7 +25,7 @@ export const SERVE_USAGE = `usage: autodidact serve [options]
                        quarters the bytes a decode step reads
   --max-batch N        most sequences decoded together / merged into one engine call (default 256)
   --batch-window-ms N  how long a request waits for others to batch with (default 2)
-  --max-inflight N     engine calls running at once (default 4)
+  --max-inflight N     unstreamed engine calls running at once (default: no cap; every request joins the running batch)
   --max-sequences N    sequences generating at once, streamed and unstreamed together; more wait (default 1024)
   --max-queue N        requests waiting for room; more are refused 429 (default 256)
   --max-response-mb N  largest reply a request may ask for (n × max_tokens × logprobs), in MiB (default 32)

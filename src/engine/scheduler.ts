@@ -65,6 +65,8 @@ export interface SchedulerStats {
   largestStep: number
   /** Steps that carried rows of more than one job. */
   sharedSteps: number
+  /** Most jobs (generate() and stream() calls) whose rows shared one step. */
+  largestStepCalls: number
   /** Most KV bytes prefix sharing saved at once, and bytes shared instead of copied in all (paged caches). */
   peakSharedBytes: number
   sharedBytesTotal: number
@@ -147,7 +149,7 @@ export class DecodeScheduler {
   private get maxRows(): number {
     return this.rowsOption ?? (this.paged ? 1024 : 256)
   }
-  private readonly counters = { steps: 0, admitted: 0, largestStep: 0, sharedSteps: 0, peakSharedBytes: 0, sharedBytesTotal: 0 }
+  private readonly counters = { steps: 0, admitted: 0, largestStep: 0, sharedSteps: 0, largestStepCalls: 0, peakSharedBytes: 0, sharedBytesTotal: 0 }
   private sharedBefore = 0  // sharedBytesTotal of the caches already gone
   private shared = false  // a prefix was shared since the counters were last read
 
@@ -382,7 +384,9 @@ export class DecodeScheduler {
   private absorb(batch: Row<DecodeSequence>[], result: NativeStepResult): void {
     this.counters.steps++
     this.counters.largestStep = Math.max(this.counters.largestStep, batch.length)
-    if (new Set(batch.map((r) => r.job)).size > 1) this.counters.sharedSteps++
+    const calls = new Set(batch.map((r) => r.job)).size
+    if (calls > 1) this.counters.sharedSteps++
+    this.counters.largestStepCalls = Math.max(this.counters.largestStepCalls, calls)
     let out = 0
     const views = new Map<number, NativeStepResult>()
     const view = (k: number) => views.get(k) ?? views.set(k, topKView(result, k)).get(k)!

@@ -1,20 +1,23 @@
-// Request batching for `autodidact serve`. Every engine generate() and stream() call joins the
-// model's running batch (src/engine/scheduler.ts: one matrix product per step for the rows of all
-// calls, streamed requests included), so a call that starts while others decode shares their
-// steps at once. Requests are still merged into one call when their sampling options, n,
-// max_tokens, stop strings and ignore_eos are identical (one prefill per shared prompt, fewer calls). Each request keeps its own seed (drawn when it gave none), sequence
-// ids and abort signal through generate()'s `perPrompt`: a seeded request's samples equal
-// Model.generate(prompts, { seed, n, … }) exactly, whatever it was merged with, and a client that
-// leaves stops its own rows. The call itself is aborted when every member has gone (or on shutdown).
-// Requests wait in a queue for `windowMs` after the first arrives, then leave in groups of at most
-// `maxBatch` sequences while fewer than `maxInflight` engine calls run; requests that arrive while
-// the engine is busy gather in the queue and leave together when a call finishes. When a call slot
-// frees, the cheapest waiting request (sequences × max_tokens) leads the next group, so a short
-// request is not held behind long ones; a request that has waited `agingMs` leads regardless, so a
-// long one is not starved. Long calls (above SHORT_REQUEST_COST) take at most maxInflight − 1 slots:
-// one is always left for short ones.
+// Request batching for `autodidact serve`. Every request, streamed or not, joins the model's one
+// running batch (src/engine/scheduler.ts: one matrix product per step for the rows of all calls):
+// requests wait in a queue for `windowMs` after the first arrives, then every one of them enters
+// the engine in the same tick, so they decode in the same steps as each other and as the requests
+// already running; nothing waits for another call to finish. Admission (admission.ts) bounds how
+// many sequences run and keeps room for short requests; the scheduler hands a finished row's slot
+// to the next waiting sequence.
+// Unstreamed requests are still merged into one call when their sampling options, n, max_tokens,
+// stop strings and ignore_eos are identical (one prefill per shared prompt, fewer calls). Each
+// request keeps its own seed (drawn when it gave none), sequence ids and abort signal through
+// generate()'s `perPrompt`: a seeded request's samples equal Model.generate(prompts, { seed, n, … })
+// exactly, whatever it was merged with, and a client that leaves stops its own rows. The call itself
+// is aborted when every member has gone (or on shutdown). A streamed request gets one Model.stream
+// per choice, each with the sequence id it has in generate(), so it streams the same samples.
+// `maxInflight` (default: no cap) can still bound the unstreamed engine calls running at once;
+// under a cap, when a call slot frees the cheapest waiting request (sequences × max_tokens) leads
+// the next group, a request that has waited `agingMs` leads regardless, and long calls (above
+// SHORT_REQUEST_COST) take at most maxInflight − 1 slots.
 import { randomInt } from 'node:crypto'
-import type { Completion, Model } from '../engine/model.js'
+import type { Completion, Model, StreamChunk } from '../engine/model.js'
 import { SHORT_REQUEST_COST } from './admission.js'
 import { ServeRequestError } from './errors.js'
 import type { SamplingSpec } from './validate.js'
@@ -41,9 +44,8 @@ export interface BatcherOptions {
   /** Most sequences (prompts × n) merged into one engine call; also the engine's decode batch. Default 256. */
   maxBatch?: number
   /**
-   * Most engine generate() calls running at once (their rows share the model's decode steps). Default 4:
-   * a short request need not wait behind a long call, and merging still happens among requests that
-   * arrive while four calls run.
+   * Most unstreamed engine generate() calls running at once. Default: no cap — every request joins
+   * the model's running batch when its window closes (admission bounds the sequences).
    */
   maxInflight?: number
   /** Token ids that end a sequence (passed to the engine as stopTokenIds). */
@@ -53,8 +55,13 @@ export interface BatcherOptions {
 }
 
 export interface BatcherStats {
-  /** Requests submitted. */
+  /** Unstreamed requests submitted. */
   requests: number
+  /** Streamed requests submitted. */
+  streamed: number
+  /** Requests (streamed or not) whose engine calls are in the running batch now, and the most at once. */
+  running: number
+  peakRunning: number
   /** Engine generate() calls made. */
   batches: number
   /** Most requests merged into one call so far. */
@@ -82,6 +89,31 @@ interface Job {
   cleanup(): void
 }
 
+/** A streamed request waiting for the window: it starts (its streams enter the running batch) or fails. */
+interface StreamJob {
+  start(): void
+  fail(e: unknown): void
+}
+
+/** What a request asks of the engine beyond its prompts, seeds and signals (shared by generate() and stream()). */
+function engineOptions(r: BatchRequest, stopTokenIds: number[]) {
+  const s = r.sampling
+  return {
+    maxTokens: r.maxTokens,
+    temperature: s.temperature,
+    topK: s.topK,
+    topP: s.topP,
+    minP: s.minP,
+    presencePenalty: s.presencePenalty,
+    frequencyPenalty: s.frequencyPenalty,
+    repetitionPenalty: s.repetitionPenalty,
+    stop: r.stop,
+    stopTokenIds: r.ignoreEos ? [] : stopTokenIds,
+  }
+}
+
+const shuttingDown = () => new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down')
+
 /** The part of a request that decides whether it can share an engine call with another. */
 function batchKey(r: BatchRequest): string {
   const s = r.sampling
@@ -89,8 +121,10 @@ function batchKey(r: BatchRequest): string {
 }
 
 export class Batcher {
-  readonly stats: BatcherStats = { requests: 0, batches: 0, largestBatch: 0, abandoned: 0, engineAborts: 0, inflight: 0, queued: 0 }
+  readonly stats: BatcherStats = { requests: 0, streamed: 0, running: 0, peakRunning: 0, batches: 0, largestBatch: 0, abandoned: 0, engineAborts: 0, inflight: 0, queued: 0 }
   private readonly queue: Job[] = []
+  /** Streamed requests waiting for the window to close. */
+  private readonly streamQueue: StreamJob[] = []
   private readonly running = new Set<AbortController>()
   private readonly settledCalls = new Set<Promise<void>>()
   private timer: NodeJS.Timeout | null = null
@@ -108,13 +142,13 @@ export class Batcher {
   ) {
     this.windowMs = options.windowMs ?? 2
     this.maxBatch = options.maxBatch ?? 256
-    this.maxInflight = options.maxInflight ?? 4
+    this.maxInflight = options.maxInflight ?? Infinity
     this.agingMs = options.agingMs ?? 2_000
   }
 
   /** Completions per prompt of the request (result[promptIndex][sampleIndex]). */
   submit(req: BatchRequest): Promise<Completion[][]> {
-    if (this.closed) return Promise.reject(new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down'))
+    if (this.closed) return Promise.reject(shuttingDown())
     this.stats.requests++
     return new Promise<Completion[][]>((resolve, reject) => {
       const job: Job = {
@@ -156,11 +190,73 @@ export class Batcher {
       req.signal.addEventListener('abort', onAbort, { once: true })
       this.queue.push(job)
       this.stats.queued = this.queue.length
-      if (!this.timer) this.timer = setTimeout(() => this.pump(), this.windowMs)
+      this.armWindow()
     })
   }
 
-  /** Starts engine calls for queued groups while there is room. */
+  /**
+   * The streams of a streamed request, one per choice (result[promptIndex][sampleIndex]), with the
+   * sequence ids generate() gives them. They enter the running batch when the window closes, in the
+   * same tick as the window's unstreamed requests. The caller iterates every stream to its end.
+   */
+  stream(req: BatchRequest): Promise<AsyncGenerator<StreamChunk, Completion, void>[][]> {
+    if (this.closed) return Promise.reject(shuttingDown())
+    this.stats.streamed++
+    return new Promise((resolve, reject) => {
+      if (req.signal.aborted) {
+        this.stats.abandoned++
+        reject(req.signal.reason ?? new Error('aborted'))
+        return
+      }
+      const onAbort = () => {
+        this.stats.abandoned++
+        this.streamQueue.splice(this.streamQueue.indexOf(job), 1)
+        job.fail(req.signal.reason ?? new Error('aborted'))
+      }
+      const job: StreamJob = {
+        start: () => {
+          req.signal.removeEventListener('abort', onAbort)
+          resolve(this.openStreams(req))
+        },
+        fail: (e) => {
+          req.signal.removeEventListener('abort', onAbort)
+          reject(e)
+        },
+      }
+      req.signal.addEventListener('abort', onAbort, { once: true })
+      this.streamQueue.push(job)
+      this.armWindow()
+    })
+  }
+
+  /** The first request waiting starts the window. */
+  private armWindow(): void {
+    if (!this.timer) this.timer = setTimeout(() => this.pump(), this.windowMs)
+  }
+
+  private openStreams(req: BatchRequest): AsyncGenerator<StreamChunk, Completion, void>[][] {
+    const seed = req.seed ?? randomInt(0, 2 ** 47)
+    let open = req.prompts.length * req.n
+    this.enterRunning(1)
+    const ended = () => {
+      if (--open === 0) this.leaveRunning(1)
+    }
+    const options = { ...engineOptions(req, this.options.stopTokenIds), seed, stats: { topK: req.statsTopK }, signal: req.signal }
+    return req.prompts.map((prompt, p) =>
+      Array.from({ length: req.n }, (_, s) => tracked(this.model.stream(prompt, { ...options, sequenceOffset: p * req.n + s }), ended)),
+    )
+  }
+
+  private enterRunning(requests: number): void {
+    this.stats.running += requests
+    this.stats.peakRunning = Math.max(this.stats.peakRunning, this.stats.running)
+  }
+
+  private leaveRunning(requests: number): void {
+    this.stats.running -= requests
+  }
+
+  /** Starts engine calls for queued groups while there is room, and every waiting stream. */
   private pump(): void {
     if (this.timer) clearTimeout(this.timer)
     this.timer = null
@@ -169,6 +265,7 @@ export class Batcher {
       if (!group) break
       this.dispatch(group)
     }
+    if (!this.closed) for (const job of this.streamQueue.splice(0)) job.start()
   }
 
   /** Whether a long call may start: one slot stays for short calls (when there is more than one). */
@@ -216,6 +313,7 @@ export class Batcher {
     const long = group.reduce((a, j) => a + j.cost, 0) > SHORT_REQUEST_COST
     if (long) this.longInflight++
     this.stats.inflight++
+    this.enterRunning(group.length)
     this.stats.batches++
     this.stats.largestBatch = Math.max(this.stats.largestBatch, group.length)
     const call = this.generate(group, controller.signal)
@@ -238,6 +336,7 @@ export class Batcher {
         this.settledCalls.delete(call)
         if (long) this.longInflight--
         this.stats.inflight--
+        this.leaveRunning(group.length)
         this.pump()
       })
     this.settledCalls.add(call)
@@ -245,22 +344,12 @@ export class Batcher {
 
   private generate(group: Job[], signal: AbortSignal): Promise<Completion[][]> {
     const head = group[0].req
-    const s = head.sampling
     return this.model.generate(
       group.flatMap((j) => j.req.prompts),
       {
+        ...engineOptions(head, this.options.stopTokenIds),
         n: head.n,
-        maxTokens: head.maxTokens,
-        temperature: s.temperature,
-        topK: s.topK,
-        topP: s.topP,
-        minP: s.minP,
-        presencePenalty: s.presencePenalty,
-        frequencyPenalty: s.frequencyPenalty,
-        repetitionPenalty: s.repetitionPenalty,
         perPrompt: group.flatMap((j) => j.req.prompts.map((_, q) => ({ seed: j.seed, sequenceOffset: q * head.n, signal: j.req.signal }))),
-        stop: head.stop,
-        stopTokenIds: head.ignoreEos ? [] : this.options.stopTokenIds,
         stats: { topK: Math.max(...group.map((j) => j.req.statsTopK)) },
         signal,
         maxBatch: this.maxBatch,
@@ -268,14 +357,24 @@ export class Batcher {
     )
   }
 
-  /** Refuses queued requests (503), aborts running engine calls, and resolves once they have returned. */
+  /** Refuses queued requests (503), aborts running engine calls, and resolves once they have returned (running streams end with their requests' signals). */
   async close(): Promise<void> {
     this.closed = true
     if (this.timer) clearTimeout(this.timer)
     this.timer = null
-    for (const j of this.queue.splice(0)) j.reject(new ServeRequestError(503, 'server_shutting_down', 'the server is shutting down'))
+    for (const j of this.queue.splice(0)) j.reject(shuttingDown())
+    for (const j of this.streamQueue.splice(0)) j.fail(shuttingDown())
     this.stats.queued = 0
     for (const c of this.running) c.abort()
     await Promise.allSettled([...this.settledCalls])
+  }
+}
+
+/** `gen` passed through; `ended` runs once it has finished, failed or been returned. */
+async function* tracked<T, R>(gen: AsyncGenerator<T, R, void>, ended: () => void): AsyncGenerator<T, R, void> {
+  try {
+    return yield* gen
+  } finally {
+    ended()
   }
 }

@@ -5,9 +5,10 @@
 //                               top_logprobs, max_tokens | max_completion_tokens, the sampling fields, stream
 //                               (both also take vLLM's top_k, min_p, repetition_penalty and ignore_eos)
 //   GET  /v1/models, /v1/models/{id}, /health
-// Non-streamed requests go through the Batcher (batcher.ts: identical-option requests share one
-// engine call). Streamed requests run one Model.stream per choice, each with the sequence id it
-// would have in generate(), so a seeded stream yields the same samples as the same request unstreamed.
+// Every request goes through the Batcher (batcher.ts): it joins the model's one running batch when
+// the batching window closes; identical-option unstreamed requests share one engine call. A streamed
+// request runs one Model.stream per choice, each with the sequence id it would have in generate(),
+// so a seeded stream yields the same samples as the same request unstreamed.
 // In a stream, text arrives token by token, each chunk with the logprobs of the tokens whose text
 // it carries (a token whose text is held back — a partial character, a possible stop string —
 // goes with the chunk that releases it; the rest with the final chunk).
@@ -24,14 +25,14 @@
 //   - `apiKey` (Authorization: Bearer), POST bodies only as application/json (415 otherwise: no
 //     CORS-simple request from a web page can reach the model), and a Host allow-list against DNS
 //     rebinding (loopback names on a loopback bind; a warning when bound elsewhere).
-import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto'
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { isIP, type AddressInfo, type Socket } from 'node:net'
 import { basename } from 'node:path'
 import type { TemplateLimits } from '../engine/hf/template.js'
 import type { Completion, Model, StreamChunk } from '../engine/model.js'
 import { Admission, type AdmissionOptions, type AdmissionStats } from './admission.js'
-import { Batcher, type BatcherOptions, type BatcherStats } from './batcher.js'
+import { Batcher, type BatchRequest, type BatcherOptions, type BatcherStats } from './batcher.js'
 import { badRequest, errorBody, ServeRequestError, toServeError } from './errors.js'
 import { PromptWorker } from './prompt-worker.js'
 import { chatLogprobs, chatLogprobsOf, chunkTokens, completionLogprobs, completionLogprobsOf, shownTokens, TokenTexts } from './logprobs.js'
@@ -46,7 +47,7 @@ export interface ServeOptions {
   limits?: Partial<ServeLimits>
   /** Largest request body accepted (413 above). Default 1 MiB. */
   maxBodyBytes?: number
-  /** Batching of non-streamed requests (see batcher.ts). */
+  /** Batching of requests into the running batch (see batcher.ts). */
   batch?: Omit<BatcherOptions, 'stopTokenIds'>
   /** max_tokens when a completions request gives none. Default 16 (OpenAI's). */
   defaultCompletionMaxTokens?: number
@@ -488,19 +489,14 @@ export class OpenAIServer {
     return c.finishReason
   }
 
+  private batchRequest(r: Resolved, signal: AbortSignal): BatchRequest {
+    const { spec } = r
+    return { prompts: r.prompts, n: spec.n, maxTokens: r.maxTokens, sampling: spec.sampling, seed: spec.seed, stop: spec.stop, ignoreEos: spec.ignoreEos, statsTopK: spec.logprobs ?? 0, signal }
+  }
+
   private async serveWhole(r: Resolved, res: ServerResponse, signal: AbortSignal): Promise<void> {
     const { spec } = r
-    const perPrompt = await this.batcher.submit({
-      prompts: r.prompts,
-      n: spec.n,
-      maxTokens: r.maxTokens,
-      sampling: spec.sampling,
-      seed: spec.seed,
-      stop: spec.stop,
-      ignoreEos: spec.ignoreEos,
-      statsTopK: spec.logprobs ?? 0,
-      signal,
-    })
+    const perPrompt = await this.batcher.submit(this.batchRequest(r, signal))
     const flat = perPrompt.flat()
     const created = Math.floor(Date.now() / 1000)
     if (spec.kind === 'completion') {
@@ -537,13 +533,13 @@ export class OpenAIServer {
     return this.sendJson(res, 200, body)
   }
 
-  /** Server-sent events: one Model.stream per choice, chunks interleaved as they come, then [DONE]. */
-  private serveStream(r: Resolved, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  /** Server-sent events: one Model.stream per choice (joined to the running batch), chunks interleaved as they come, then [DONE]. */
+  private async serveStream(r: Resolved, res: ServerResponse, signal: AbortSignal): Promise<void> {
     const { spec } = r
+    const streams = await this.batcher.stream(this.batchRequest(r, signal))
     const chat = spec.kind === 'chat'
     const id = `${chat ? 'chatcmpl' : 'cmpl'}-${randomBytes(12).toString('hex')}`
     const created = Math.floor(Date.now() / 1000)
-    const seed = spec.seed ?? randomInt(0, 2 ** 47)
     const head = { id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model: this.name, system_fingerprint: this.fingerprint }
     const send = (payload: object | string) => {
       if (!res.destroyed && !res.writableEnded) res.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`)
@@ -562,23 +558,7 @@ export class OpenAIServer {
     const choice = async (p: number, s: number): Promise<void> => {
       const index = p * spec.n + s
       if (chat) send({ ...head, choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] })
-      const gen = this.model.stream(r.prompts[p], {
-        maxTokens: r.maxTokens,
-        temperature: spec.sampling.temperature,
-        topK: spec.sampling.topK,
-        topP: spec.sampling.topP,
-        minP: spec.sampling.minP,
-        presencePenalty: spec.sampling.presencePenalty,
-        frequencyPenalty: spec.sampling.frequencyPenalty,
-        repetitionPenalty: spec.sampling.repetitionPenalty,
-        seed,
-        // generate() numbers sequence p·n + s this way: the same samples, streamed or not
-        sequenceOffset: index,
-        stop: spec.stop,
-        stopTokenIds: spec.ignoreEos ? [] : this.stopTokenIds,
-        stats: { topK: spec.logprobs ?? 0 },
-        signal,
-      })
+      const gen = streams[p][s]
       let emitted = ''
       let unsent: StreamChunk[] = [] // tokens whose logprobs have not gone out yet
       let sentTokens = 0

@@ -48,4 +48,45 @@ describe('serve on the continuous-batching engine', () => {
     expect(text(streamed.body)).toBe(text(soloStream.body))
     expect(longReply.json.choices).toHaveLength(8)
   })
+
+  it('8 concurrent requests, 2 streamed and 6 not, are served by one running batch, each exactly as it is served alone', async () => {
+    // A window long enough that all 8 arrive inside it: they enter the engine in the same tick.
+    const joined = createOpenAIServer({ model, maxBodyBytes: 4096, batch: { windowMs: 300 } })
+    const url = (await joined.listen(0)).url
+    try {
+      // Different max_tokens keep the unstreamed ones in separate engine calls: 8 calls in all (more
+      // than the 4 concurrent calls the batcher used to allow).
+      const bodies = Array.from({ length: 8 }, (_, i) => ({ prompt: `Solve: ${i + 2}+${i}\n`, max_tokens: 40 + i, temperature: 1, seed: 20 + i, ignore_eos: true, logprobs: 1, stream: i % 4 === 3 }))
+      const alone = []
+      for (const b of bodies) alone.push(await post(url, C, b))
+      const largestBefore = model.schedulerStats()!.largestStepCalls
+      expect(largestBefore).toBeLessThan(8)
+      expect(joined.stats.peakRunning).toBe(1)
+
+      const together = await Promise.all(bodies.map((b) => post(url, C, b)))
+      expect(together.map((r) => r.status)).toEqual(Array(8).fill(200))
+      expect(joined.stats.peakRunning).toBe(8)
+      expect(model.schedulerStats()!.largestStepCalls).toBe(8) // one step carried rows of all 8
+      expect(joined.stats.running).toBe(0)
+      expect(joined.stats.streamed).toBe(4)
+      expect(joined.stats.requests).toBe(12)
+      const streamed = (body: string) => {
+        const events = parseSse(body).events
+        return { text: events.map((e) => e.choices[0].text).join(''), logprobs: events.map((e) => e.choices[0].logprobs), finish: events.at(-1).choices[0].finish_reason }
+      }
+      bodies.forEach((b, i) => {
+        if (b.stream) {
+          const got = streamed(together[i].body)
+          expect(got).toEqual(streamed(alone[i].body))
+          expect(got.text.length).toBeGreaterThan(0)
+          expect(got.finish).toBe('length')
+        } else {
+          expect(together[i].json.choices).toEqual(alone[i].json.choices)
+          expect(together[i].json.usage.completion_tokens).toBe(b.max_tokens)
+        }
+      })
+    } finally {
+      await joined.close()
+    }
+  })
 })

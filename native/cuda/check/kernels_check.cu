@@ -585,6 +585,91 @@ void sampling_checks(bool quick) {
         double(mismatches) / double(std::max<int64_t>(draws, 1)), 0.002, first_mismatch);
 }
 
+// Split-row sampling (cuda::sample_tokens_split, kernels/sampling_split.h) against the one-block-
+// per-row kernel on the rows it takes (T > 0, no top-k, no penalties): the same token, bit for bit
+// (the same math in the same fixed point), whatever the rows' count cuts them into.
+void split_sampling_checks(bool quick) {
+  std::printf("\n== Split-row sampling (vs sample_tokens, bit for bit)\n");
+  auto P = [](float T, float tp, float mp) {
+    SamplingParams p;
+    p.temperature = T;
+    p.top_p = tp;
+    p.min_p = mp;
+    return p;
+  };
+  const std::vector<std::pair<std::string, SamplingParams>> cases = {
+      {"T=1", P(1, 1, 0)},           {"T=0.7", P(0.7f, 1, 0)},        {"top_p=0.9", P(1, 0.9f, 0)},
+      {"top_p=0.5 T=0.6", P(0.6f, 0.5f, 0)}, {"min_p=0.05", P(1, 1, 0.05f)}, {"top_p=0.9 min_p=0.1", P(1, 0.9f, 0.1f)},
+      {"top_p=0", P(1, 0, 0)},       {"top_p=0.95 T=1.3", P(1.3f, 0.95f, 0)},
+  };
+  const std::vector<RowKind> kinds = {RowKind::Normal, RowKind::Peaked, RowKind::Ties, RowKind::NaNRow, RowKind::NegInf,
+                                      RowKind::Striped4, RowKind::Huge, RowKind::Ascending};
+  struct Shape {
+    int64_t rows, V;
+    DType dt;
+  };
+  const std::vector<Shape> shapes = {{1, 151936, DType::BF16}, {3, 151936, DType::F32}, {8, 151936, DType::BF16},
+                                     {64, 151936, DType::F32}, {8, 32000, DType::BF16},  {5, 4099, DType::F32}};
+  int64_t draws = 0, mismatches = 0, split_calls = 0;
+  std::string first_mismatch;
+  for (const Shape& sh : shapes) {
+    const bool b16 = sh.dt == DType::BF16;
+    const int chunks = cuda::sample_split_chunks(sh.rows, sh.V);
+    if (chunks < 2) continue;  // the device fills one block per row: nothing to split
+    const std::vector<float> z = make_rows(sh.rows, sh.V, kinds, b16);
+    DBuf<float> dz32(b16 ? 0 : z.size());
+    DBuf<bf16> dz16(b16 ? z.size() : 0);
+    if (b16) dz16.upload(to_bf16(z));
+    else dz32.upload(z);
+    DBuf<SamplingParams> dp(static_cast<size_t>(sh.rows));
+    DBuf<uint64_t> dpos(static_cast<size_t>(sh.rows));
+    DBuf<int32_t> d_one(static_cast<size_t>(sh.rows)), d_split(static_cast<size_t>(sh.rows));
+    DBuf<char> ws(cuda::sample_workspace_bytes(sh.rows, sh.V)), wss(cuda::sample_split_workspace_bytes(sh.rows, sh.V));
+    for (const auto& [label, base] : cases) {
+      for (int round = 0; round < (quick ? 2 : 6); ++round) {
+        std::vector<SamplingParams> ps(size_t(sh.rows), base);
+        std::vector<uint64_t> pos(static_cast<size_t>(sh.rows));
+        for (int64_t r = 0; r < sh.rows; ++r) {
+          ps[size_t(r)].seed = 0x5b1700ull + uint64_t(round);
+          ps[size_t(r)].stream = uint64_t(r);
+          pos[size_t(r)] = uint64_t(777 * round + r);
+        }
+        dp.upload(ps);
+        dpos.upload(pos);
+        d_one.poison();
+        d_split.poison();
+        cuda::SampleArgs a;
+        a.logits = b16 ? static_cast<const void*>(dz16.p) : static_cast<const void*>(dz32.p);
+        a.dtype = sh.dt;
+        a.rows = sh.rows;
+        a.vocab = sh.V;
+        a.row_stride = sh.V;
+        a.params = dp.p;
+        a.positions = dpos.p;
+        a.out_tokens = d_one.p;
+        CK(cuda::sample_tokens(a, ws.p, ws.n, nullptr));
+        a.out_tokens = d_split.p;
+        CK(cuda::sample_tokens_split(a, wss.p, wss.n, nullptr));
+        ++split_calls;
+        CK(cudaDeviceSynchronize());
+        const std::vector<int32_t> one = d_one.download(), split = d_split.download();
+        for (int64_t r = 0; r < sh.rows; ++r) {
+          ++draws;
+          if (one[size_t(r)] != split[size_t(r)]) {
+            ++mismatches;
+            if (first_mismatch.empty())
+              first_mismatch = label + " V=" + std::to_string(sh.V) + " rows=" + std::to_string(sh.rows) + " chunks=" +
+                               std::to_string(chunks) + " row " + std::to_string(r) + ": one-block " +
+                               std::to_string(one[size_t(r)]) + " split " + std::to_string(split[size_t(r)]);
+          }
+        }
+      }
+    }
+  }
+  check("sampling", "split-row == one block per row (" + std::to_string(draws) + " draws, " + std::to_string(split_calls) + " calls)",
+        "mismatch fraction", draws ? double(mismatches) / double(draws) : NAN, 0.0, first_mismatch);
+}
+
 // ---------------------------------------------------------------------------------------------
 // LM-head loss backward parity against the f64 per-row math of Transformer::lm_head_backward
 // (native/model/backward.cpp): dz = a·(onehot − p) + b·(−p(log p + H)).
@@ -887,8 +972,9 @@ void bench_stats(const StatsBenchData& d, int64_t rows, int K, DType dt, bool wi
   g_table.push_back({name, v, f, r});
 }
 
-// Microseconds per sample_tokens call over `rows` rows of V bf16 logits (calls back to back).
-void bench_sampling(int64_t rows, const SamplingParams& sp, const std::string& setting) {
+// Microseconds per sample_tokens (split: sample_tokens_split) call over `rows` rows of V bf16
+// logits (calls back to back).
+void bench_sampling(int64_t rows, const SamplingParams& sp, const std::string& setting, bool split = false) {
   const int64_t V = 151936;
   DBuf<bf16> z(static_cast<size_t>(rows * V));
   std::vector<float> h(static_cast<size_t>(rows * V));
@@ -900,7 +986,7 @@ void bench_sampling(int64_t rows, const SamplingParams& sp, const std::string& s
   DBuf<uint64_t> pos(static_cast<size_t>(rows));
   CK(cudaMemset(pos.p, 0, size_t(rows) * 8));
   DBuf<int32_t> out(static_cast<size_t>(rows));
-  DBuf<char> ws(cuda::sample_workspace_bytes(rows, V));
+  DBuf<char> ws(split ? cuda::sample_split_workspace_bytes(rows, V) : cuda::sample_workspace_bytes(rows, V));
   cuda::SampleArgs a;
   a.logits = z.p;
   a.dtype = DType::BF16;
@@ -912,9 +998,9 @@ void bench_sampling(int64_t rows, const SamplingParams& sp, const std::string& s
   a.out_tokens = out.p;
   const int inner = 10;
   const double ms = time_ms([&] {
-    for (int i = 0; i < inner; ++i) CK(cuda::sample_tokens(a, ws.p, ws.n, nullptr));
+    for (int i = 0; i < inner; ++i) CK(split ? cuda::sample_tokens_split(a, ws.p, ws.n, nullptr) : cuda::sample_tokens(a, ws.p, ws.n, nullptr));
   }, 10) / inner;
-  const std::string name = "sample " + setting + ", " + std::to_string(rows) + " rows × 151936";
+  const std::string name = std::string(split ? "sample split-row " : "sample ") + setting + ", " + std::to_string(rows) + " rows × 151936";
   timing("bench", name, "us", ms * 1e3);
   g_table.push_back({name, num(ms * 1e3) + " us", "", ""});
 }
@@ -1114,6 +1200,15 @@ void benchmarks(bool quick) {
       bench_sampling(rows, pp, "top_p=0.9");
       bench_sampling(rows, tp, "T=1");
     }
+    // the split-row sampler on the rows it takes, against the one-block kernel at the same sizes
+    for (int64_t rows : {int64_t(1), int64_t(8)}) {
+      if (rows == 8) {
+        bench_sampling(rows, pp, "top_p=0.9");
+        bench_sampling(rows, tp, "T=1");
+      }
+      bench_sampling(rows, pp, "top_p=0.9", true);
+      bench_sampling(rows, tp, "T=1", true);
+    }
   }
 }
 
@@ -1173,7 +1268,10 @@ int main(int argc, char** argv) {
   auto want = [&](const char* s) { return only.empty() || only == s; };
   if (want("gemm")) gemm_checks(quick);
   if (want("stats")) stats_checks(quick);
-  if (want("sampling")) sampling_checks(quick);
+  if (want("sampling")) {
+    sampling_checks(quick);
+    split_sampling_checks(quick);
+  }
   if (want("loss")) loss_checks(quick);
   if (want("adamw")) adamw_checks();
   const double parity_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
