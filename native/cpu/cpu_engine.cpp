@@ -205,7 +205,7 @@ void CpuEngine::do_step(model::Cache& cache_base, const model::StepRequest& r, m
   std::vector<float> ref_hidden;
   if (ref) {
     KVCache& rc = static_cast<CpuCache*>(r.reference_cache)->kv;
-    const int64_t rr = ref->model_.forward(rc, r.batch, r.tokens.data());
+    const int64_t rr = ref->model_.forward(rc, model::without_adapters(r.batch), r.tokens.data());
     if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
     ref_hidden.assign(ref->model_.hidden_out(), ref->model_.hidden_out() + R * ref->model_.config().hidden);
   }
@@ -310,7 +310,7 @@ void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::Tra
     if (r.reference_lora_off) rm.set_lora_enabled(false);
     try {
       KVCache rc(rm.config(), static_cast<int>(B), capacity);
-      const int64_t rr = rm.forward(rc, batch, fed.data());
+      const int64_t rr = rm.forward(rc, ref ? model::without_adapters(batch) : batch, fed.data());
       std::vector<float> rh(rm.hidden_out(), rm.hidden_out() + rr * rm.config().hidden);
       out.ref_logp.assign(rr, NAN);
       reference.row_stats(rh.data(), rr, targets.data(), out.ref_logp.data(), nullptr);

@@ -81,6 +81,34 @@ struct BatchEntry {
   int adapter = 0;  // the first adapter (the default one) unless a request names another, or kBaseOnly
 };
 
+// Consecutive token rows [begin, end) of a batch whose entries apply the same adapter: each run's
+// low-rank product is one product on those rows, the base's stays one for the whole batch.
+struct AdapterRun {
+  int64_t begin, end;
+  int adapter;
+};
+
+// The runs of a batch: consecutive entries with the same adapter share one (one adapter on the
+// whole batch: one run, the products of a single-adapter model).
+inline std::vector<AdapterRun> adapter_runs(const std::vector<BatchEntry>& batch) {
+  std::vector<AdapterRun> runs;
+  int64_t t = 0;
+  for (const BatchEntry& e : batch) {
+    if (!runs.empty() && runs.back().adapter == e.adapter)
+      runs.back().end += e.count;
+    else
+      runs.push_back({t, t + e.count, e.adapter});
+    t += e.count;
+  }
+  return runs;
+}
+
+// The batch as a model without these adapters sees it (a reference model): every entry adapter 0.
+inline std::vector<BatchEntry> without_adapters(std::vector<BatchEntry> batch) {
+  for (BatchEntry& e : batch) e.adapter = 0;
+  return batch;
+}
+
 // Output rows an entry asks for.
 inline int64_t output_rows(const BatchEntry& e) {
   return e.out_mode == 2 ? (e.count > e.out_from ? e.count - e.out_from : 0) : (e.out_mode == 1 ? 1 : 0);

@@ -287,20 +287,6 @@ void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* 
   }
 }
 
-// The runs of a batch: consecutive entries with the same adapter share one.
-static std::vector<AdapterRun> adapter_runs(const std::vector<BatchEntry>& batch) {
-  std::vector<AdapterRun> runs;
-  int64_t t = 0;
-  for (const BatchEntry& e : batch) {
-    if (!runs.empty() && runs.back().adapter == e.adapter)
-      runs.back().end += e.count;
-    else
-      runs.push_back({t, t + e.count, e.adapter});
-    t += e.count;
-  }
-  return runs;
-}
-
 // One decoder layer on the T rows of x_ (residual in, residual out): attention with K/V written
 // to the cache at each row's (slot, position), then the MLP. With `lt`, records its activations.
 void Transformer::forward_layer(int l, KVCache& cache, const std::vector<int>& token_slot, const std::vector<int>& token_pos,

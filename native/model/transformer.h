@@ -52,14 +52,6 @@ struct LayerWeights {
   cpu::WeightMatrix linear_w[kNumLinear];  // the Linear weights as gemm_nt reads them (f32: the pointers above)
 };
 
-// Consecutive token rows [begin, end) of a batch whose sequences apply the same adapter
-// (BatchEntry::adapter): each run's low-rank product is one GEMM on those rows, the base GEMM
-// stays one for the whole batch.
-struct AdapterRun {
-  int64_t begin, end;
-  int adapter;
-};
-
 // Activations a training forward keeps for the backward pass (one micro-batch).
 struct LayerTape {
   Buffer x_in, xn1, q_raw, k_raw, q, att, x_mid, xn2, gate, up;

@@ -214,7 +214,7 @@ export class Trainer {
 
   private referenceFor(): 'lora-off' | NativeModel | undefined {
     if (!this.needsReference()) return undefined
-    const ref = this.options.reference ?? (this.trained.length ? 'lora-off' : undefined)
+    const ref = this.options.reference ?? (this.model.adapters.size ? 'lora-off' : undefined)
     if (ref === undefined)
       throw new InvalidArgumentError('reference', `objective '${this.objective.name}' needs a reference: train LoRA (reference = base weights) or pass a frozen model`)
     return ref === 'lora-off' ? 'lora-off' : ref.handle
