@@ -4,7 +4,6 @@
 // sequence (−1: the base alone). This file is the one place names become indices.
 import { InvalidArgumentError } from './errors.js'
 import { MAX_LORA_RANK } from './options.js'
-import type { LoraInfo } from './persistence.js'
 import { nativeAddon, type NativeModel } from '../native.js'
 
 /** The adapter the single-adapter calls (trainer `lora`, loadAdapter without a name) attach and use. */
@@ -15,6 +14,13 @@ export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj'
 
 /** Most adapters on one model (native/model/engine.h kMaxAdapters). */
 export const MAX_ADAPTERS = 64
+
+/** An attached adapter: its rank, alpha and PEFT target modules. */
+export interface LoraInfo {
+  rank: number
+  alpha: number
+  targets: string[]
+}
 
 export interface AdapterOptions {
   rank: number

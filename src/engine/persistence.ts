@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { DEFAULT_ADAPTER, attachAdapter, checkAdapterName, isAdapterName } from './adapters.js'
+import { DEFAULT_ADAPTER, attachAdapter, checkAdapterName, isAdapterName, type LoraInfo } from './adapters.js'
 import { DeviceUnavailableError, InvalidArgumentError, MissingTensorError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
 import { writeFileAtomic } from '../util/atomic.js'
 import { readAdapterConfig } from './hf/adapter.js'
@@ -18,11 +18,7 @@ import type { Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
 import { isNativeError, nativeAddon, type NativeModel, type NativeTensor } from '../native.js'
 
-export interface LoraInfo {
-  rank: number
-  alpha: number
-  targets: string[]
-}
+export type { LoraInfo } from './adapters.js'
 
 export interface SaveOptions {
   /**
