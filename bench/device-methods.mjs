@@ -13,6 +13,8 @@
 //   memory      a Qwen3-1.7B-shaped full fine-tuning step and a Qwen3-4B-shaped LoRA step
 //               (8 × 1024 tokens, random weights): measured peak device bytes and step time beside
 //               the memory plan → memory.json (PyTorch peer: bench/train_memory_torch_cuda.py)
+//   adapters    two named adapters on one tiny Qwen3 base, chosen per sequence: mixed-batch score and
+//               decode-step logits against the CPU and against each row alone, per-adapter gradients
 // Needs `npm run build`. Writes JSON to $OUT (default build/device-check/out). Prints `  ok  …` /
 // `  FAIL …` per check; exit 0 all passed, 1 a failure, 2 CUDA unavailable. Without a GPU, a
 // dry run of the script's own logic: AD_NODE_CHECK_DEVICE=cpu node bench/device-methods.mjs --only lora
@@ -348,6 +350,90 @@ await section('memory', async () => {
   }
   writeFileSync(join(OUT, 'memory.json'), JSON.stringify(table, null, 1))
   results.memory = table
+})
+
+// ---------------------------------------------------------------- 10. several adapters, chosen per sequence (issue 19)
+// Two named adapters on one tiny Qwen3 base (the same A and B on both backends), rows of one ragged
+// batch through different adapters (and the base alone): the device against the CPU, and each
+// device row in the mixed batch against the same row alone (bf16: not bit for bit, the products'
+// shapes differ); per-adapter gradients with only the adapters in the batch written.
+await section('adapters', async () => {
+  const dir = tinyDir('qwen3')
+  const cpu = await onCpu(dir)
+  const dev = await onDevice(dir)
+  for (const m of [cpu, dev]) {
+    await m.addAdapter('default', { rank: 4, alpha: 8, seed: 7 })
+    await m.addAdapter('solver', { rank: 2, alpha: 4, targets: ['q_proj', 'v_proj', 'o_proj', 'down_proj'], seed: 8 })
+  }
+  const rnd = seeded(19)
+  const Bs = (await addon.train.exportTensors(cpu.handle)).filter((t) => t.name.includes('.lora_B'))
+  const values = Bs.map((t) => ({ name: t.name, data: randomArray(t.data.length, 0.05, rnd) }))
+  for (const m of [cpu, dev]) await addon.train.importTensors(m.handle, values)
+  const choice = ['solver', 'default', null]
+  const rows = {}
+
+  // teacher-forced statistics of a mixed batch
+  const a = await cpu.score(pairs, { adapter: choice })
+  const b = await dev.score(pairs, { adapter: choice })
+  rows.score = worstLogitError(b, a)
+  check(rows.score < 1e-2, `mixed-adapter score: device logprobs and entropy within 1e-2 of the logit scale of the CPU's (worst ${rows.score.toExponential(2)})`)
+  const base = await cpu.score(pairs, { adapter: null })
+  check(worstLogitError(base.slice(0, 2), a.slice(0, 2)) > 10 * Math.max(rows.score, 1e-6), 'the adapters change the function (base vs adapter ≫ cpu vs device)')
+  let alone = 0
+  for (let i = 0; i < pairs.length; ++i) alone = Math.max(alone, worstLogitError([b[i]], await dev.score([pairs[i]], { adapter: choice[i] })))
+  rows.aloneVsMixed = alone
+  check(alone < 1e-2, `device: each row in the mixed batch equals the row alone within 1e-2 (worst ${alone.toExponential(2)})`)
+
+  // a decode-shaped step's full logits: one new token per entry, entries through different adapters
+  const stepLogits = async (m) => {
+    const cache = m.handle.createCache(PROMPTS.length, 16)
+    try {
+      await m.handle.step(cache, {
+        slots: Int32Array.from(PROMPTS, (_, i) => i), counts: Int32Array.from(PROMPTS, (p) => p.length - 1), outModes: new Uint8Array(PROMPTS.length),
+        adapters: Int32Array.of(1, 0, -1), tokens: Int32Array.from(PROMPTS.flatMap((p) => p.slice(0, -1))),
+      })
+      const r = await m.handle.step(cache, {
+        slots: Int32Array.from(PROMPTS, (_, i) => i), counts: new Int32Array(PROMPTS.length).fill(1), outModes: new Uint8Array(PROMPTS.length).fill(1),
+        adapters: Int32Array.of(1, 0, -1), tokens: Int32Array.from(PROMPTS, (p) => p[p.length - 1]), returnLogits: true,
+      })
+      return r.logits
+    } finally {
+      cache.dispose()
+    }
+  }
+  rows.generateLogits = relL2(await stepLogits(dev), await stepLogits(cpu))
+  check(rows.generateLogits < 2e-2, `mixed-adapter decode step: device logits within 2e-2 relative L2 of the CPU's (${rows.generateLogits.toExponential(2)})`)
+
+  // per-adapter gradients: sequences through 'solver', 'default', the base; then 'solver' only
+  const grads = async (m, adapters) => {
+    addon.train.setTrainable(m.handle, false, true, Int32Array.of(0, 1))
+    return gradients(m, trainRequest({ adapters: Int32Array.from(adapters) }))
+  }
+  for (const adapters of [[1, 0, -1], [1, 1, -1]]) {
+    const gc = await grads(cpu, adapters)
+    const gd = await grads(dev, adapters)
+    const names = [...gc.keys()].sort()
+    const want = (n) => (adapters.includes(0) || n.includes('.solver.')) && n.includes('.lora_')
+    check(names.length > 0 && names.every(want) && (adapters.includes(0) || !names.some((n) => !n.includes('.solver.'))),
+      `adapters [${adapters}]: CPU gradients for exactly the adapters in the batch (${names.length})`)
+    const devNames = [...gd.keys()].sort()
+    // the device lists a gradient buffer once allocated; one never written since set_trainable is absent
+    check(JSON.stringify(devNames) === JSON.stringify(names), `adapters [${adapters}]: the device has the same gradients (${devNames.length})`)
+    let worst = 0
+    for (const n of names) worst = Math.max(worst, gd.has(n) ? relL2(gd.get(n), gc.get(n)) : Infinity)
+    rows[`gradients ${adapters}`] = worst
+    check(worst < 5e-2, `adapters [${adapters}]: per-adapter gradients within 5e-2 relative L2 of the CPU's (worst ${worst.toExponential(2)})`)
+  }
+  // AdamW on the device: moments for the adapter the batch used, none for the other or the base
+  addon.train.setTrainable(dev.handle, false, true, Int32Array.of(0, 1))
+  await addon.train.forward(dev.handle, trainRequest({ adapters: Int32Array.of(1, 1, -1) }))
+  await addon.train.backward(dev.handle, COEFFICIENTS)
+  await addon.train.optimizerStep(dev.handle, { step: 1, lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, clipGradNorm: 1 })
+  const moments = (await addon.train.exportOptimizerState(dev.handle)).map((s) => s.name)
+  check(moments.length > 0 && moments.every((n) => n.includes('.lora_') && n.includes('.solver.')), `device AdamW: moments only for the adapter in the batch (${moments.length})`)
+  results.adapters = rows
+  cpu.dispose()
+  dev.dispose()
 })
 
 writeFileSync(join(OUT, `device-methods${only ? `-${only}` : ''}.json`), JSON.stringify({ device, failures, ...results }, null, 1))

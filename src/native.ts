@@ -100,6 +100,8 @@ export interface NativeStepRequest {
   counts: Int32Array
   /** 0: no output, 1: the last new token's row, 2: every new token's row */
   outModes: Uint8Array
+  /** One LoRA adapter index (attach order) per entry, −1 = the base alone; absent: adapter 0 (the default). */
+  adapters?: Int32Array
   tokens: Int32Array
   targets?: Int32Array
   sampling?: NativeSamplingColumns
@@ -155,7 +157,7 @@ export interface NativeTrain {
   /** Taped forward of whole sequences; rows are completion tokens, in sequence order. */
   forward(
     model: NativeModel,
-    request: { tokens: Int32Array; lengths: Int32Array; promptLengths: Int32Array; reference?: 'lora-off' | NativeModel; checkpoint?: boolean },
+    request: { tokens: Int32Array; lengths: Int32Array; promptLengths: Int32Array; adapters?: Int32Array; reference?: 'lora-off' | NativeModel; checkpoint?: boolean },
   ): Promise<{ logp: Float32Array; entropy: Float32Array; refLogp?: Float32Array }>
   /** Back-propagates dz = a·(onehot − p) + b·(−p(log p + H)) per completion row of the taped forward. */
   backward(model: NativeModel, request: { a: Float32Array; b: Float32Array }): Promise<void>
@@ -164,11 +166,13 @@ export interface NativeTrain {
     o: { step: number; lr: number; beta1: number; beta2: number; eps: number; weightDecay: number; clipGradNorm: number },
   ): Promise<{ gradNorm: number; skipped: boolean; parameters: number }>
   /** Scores of whole sequences from the score head on each last token ([sequences × labels]); taped unless tape: false. */
-  scoreForward(model: NativeModel, request: { tokens: Int32Array; lengths: Int32Array; tape?: boolean }): Promise<Float32Array>
+  scoreForward(model: NativeModel, request: { tokens: Int32Array; lengths: Int32Array; adapters?: Int32Array; tape?: boolean }): Promise<Float32Array>
   scoreBackward(model: NativeModel, request: { dScores: Float32Array }): Promise<void>
   attachScoreHead(model: NativeModel, o: { labels: number; std: number; seed: number }): void
-  attachLora(model: NativeModel, o: { rank: number; alpha: number; targets: string[]; seed: number }): void
-  setTrainable(model: NativeModel, base: boolean, lora: boolean): void
+  /** Attaches adapter `name` ('default' when absent) and returns its index (the `adapters` entries of step, forward, scoreForward). */
+  attachLora(model: NativeModel, o: { rank: number; alpha: number; targets: string[]; seed: number; name?: string }): number
+  /** With `lora`, the adapters listed by index train (absent: every adapter); the rest get no gradient. */
+  setTrainable(model: NativeModel, base: boolean, lora: boolean, adapters?: Int32Array): void
   setLoraEnabled(model: NativeModel, on: boolean): void
   zeroGrad(model: NativeModel): void
   /** W += α/r·B·A for every adapter, then B = 0 (on the engine's threads). */

@@ -106,7 +106,7 @@ class CudaEngine final : public model::Engine {
     std::vector<ad_cuda_entry> entries;
     int64_t R = 0;
     for (const auto& e : r.batch) {
-      entries.push_back({e.slot, e.count, e.out_mode, e.out_from});
+      entries.push_back({e.slot, e.count, e.out_mode, e.out_from, e.adapter});
       R += model::output_rows(e);
     }
     std::vector<ad_cuda_sampling> sampling;
@@ -146,7 +146,10 @@ class CudaEngine final : public model::Engine {
     res.rows = s.rows;
   }
 
-  void do_set_trainable(bool base, bool lora) override { check(api->set_trainable(m, base, lora), "selecting the trainable tensors"); }
+  void do_set_trainable(bool base, const std::vector<int>& adapters) override {
+    const std::vector<int32_t> list(adapters.begin(), adapters.end());
+    check(api->set_trainable_adapters(m, base, list.data(), static_cast<int32_t>(list.size())), "selecting the trainable tensors");
+  }
   void do_zero_grad() override { check(api->zero_grad(m), "zeroing the gradients"); }
 
   void do_train_forward(const model::TrainForwardRequest& r, model::TrainForwardResult& out) override {
@@ -168,6 +171,7 @@ class CudaEngine final : public model::Engine {
     f.logp = out.logp.data();
     f.entropy = out.entropy.data();
     f.ref_logp = ref ? out.ref_logp.data() : nullptr;
+    f.adapters = q.adapters.empty() ? nullptr : q.adapters.data();
     check(api->train_forward(m, &f), "device training forward");
   }
 
@@ -188,8 +192,8 @@ class CudaEngine final : public model::Engine {
     return {o.grad_norm, o.skipped != 0, o.parameters};
   }
 
-  // As the CPU backend: base tensors sorted, then LoRA A and B by (layer, linear); with
-  // merge_lora, the base tensors with their adapters folded in and no adapters.
+  // As the CPU backend: base tensors sorted, then LoRA A and B by (adapter, layer, linear); with
+  // merge_lora, the base tensors with their adapter folded in and no adapters.
   std::vector<model::TensorCopy> do_export_tensors(bool merge_lora) override {
     if (merge_lora && !has_lora_) throw std::invalid_argument("this model has no LoRA adapters to merge");
     std::vector<model::TensorCopy> out;
@@ -208,15 +212,17 @@ class CudaEngine final : public model::Engine {
       out.push_back(std::move(c));
     }
     if (merge_lora) return out;
-    for (int l = 0; l < cfg_.layers; ++l)
-      for (int w = 0; w < model::kNumLinear; ++w)
-        for (const std::string& name : {model::lora_a_name(l, static_cast<model::Linear>(w)), model::lora_b_name(l, static_cast<model::Linear>(w))}) {
-          auto it = adapters.find(name);
-          if (it == adapters.end()) continue;
-          model::TensorCopy c{name, it->second->shape, std::vector<float>(static_cast<size_t>(it->second->size))};
-          check(api->tensor_read(m, name.c_str(), c.data.data(), it->second->size), "reading " + name);
-          out.push_back(std::move(c));
-        }
+    for (const std::string& adapter : adapter_names())
+      for (int l = 0; l < cfg_.layers; ++l)
+        for (int w = 0; w < model::kNumLinear; ++w)
+          for (const std::string& name : {model::lora_a_name(l, static_cast<model::Linear>(w), adapter),
+                                           model::lora_b_name(l, static_cast<model::Linear>(w), adapter)}) {
+            auto it = adapters.find(name);
+            if (it == adapters.end()) continue;
+            model::TensorCopy c{name, it->second->shape, std::vector<float>(static_cast<size_t>(it->second->size))};
+            check(api->tensor_read(m, name.c_str(), c.data.data(), it->second->size), "reading " + name);
+            out.push_back(std::move(c));
+          }
     return out;
   }
 
@@ -269,9 +275,10 @@ class CudaEngine final : public model::Engine {
 
   // Zero adapters on the device, then A's initial values from the CPU backend's stream
   // (model::lora_initial_a, in (layer, target) order), so both backends start alike.
-  void do_attach_lora(const model::LoraRequest& r) override {
+  void do_attach_lora(const model::LoraRequest& r, int) override {
     std::vector<int32_t> targets(r.targets.begin(), r.targets.end());
-    check(api->lora_attach(m, r.rank, r.alpha, targets.data(), static_cast<int32_t>(targets.size())), "attaching LoRA adapters");
+    check(api->lora_attach_named(m, r.name.c_str(), r.rank, r.alpha, targets.data(), static_cast<int32_t>(targets.size())),
+          "attaching LoRA adapter " + r.name);
     has_lora_ = true;
     std::map<std::string, TensorInfo> shapes;
     for (TensorInfo& t : tensor_list()) shapes[t.name] = t;
@@ -279,7 +286,7 @@ class CudaEngine final : public model::Engine {
     std::vector<float> a;
     for (int l = 0; l < cfg_.layers; ++l)
       for (model::Linear which : r.targets) {
-        const std::string name = model::lora_a_name(l, which);
+        const std::string name = model::lora_a_name(l, which, r.name);
         const TensorInfo& t = shapes.at(name);  // [rank × in]
         a.resize(static_cast<size_t>(t.size));
         model::lora_initial_a(rng, t.shape[0], t.shape[1], a.data());
@@ -300,8 +307,9 @@ class CudaEngine final : public model::Engine {
   void do_score_forward(const model::ScoreForwardRequest& r, std::vector<float>& scores) override {
     const int64_t n = static_cast<int64_t>(r.lengths.size());
     scores.assign(static_cast<size_t>(n * std::max(cfg_.score_labels, 1)), NAN);
-    check(api->score_forward(m, r.tokens.data(), r.lengths.data(), static_cast<int32_t>(n), r.tape ? 1 : 0, scores.data(),
-                             static_cast<int64_t>(scores.size())),
+    check(api->score_forward_adapters(m, r.tokens.data(), r.lengths.data(), static_cast<int32_t>(n),
+                                      r.adapters.empty() ? nullptr : r.adapters.data(), r.tape ? 1 : 0, scores.data(),
+                                      static_cast<int64_t>(scores.size())),
           "device score forward");
   }
 

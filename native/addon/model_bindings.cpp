@@ -270,7 +270,8 @@ std::vector<model::SamplingRow> parse_sampling(const Napi::Object& so, size_t B)
   return rows;
 }
 
-// step(cache, { slots, counts, outModes, tokens, targets?, sampling?, topK?, returnLogits?, reference? })
+// step(cache, { slots, counts, outModes, adapters?, tokens, targets?, sampling?, topK?, returnLogits?, reference? })
+// adapters: Int32Array, one adapter index per entry (−1: the base alone; absent: the first adapter).
 Napi::Value ModelHandle::Step(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   std::shared_ptr<Engine> self = engine;
@@ -284,7 +285,8 @@ Napi::Value ModelHandle::Step(const Napi::CallbackInfo& info) {
   const size_t B = slots.size();
   auto counts = typed_field<int32_t, napi_int32_array>(req, "counts", B);
   auto modes = typed_field<uint8_t, napi_uint8_array>(req, "outModes", B);
-  for (size_t e = 0; e < B; ++e) r.batch.push_back({slots[e], counts[e], modes[e], 0});
+  auto adapters = typed_field<int32_t, napi_int32_array>(req, "adapters", B, true);
+  for (size_t e = 0; e < B; ++e) r.batch.push_back({slots[e], counts[e], modes[e], 0, adapters.empty() ? 0 : adapters[e]});
   r.tokens = typed_field<int32_t, napi_int32_array>(req, "tokens", SIZE_MAX);
   r.targets = typed_field<int32_t, napi_int32_array>(req, "targets", SIZE_MAX, true);
   Napi::Value s = field(req, "sampling");

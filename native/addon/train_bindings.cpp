@@ -75,7 +75,8 @@ struct ForwardState {
   model::TrainForwardResult result;
 };
 
-// forward(model, { tokens, lengths, promptLengths, reference?: 'lora-off' | NativeModel, checkpoint? })
+// forward(model, { tokens, lengths, promptLengths, adapters?, reference?: 'lora-off' | NativeModel, checkpoint? })
+// adapters: Int32Array, one adapter index per sequence (−1: the base alone).
 Napi::Value TrainForward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto engine = engine_of(env, info[0]);
@@ -85,6 +86,7 @@ Napi::Value TrainForward(const Napi::CallbackInfo& info) {
   s.tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
   s.lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("lengths"), "lengths");
   s.prompt_lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("promptLengths"), "promptLengths");
+  s.adapters = typed_field<int32_t, napi_int32_array>(req, "adapters", s.lengths.size(), true);
   s.checkpoint = bool_field(req, "checkpoint", false);
   Napi::Value ref = field(req, "reference");
   if (ref.IsString()) {
@@ -152,7 +154,7 @@ struct ScoreState {
   std::vector<float> scores;
 };
 
-// scoreForward(model, { tokens, lengths, tape? }) → [sequences × labels]
+// scoreForward(model, { tokens, lengths, adapters?, tape? }) → [sequences × labels]
 Napi::Value ScoreForward(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto engine = engine_of(env, info[0]);
@@ -161,6 +163,7 @@ Napi::Value ScoreForward(const Napi::CallbackInfo& info) {
   ScoreState st;
   st.request.tokens = typed_vector<int32_t, napi_int32_array>(env, req.Get("tokens"), "tokens");
   st.request.lengths = typed_vector<int32_t, napi_int32_array>(env, req.Get("lengths"), "lengths");
+  st.request.adapters = typed_field<int32_t, napi_int32_array>(req, "adapters", st.request.lengths.size(), true);
   st.request.tape = bool_field(req, "tape", true);
   return run_verb<ScoreState>(
       env, engine, std::move(st), [](Engine& e, ScoreState& s) { e.score_forward(s.request, s.scores); },
@@ -188,7 +191,7 @@ Napi::Value AttachScoreHead(const Napi::CallbackInfo& info) {
 
 // ---------------------------------------------------------------- set-up
 
-// attachLora(model, { rank, alpha, targets, seed })
+// attachLora(model, { rank, alpha, targets, seed, name? }) → the adapter's index (name: 'default' when absent)
 Napi::Value AttachLora(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   auto engine = engine_of(env, info[0]);
@@ -205,8 +208,12 @@ Napi::Value AttachLora(const Napi::CallbackInfo& info) {
   r.rank = static_cast<int>(int_field(o, "rank", INT32_MIN, INT32_MAX));
   r.alpha = static_cast<float>(number_field(o, "alpha"));
   r.seed = u64_arg(env, required(o, "seed"), "seed");
-  engine->attach_lora(r);
-  return env.Undefined();
+  Napi::Value name = field(o, "name");
+  if (!absent(name)) {
+    if (!name.IsString()) type_error(env, "the adapter name must be a string");
+    r.name = name.As<Napi::String>().Utf8Value();
+  }
+  return Napi::Number::New(env, engine->attach_lora(r));
 }
 
 bool bool_arg(Napi::Env env, const Napi::Value& v, const char* what) {
@@ -214,9 +221,13 @@ bool bool_arg(Napi::Env env, const Napi::Value& v, const char* what) {
   return v.As<Napi::Boolean>().Value();
 }
 
+// setTrainable(model, base, lora, adapters?: Int32Array): with lora, the listed adapters train (absent: all)
 Napi::Value SetTrainable(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  engine_of(env, info[0])->set_trainable(bool_arg(env, info[1], "base"), bool_arg(env, info[2], "lora"));
+  std::vector<int> adapters;
+  if (info.Length() > 3 && !absent(info[3]))
+    for (int32_t a : typed_vector<int32_t, napi_int32_array>(env, info[3], "adapters")) adapters.push_back(a);
+  engine_of(env, info[0])->set_trainable(bool_arg(env, info[1], "base"), bool_arg(env, info[2], "lora"), adapters);
   return env.Undefined();
 }
 

@@ -83,10 +83,10 @@ class CpuEngine final : public model::Engine {
   }
 
   void do_step(model::Cache& cache, const model::StepRequest& r, model::StepResult& out) override;
-  void do_set_trainable(bool base, bool lora) override {
+  void do_set_trainable(bool base, const std::vector<int>& adapters) override {
     require_f32_weights("training");
     std::lock_guard<std::mutex> lock(mutex_);
-    model_.set_trainable(base, lora);
+    model_.set_trainable(base, adapters);
     moments_.clear();
   }
   void do_zero_grad() override {
@@ -102,10 +102,10 @@ class CpuEngine final : public model::Engine {
   std::vector<model::TensorCopy> do_export_gradients() override;
   std::vector<model::MomentsCopy> do_export_optimizer_state() override;
   void do_import_optimizer_state(const std::vector<model::MomentsView>& moments) override;
-  void do_attach_lora(const model::LoraRequest& r) override {
+  void do_attach_lora(const model::LoraRequest& r, int) override {
     require_f32_weights("attaching LoRA adapters");
     std::lock_guard<std::mutex> lock(mutex_);
-    model_.attach_lora(r.rank, r.alpha, r.targets, r.seed);
+    model_.attach_lora(r.name, r.rank, r.alpha, r.targets, r.seed);
   }
   void do_set_lora_enabled(bool on) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -127,6 +127,9 @@ class CpuEngine final : public model::Engine {
  private:
   // The parameter (base tensor or adapter matrix) of that name, or null.
   float* find_parameter(const std::string& name, int64_t* n);
+  // fn(name of A, name of B, adapter) for every adapter matrix pair, by (adapter, layer, linear).
+  template <typename Fn>
+  void for_each_adapter(Fn fn);
   // Logits of hidden rows → chosen-token logprob and entropy, chunk by chunk.
   void row_stats(const float* hidden, int64_t rows, const int32_t* targets, float* logp, float* entropy);
   void release_tape() {
@@ -202,7 +205,7 @@ void CpuEngine::do_step(model::Cache& cache_base, const model::StepRequest& r, m
   std::vector<float> ref_hidden;
   if (ref) {
     KVCache& rc = static_cast<CpuCache*>(r.reference_cache)->kv;
-    const int64_t rr = ref->model_.forward(rc, r.batch, r.tokens.data());
+    const int64_t rr = ref->model_.forward(rc, model::without_adapters(r.batch), r.tokens.data());
     if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
     ref_hidden.assign(ref->model_.hidden_out(), ref->model_.hidden_out() + R * ref->model_.config().hidden);
   }
@@ -278,7 +281,7 @@ void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::Tra
   for (int64_t i = 0; i < B; ++i) {
     const int len = s.lengths[i], plen = s.prompt_lengths[i];
     // Feed tokens[0 .. len−2]; rows from plen−1 on predict the completion tokens[plen .. len−1].
-    batch.push_back({static_cast<int>(i), len - 1, 2, plen - 1});
+    batch.push_back({static_cast<int>(i), len - 1, 2, plen - 1, s.adapters.empty() ? 0 : s.adapters[i]});
     fed.insert(fed.end(), s.tokens.begin() + offset, s.tokens.begin() + offset + len - 1);
     targets.insert(targets.end(), s.tokens.begin() + offset + plen, s.tokens.begin() + offset + len);
     capacity = std::max(capacity, len);
@@ -307,7 +310,7 @@ void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::Tra
     if (r.reference_lora_off) rm.set_lora_enabled(false);
     try {
       KVCache rc(rm.config(), static_cast<int>(B), capacity);
-      const int64_t rr = rm.forward(rc, batch, fed.data());
+      const int64_t rr = rm.forward(rc, ref ? model::without_adapters(batch) : batch, fed.data());
       std::vector<float> rh(rm.hidden_out(), rm.hidden_out() + rr * rm.config().hidden);
       out.ref_logp.assign(rr, NAN);
       reference.row_stats(rh.data(), rr, targets.data(), out.ref_logp.data(), nullptr);
@@ -342,7 +345,7 @@ void CpuEngine::do_score_forward(const model::ScoreForwardRequest& r, std::vecto
   std::vector<BatchEntry> batch;
   int capacity = 1;
   for (size_t i = 0; i < r.lengths.size(); ++i) {
-    batch.push_back({static_cast<int>(i), r.lengths[i], 1});
+    batch.push_back({static_cast<int>(i), r.lengths[i], 1, 0, r.adapters.empty() ? 0 : r.adapters[i]});
     capacity = std::max(capacity, r.lengths[i]);
   }
   auto cache = std::make_unique<KVCache>(model_.config(), static_cast<int>(r.lengths.size()), capacity);
@@ -381,7 +384,10 @@ model::OptimizerResult CpuEngine::do_optimizer_step(const model::OptimizerReques
   require_f32_weights("training");
   std::lock_guard<std::mutex> lock(mutex_);
   model::OptimizerResult res;
+  // Only what a backward wrote since the last step: an adapter no sequence of the step used keeps
+  // its values and moments (as a parameter without a gradient in PyTorch's AdamW).
   auto grads = model_.gradients();
+  grads.erase(std::remove_if(grads.begin(), grads.end(), [](const auto& g) { return !g.second->written; }), grads.end());
   // Every moment buffer (m and v on their own) matches its parameter before anything is written;
   // a parameter without moments starts from zeros.
   for (auto& [name, g] : grads) {
@@ -431,32 +437,39 @@ model::OptimizerResult CpuEngine::do_optimizer_step(const model::OptimizerReques
 
 // ---------------------------------------------------------------- tensors
 
+template <typename Fn>
+void CpuEngine::for_each_adapter(Fn fn) {
+  for (int k = 0; k < model_.adapter_count(); ++k)
+    for (int l = 0; l < model_.config().layers; ++l)
+      for (int w = 0; w < model::kNumLinear; ++w) {
+        const auto which = static_cast<model::Linear>(w);
+        if (model::LoraAdapter* a = model_.lora_adapter(l, which, k))
+          fn(model::lora_a_name(l, which, model_.adapter_name(k)), model::lora_b_name(l, which, model_.adapter_name(k)), *a);
+      }
+}
+
 float* CpuEngine::find_parameter(const std::string& name, int64_t* n) {
   auto it = model_.tensors().find(name);
   if (it != model_.tensors().end()) {
     *n = it->second.numel();
     return it->second.buf.data;
   }
-  for (int l = 0; l < model_.config().layers; ++l)
-    for (int w = 0; w < model::kNumLinear; ++w)
-      if (auto* a = model_.layer(l).lora[w].get()) {
-        const auto which = static_cast<model::Linear>(w);
-        if (name == model::lora_a_name(l, which)) return *n = a->A.size, a->A.data;
-        if (name == model::lora_b_name(l, which)) return *n = a->B.size, a->B.data;
-      }
-  return nullptr;
+  float* found = nullptr;
+  for_each_adapter([&](const std::string& a_name, const std::string& b_name, model::LoraAdapter& a) {
+    if (name == a_name) found = a.A.data, *n = a.A.size;
+    if (name == b_name) found = a.B.data, *n = a.B.size;
+  });
+  return found;
 }
 
 std::vector<model::ParameterInfo> CpuEngine::do_parameters() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<model::ParameterInfo> out;
   for (auto& kv : model_.tensors()) out.push_back({kv.first, kv.second.numel()});
-  for (int l = 0; l < model_.config().layers; ++l)
-    for (int w = 0; w < model::kNumLinear; ++w)
-      if (auto* a = model_.layer(l).lora[w].get()) {
-        out.push_back({model::lora_a_name(l, static_cast<model::Linear>(w)), a->A.size});
-        out.push_back({model::lora_b_name(l, static_cast<model::Linear>(w)), a->B.size});
-      }
+  for_each_adapter([&](const std::string& a_name, const std::string& b_name, model::LoraAdapter& a) {
+    out.push_back({a_name, a.A.size});
+    out.push_back({b_name, a.B.size});
+  });
   return out;
 }
 
@@ -483,17 +496,14 @@ std::vector<model::TensorCopy> CpuEngine::do_export_tensors(bool merge_lora) {
     for (int l = 0; l < model_.config().layers; ++l)
       for (int w = 0; w < model::kNumLinear; ++w) {
         const auto which = static_cast<model::Linear>(w);
-        if (model_.layer(l).lora[w]) model_.add_lora_delta(l, which, by_name.at(model::tensor_name(model::linear_weight(which), l))->data.data());
+        model_.add_lora_delta(l, which, by_name.at(model::tensor_name(model::linear_weight(which), l))->data.data());
       }
     return out;
   }
-  for (int l = 0; l < model_.config().layers; ++l)
-    for (int w = 0; w < model::kNumLinear; ++w)
-      if (auto* a = model_.layer(l).lora[w].get()) {
-        const auto which = static_cast<model::Linear>(w);
-        copy_of(model::lora_a_name(l, which), a->A.data, {a->rank, a->in});
-        copy_of(model::lora_b_name(l, which), a->B.data, {a->out, a->rank});
-      }
+  for_each_adapter([&](const std::string& a_name, const std::string& b_name, model::LoraAdapter& a) {
+    copy_of(a_name, a.A.data, {a.rank, a.in});
+    copy_of(b_name, a.B.data, {a.out, a.rank});
+  });
   return out;
 }
 

@@ -206,11 +206,27 @@ int step(ad_cuda_model* m, ad_cuda_cache* c, ad_cuda_step* s) {
   });
 }
 
-int set_trainable(ad_cuda_model* m, int32_t base, int32_t lora) {
+int set_trainable_adapters(ad_cuda_model* m, int32_t base, const int32_t* adapters, int32_t n_adapters) {
   return guarded([&] {
     std::lock_guard<std::mutex> lock(m->impl->mutex());
-    m->impl->set_trainable(base != 0, lora != 0);
+    if (n_adapters < 0 || (n_adapters > 0 && !adapters)) throw std::invalid_argument("set_trainable_adapters: bad adapter list");
+    std::vector<int> list;
+    for (int32_t i = 0; i < n_adapters; ++i) {
+      if (adapters[i] < 0 || adapters[i] >= m->impl->adapter_count()) throw std::out_of_range("trainable adapter index out of range");
+      list.push_back(adapters[i]);
+    }
+    m->impl->set_trainable(base != 0, list);
   });
+}
+
+// ABI 4: with `lora`, every adapter trains.
+int set_trainable(ad_cuda_model* m, int32_t base, int32_t lora) {
+  std::vector<int32_t> all;
+  if (lora) {
+    std::lock_guard<std::mutex> lock(m->impl->mutex());
+    for (int k = 0; k < m->impl->adapter_count(); ++k) all.push_back(k);
+  }
+  return set_trainable_adapters(m, base, all.data(), static_cast<int32_t>(all.size()));
 }
 
 int train_forward(ad_cuda_model* m, ad_cuda_train_forward* f) {
@@ -383,15 +399,20 @@ int locked(ad_cuda_model* m, F&& f) {
   });
 }
 
-int lora_attach(ad_cuda_model* m, int32_t rank, float alpha, const int32_t* targets, int32_t n_targets) {
+int lora_attach_named(ad_cuda_model* m, const char* name, int32_t rank, float alpha, const int32_t* targets, int32_t n_targets) {
   return locked(m, [&](ad::cuda::CudaModel& model) {
+    if (!name || !*name) throw std::invalid_argument("an adapter needs a name");
     std::vector<ad::model::Linear> which;
     for (int32_t i = 0; i < n_targets; ++i) {
       if (targets[i] < 0 || targets[i] >= ad::model::kNumLinear) throw std::out_of_range("LoRA target out of range");
       which.push_back(static_cast<ad::model::Linear>(targets[i]));
     }
-    model.attach_lora(rank, alpha, which);
+    model.attach_lora(name, rank, alpha, which);
   });
+}
+
+int lora_attach(ad_cuda_model* m, int32_t rank, float alpha, const int32_t* targets, int32_t n_targets) {
+  return lora_attach_named(m, ad::model::default_adapter().c_str(), rank, alpha, targets, n_targets);
 }
 
 int lora_enable(ad_cuda_model* m, int32_t on) {
@@ -410,9 +431,14 @@ int score_head_attach(ad_cuda_model* m, int32_t labels) {
   return locked(m, [&](ad::cuda::CudaModel& model) { model.attach_score_head(labels); });
 }
 
+int score_forward_adapters(ad_cuda_model* m, const int32_t* tokens, const int32_t* lengths, int32_t n, const int32_t* adapters,
+                           int32_t tape, float* scores, int64_t capacity) {
+  return locked(m, [&](ad::cuda::CudaModel& model) { model.score_forward(tokens, lengths, n, adapters, tape != 0, scores, capacity); });
+}
+
 int score_forward(ad_cuda_model* m, const int32_t* tokens, const int32_t* lengths, int32_t n, int32_t tape, float* scores,
                   int64_t capacity) {
-  return locked(m, [&](ad::cuda::CudaModel& model) { model.score_forward(tokens, lengths, n, tape != 0, scores, capacity); });
+  return score_forward_adapters(m, tokens, lengths, n, nullptr, tape, scores, capacity);
 }
 
 int score_backward(ad_cuda_model* m, const float* d_scores, int64_t n) {
@@ -425,7 +451,8 @@ const ad_cuda_api kApi = {
     cache_bytes, step, set_trainable, train_forward, train_backward, optimizer_step, zero_grad, tensor_count, tensor_info,
     tensor_read, tensor_write, gradient_count, gradient_read, profiler_enable, profiler_reset, profiler_read,
     moment_count, moment_read, moments_clear, moment_write, memory_info, memory_reset_peak, lora_attach, lora_enable,
-    lora_merge, tensor_read_merged, score_head_attach, score_forward, score_backward,
+    lora_merge, tensor_read_merged, score_head_attach, score_forward, score_backward, lora_attach_named,
+    set_trainable_adapters, score_forward_adapters,
 };
 
 }  // namespace

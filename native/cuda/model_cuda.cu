@@ -490,6 +490,8 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     if (e.slot < 0 || e.slot >= cache.slots()) throw std::out_of_range("batch names a KV cache slot that does not exist");
     if (seen[e.slot]++) throw std::invalid_argument("a KV cache slot appears twice in one batch");
     if (e.count <= 0) throw std::invalid_argument("every batch entry needs at least one token");
+    if (e.adapter != model::kBaseOnly && (e.adapter < 0 || e.adapter >= std::max<int>(static_cast<int>(adapter_sets_.size()), 1)))
+      throw std::out_of_range("batch entry names adapter " + std::to_string(e.adapter) + ", which is not attached");
     if (cache.length(e.slot) + e.count > cache.capacity())
       throw std::out_of_range("sequence would exceed the KV cache capacity (" + std::to_string(cache.capacity()) + " positions)");
     T += e.count;
@@ -530,6 +532,7 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
   upload(d_pos_, token_pos.data(), T, stream_);
   upload(d_out_rows_, out_rows.data(), R, stream_);
   plan_attention(attention_, spans, false);
+  runs_ = model::adapter_runs(batch);
 
   if (tape) {
     tape_.valid = false;
@@ -539,6 +542,7 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
     tape_.token_slot = token_slot;
     tape_.token_pos = token_pos;
     tape_.out_rows = out_rows;
+    tape_.adapter_runs = runs_;
     plan_attention(tape_.attention, spans, true);
     if (static_cast<int>(tape_.layers.size()) != c.layers) tape_.layers = std::vector<LayerTape>(c.layers);
   }
@@ -618,7 +622,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
     const ad_cuda_entry& en = s.entries[e];
     if (en.out_mode < 0 || en.out_mode > 2) throw std::invalid_argument("outModes entries must be 0, 1 or 2");
     if (en.out_mode == 2 && en.out_from < 0) throw std::invalid_argument("outFrom entries must be ≥ 0");
-    batch.push_back({en.slot, en.count, en.out_mode, en.out_from});
+    batch.push_back({en.slot, en.count, en.out_mode, en.out_from, en.adapter});
   }
   int64_t total = 0;
   for (const auto& e : batch) total += e.count;
@@ -648,7 +652,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
   }
   if (ref) {
     ref->activate();
-    const int64_t rr = ref->forward(*ref_cache, batch, s.tokens, false);
+    const int64_t rr = ref->forward(*ref_cache, ref == this ? batch : model::without_adapters(batch), s.tokens, false);
     if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
     activate();
   }
@@ -775,10 +779,11 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
 
 // ------------------------------------------------------------------ training
 
-void CudaModel::set_trainable(bool base, bool lora) {
+void CudaModel::set_trainable(bool base, const std::vector<int>& adapters) {
   activate();
   train_base_ = base;
-  train_lora_ = lora;
+  for (AdapterSet& set : adapter_sets_) set.trains = false;
+  for (int k : adapters) adapter_sets_.at(k).trains = true;
   for (auto& kv : params_) {
     kv.second.grad.release();
     kv.second.m.release();
@@ -789,7 +794,7 @@ void CudaModel::set_trainable(bool base, bool lora) {
 bool CudaModel::trains(const Param& p) const {
   switch (p.role) {
     case Role::kBase: return train_base_;
-    case Role::kLora: return train_lora_;
+    case Role::kLora: return p.adapter >= 0 && adapter_sets_[p.adapter].trains;
     case Role::kScore: return true;  // with the base, or beside the adapters (as the CPU backend)
   }
   return false;
@@ -802,13 +807,16 @@ float* CudaModel::grad_of(const std::string& name) {
     p.grad.ensure(p.n);
     ADL_CHECK(cudaMemsetAsync(p.grad.get(), 0, sizeof(float) * p.n, stream_));
   }
+  p.written = true;
   return p.grad.get();
 }
 
 void CudaModel::zero_grad() {
   activate();
-  for (auto& kv : params_)
+  for (auto& kv : params_) {
     if (kv.second.grad.get()) ADL_CHECK(cudaMemsetAsync(kv.second.grad.get(), 0, sizeof(float) * kv.second.n, stream_));
+    kv.second.written = false;
+  }
   sync();
 }
 
@@ -824,7 +832,8 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   for (int i = 0; i < B; ++i) {
     const int len = f.lengths[i], plen = f.prompt_lengths[i];
     if (plen < 1 || plen >= len) throw std::invalid_argument("every sequence needs a prompt of ≥ 1 token and a completion of ≥ 1 token");
-    batch.push_back({i, len - 1, 2, plen - 1});
+    const int adapter = f.adapters ? f.adapters[i] : 0;
+    batch.push_back({i, len - 1, 2, plen - 1, adapter});
     fed.insert(fed.end(), f.tokens + offset, f.tokens + offset + len - 1);
     targets.insert(targets.end(), f.tokens + offset + plen, f.tokens + offset + len);
     capacity = std::max(capacity, len);
@@ -887,7 +896,7 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
   } else if (ref && f.ref_logp) {
     if (ref->config().vocab != V) throw std::invalid_argument("the reference model has another vocabulary");
     ref->activate();
-    const int64_t rr = ref->forward(ref->reusable_cache(ref->scoring_cache_, B, capacity), batch, fed.data(), false);
+    const int64_t rr = ref->forward(ref->reusable_cache(ref->scoring_cache_, B, capacity), model::without_adapters(batch), fed.data(), false);
     if (rr != R) throw std::runtime_error("reference model produced a different number of rows");
     row_stats(*ref, ref->hid_b_.get(), f.ref_logp, nullptr);
     activate();
@@ -1055,6 +1064,7 @@ void CudaModel::backward(const float* d_hidden) {
   const int64_t T = tape_.T, R = tape_.R, H = c.hidden, I = c.intermediate, qd = c.q_dim(), kvd = c.kv_dim();
   const float eps = c.rms_eps, scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   CudaCache& cache = *tape_.cache;
+  runs_ = tape_.adapter_runs;  // each row back through the adapter its forward applied
   float* dx = dx_.ensure(T * H);
   float* dxn = dxn_.ensure(T * H);
   float* dq = dq_.ensure(T * qd);
@@ -1163,16 +1173,19 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
   std::vector<AdamWTensor> small;
   int64_t small_max = 0;
   // Every moment buffer (m and v on their own) holds its parameter's size before anything is written.
+  // Only what a backward wrote since the last step: an adapter no sequence used keeps its values
+  // and moments (as the CPU backend; a parameter without a gradient in PyTorch's AdamW).
+  const auto stepped = [](const Param& pr) { return pr.grad.get() && pr.written; };
   for (auto& kv : params_) {
     const Param& pr = kv.second;
-    if (!pr.grad.get() || (!pr.m.get() && !pr.v.get())) continue;
+    if (!stepped(pr) || (!pr.m.get() && !pr.v.get())) continue;
     if (pr.m.size() < pr.n || pr.v.size() < pr.n)
       throw std::length_error("optimizer state of " + kv.first + " has m of " + std::to_string(pr.m.size()) + " and v of " +
                               std::to_string(pr.v.size()) + " elements, the parameter " + std::to_string(pr.n));
   }
   for (auto& kv : params_) {
     Param& pr = kv.second;
-    if (!pr.grad.get()) continue;
+    if (!stepped(pr)) continue;
     if (!pr.m.get()) {
       pr.m.ensure(pr.n);
       pr.v.ensure(pr.n);
@@ -1188,7 +1201,7 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
   const int n_small = static_cast<int>(small.size());
   ops_check(grad_clip_reset(clip, stream_), "gradient-norm reset");
   for (auto& kv : params_)
-    if (kv.second.grad.get() && kv.second.n >= kSmall) ops_check(grad_sumsq(kv.second.grad.get(), kv.second.n, clip, stream_), "gradient norm");
+    if (stepped(kv.second) && kv.second.n >= kSmall) ops_check(grad_sumsq(kv.second.grad.get(), kv.second.n, clip, stream_), "gradient norm");
   ops_check(grad_sumsq_multi(small_params_.get(), n_small, small_max, clip, stream_), "gradient norm (small tensors)");
   ops_check(grad_clip_finalize(clip, o.clip_grad_norm, stream_), "gradient clipping");
   GradClip host{};
@@ -1203,7 +1216,7 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
                            static_cast<float>(1 - std::pow(static_cast<double>(o.beta2), o.step)), 1.f};
     for (auto& kv : params_) {
       Param& pr = kv.second;
-      if (!pr.grad.get()) continue;
+      if (!stepped(pr)) continue;
       o.parameters += pr.n;
       if (pr.n < kSmall) continue;
       ops_check(adamw_step(pr.w32.get(), pr.w16.get(), pr.grad.get(), pr.m.get(), pr.v.get(), pr.n, p, model::weight_decay_applies(kv.first), clip, stream_),
@@ -1211,9 +1224,11 @@ void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
     }
     ops_check(adamw_step_multi(small_params_.get(), n_small, small_max, p, clip, stream_), "AdamW (small tensors)");
   }
-  for (auto& kv : params_)
-    if (kv.second.grad.get() && kv.second.n >= kSmall)
+  for (auto& kv : params_) {
+    if (stepped(kv.second) && kv.second.n >= kSmall)
       ADL_CHECK(cudaMemsetAsync(kv.second.grad.get(), 0, sizeof(float) * kv.second.n, stream_));
+    kv.second.written = false;
+  }
   ops_check(grad_zero_multi(small_params_.get(), n_small, small_max, stream_), "gradient reset (small tensors)");
   sync();
 }
@@ -1290,27 +1305,31 @@ CudaModel::Param& CudaModel::new_param(const std::string& name, std::vector<int6
   return p;
 }
 
-void CudaModel::attach_lora(int rank, float alpha, const std::vector<model::Linear>& targets) {
+int CudaModel::attach_lora(const std::string& name, int rank, float alpha, const std::vector<model::Linear>& targets) {
   if (!finalized_) throw std::logic_error("the CUDA model is not finalized");
   if (rank <= 0) throw std::invalid_argument("LoRA rank must be positive");
-  if (has_lora()) throw std::invalid_argument("this model already has LoRA adapters (merge them or load the base again)");
+  for (const AdapterSet& s : adapter_sets_)
+    if (s.name == name) throw std::invalid_argument("this model already has an adapter named '" + name + "'");
   activate();
-  std::vector<std::array<Adapter, model::kNumLinear>> adapters(cfg_.layers);
+  const int index = static_cast<int>(adapter_sets_.size());
+  AdapterSet set;
+  set.name = name;
+  set.layers.resize(cfg_.layers);
   std::vector<std::string> created;
   try {
     for (int l = 0; l < cfg_.layers; ++l)
       for (model::Linear which : targets) {
         const std::vector<int64_t>& w = param(model::tensor_name(model::linear_weight(which), l)).shape;  // [out × in]
-        Adapter& a = adapters[l][which];
-        a.a_name = model::lora_a_name(l, which);
-        a.b_name = model::lora_b_name(l, which);
+        Adapter& a = set.layers[l][which];
+        a.a_name = model::lora_a_name(l, which, name);
+        a.b_name = model::lora_b_name(l, which, name);
         a.rank = rank;
         a.out = w[0];
         a.in = w[1];
         a.scale = alpha / static_cast<float>(rank);  // LoRA Eq. 3's α/r
-        new_param(a.a_name, {rank, a.in}, Role::kLora);
+        new_param(a.a_name, {rank, a.in}, Role::kLora).adapter = index;
         created.push_back(a.a_name);
-        new_param(a.b_name, {a.out, rank}, Role::kLora);
+        new_param(a.b_name, {a.out, rank}, Role::kLora).adapter = index;
         created.push_back(a.b_name);
       }
     sync();
@@ -1318,12 +1337,13 @@ void CudaModel::attach_lora(int rank, float alpha, const std::vector<model::Line
     for (const auto& n : created) params_.erase(n);  // nothing half-attached
     throw;
   }
-  adapters_ = std::move(adapters);
+  adapter_sets_.push_back(std::move(set));
+  return index;
 }
 
-const CudaModel::Adapter* CudaModel::adapter(int l, model::Linear which) const {
-  if (adapters_.empty()) return nullptr;
-  const Adapter& a = adapters_[l][which];
+const CudaModel::Adapter* CudaModel::adapter(int l, model::Linear which, int k) const {
+  if (k == model::kBaseOnly || k >= static_cast<int>(adapter_sets_.size())) return nullptr;
+  const Adapter& a = adapter_sets_[k].layers[l][which];
   return a.rank > 0 ? &a : nullptr;
 }
 
@@ -1349,42 +1369,56 @@ void gemm_into(GemmLayout layout, int64_t M, int64_t N, int64_t K, const bf16* A
 }
 }  // namespace
 
-// y += s·(x·Aᵀ)·Bᵀ: u = s·x·Aᵀ [T × rank] in bf16 (GEMM alpha = s), then y += u·Bᵀ.
+// y += s·(x·Aᵀ)·Bᵀ on each run of rows with its adapter: u = s·x·Aᵀ [rows × rank] in bf16 (GEMM
+// alpha = s), then y += u·Bᵀ. One adapter on the whole batch: one run, the products of before.
 void CudaModel::lora_forward(int l, model::Linear which, const bf16* x, int64_t T, float* y) {
-  const Adapter* a = lora_enabled_ ? adapter(l, which) : nullptr;
-  if (!a || T <= 0) return;
-  bf16* u = lora_u_.ensure(T * a->rank);
-  gemm_into(GemmLayout::NT, T, a->rank, a->in, x, a->in, param(a->a_name).w16.get(), a->in, u, a->rank, DType::BF16, a->scale, 0.f,
-            stream_, "GEMM (LoRA s·x·Aᵀ)");
-  linear_nt(u, T, param(a->b_name).w16.get(), a->rank, a->out, nullptr, y, true);
+  if (!lora_enabled_ || T <= 0) return;
+  for (const model::AdapterRun& run : runs_) {
+    const Adapter* a = adapter(l, which, run.adapter);
+    const int64_t n = run.end - run.begin;
+    if (!a || n <= 0) continue;
+    const bf16* xr = x + run.begin * a->in;
+    bf16* u = lora_u_.ensure(n * a->rank);
+    gemm_into(GemmLayout::NT, n, a->rank, a->in, xr, a->in, param(a->a_name).w16.get(), a->in, u, a->rank, DType::BF16, a->scale, 0.f,
+              stream_, "GEMM (LoRA s·x·Aᵀ)");
+    linear_nt(u, n, param(a->b_name).w16.get(), a->rank, a->out, nullptr, y + run.begin * a->out, true);
+  }
 }
 
 // As Transformer::linear_backward's adapter part: u = s·x·Aᵀ (recomputed), du = s·dy·B,
 // dB += dyᵀ·u, dA += duᵀ·x, dx += du·A.
+// Per run of rows, with that run's adapter (only a trained adapter's rows add to its gradients).
 void CudaModel::lora_backward(int l, model::Linear which, const bf16* x, int64_t T, const bf16* dy_b, float* dx) {
-  const Adapter* a = lora_enabled_ ? adapter(l, which) : nullptr;
-  if (!a || T <= 0) return;
-  const int64_t r = a->rank, in = a->in, out = a->out;
-  const bf16* A = param(a->a_name).w16.get();
-  const bf16* B = param(a->b_name).w16.get();
-  bf16* u = lora_u_.ensure(T * r);
-  bf16* du = lora_du_.ensure(T * r);
-  gemm_into(GemmLayout::NT, T, r, in, x, in, A, in, u, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·x·Aᵀ)");
-  gemm_into(GemmLayout::NN, T, r, out, dy_b, out, B, r, du, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·dy·B)");
-  if (float* gB = grad_of(a->b_name))  // [out × T]·[T × r]
-    gemm_into(GemmLayout::TN, out, r, T, dy_b, out, u, r, gB, r, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA dyᵀ·u)");
-  if (float* gA = grad_of(a->a_name))  // [r × T]·[T × in]
-    gemm_into(GemmLayout::TN, r, in, T, du, r, x, in, gA, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA duᵀ·x)");
-  gemm_into(GemmLayout::NN, T, in, r, du, r, A, in, dx, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA du·A)");
+  if (!lora_enabled_ || T <= 0) return;
+  for (const model::AdapterRun& run : runs_) {
+    const Adapter* a = adapter(l, which, run.adapter);
+    const int64_t n = run.end - run.begin;
+    if (!a || n <= 0) continue;
+    const int64_t r = a->rank, in = a->in, out = a->out;
+    const bf16* A = param(a->a_name).w16.get();
+    const bf16* B = param(a->b_name).w16.get();
+    const bf16* xr = x + run.begin * in;
+    const bf16* dyr = dy_b + run.begin * out;
+    bf16* u = lora_u_.ensure(n * r);
+    bf16* du = lora_du_.ensure(n * r);
+    gemm_into(GemmLayout::NT, n, r, in, xr, in, A, in, u, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·x·Aᵀ)");
+    gemm_into(GemmLayout::NN, n, r, out, dyr, out, B, r, du, r, DType::BF16, a->scale, 0.f, stream_, "GEMM (LoRA s·dy·B)");
+    if (float* gB = grad_of(a->b_name))  // [out × rows]·[rows × r]
+      gemm_into(GemmLayout::TN, out, r, n, dyr, out, u, r, gB, r, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA dyᵀ·u)");
+    if (float* gA = grad_of(a->a_name))  // [r × rows]·[rows × in]
+      gemm_into(GemmLayout::TN, r, in, n, du, r, xr, in, gA, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA duᵀ·x)");
+    gemm_into(GemmLayout::NN, n, in, r, du, r, A, in, dx + run.begin * in, in, DType::F32, 1.f, 1.f, stream_, "GEMM (LoRA du·A)");
+  }
 }
 
 void CudaModel::merge_lora() {
   if (!has_lora()) throw std::invalid_argument("this model has no LoRA adapters to merge");
+  if (adapter_sets_.size() != 1) throw std::invalid_argument("merging needs exactly one adapter attached");
   activate();
   for (int l = 0; l < cfg_.layers; ++l)
     for (int k = 0; k < model::kNumLinear; ++k) {
       const auto which = static_cast<model::Linear>(k);
-      const Adapter* a = adapter(l, which);
+      const Adapter* a = adapter(l, which, 0);
       if (!a) continue;
       Param& W = param(model::tensor_name(model::linear_weight(which), l));
       Param& A = param(a->a_name);
@@ -1397,10 +1431,11 @@ void CudaModel::merge_lora() {
 }
 
 void CudaModel::read_tensor_merged(const std::string& name, float* host, int64_t n) {
+  if (adapter_sets_.size() > 1) throw std::invalid_argument("a merged tensor needs exactly one adapter attached");
   for (int l = 0; l < cfg_.layers && has_lora(); ++l)
     for (int k = 0; k < model::kNumLinear; ++k) {
       const auto which = static_cast<model::Linear>(k);
-      const Adapter* a = adapter(l, which);
+      const Adapter* a = adapter(l, which, 0);
       if (!a || model::tensor_name(model::linear_weight(which), l) != name) continue;
       activate();
       Param& W = param(name);
@@ -1429,7 +1464,8 @@ void CudaModel::attach_score_head(int labels) {
   cfg_.score_labels = labels;
 }
 
-void CudaModel::score_forward(const int32_t* tokens, const int32_t* lengths, int n, bool tape, float* scores, int64_t capacity) {
+void CudaModel::score_forward(const int32_t* tokens, const int32_t* lengths, int n, const int32_t* adapters, bool tape, float* scores,
+                              int64_t capacity) {
   if (!score_) throw std::invalid_argument("this model has no score head");
   if (n <= 0) throw std::invalid_argument("a score forward needs at least one sequence");
   if (capacity < static_cast<int64_t>(n) * score_labels_) throw std::invalid_argument("the scores need room for sequences × labels values");
@@ -1437,7 +1473,7 @@ void CudaModel::score_forward(const int32_t* tokens, const int32_t* lengths, int
   int longest = 1;
   for (int i = 0; i < n; ++i) {
     if (lengths[i] < 1) throw std::out_of_range("every sequence needs at least one token");
-    batch.push_back({i, lengths[i], 1, 0});  // the last token's row
+    batch.push_back({i, lengths[i], 1, 0, adapters ? adapters[i] : 0});  // the last token's row
     longest = std::max(longest, lengths[i]);
   }
   activate();

@@ -118,7 +118,8 @@ class CudaModel {
   void lm_head(const bf16* hidden, int64_t rows, float* logits);
 
   // ---- training
-  void set_trainable(bool base, bool lora);
+  // The base trains when `base`; of the adapters, those listed (indices). Drops gradients and moments.
+  void set_trainable(bool base, const std::vector<int>& adapters);
   void train_forward(ad_cuda_train_forward& f, CudaModel* ref);
   void train_backward(const float* a, const float* b, int64_t rows);
   void optimizer_step(ad_cuda_optimizer& o);
@@ -133,11 +134,13 @@ class CudaModel {
   void clear_moments();
   void write_moments(const std::string& name, const float* m_host, const float* v_host, int64_t n);
 
-  // ---- LoRA adapters (LoRA Eq. 3: h = W·x + α/r·B·A·x), as Transformer's on the CPU
-  // Adds zero A [rank × in] and B [out × rank] on `targets` of every layer (A's values are
-  // written next by the caller: model::lora_initial_a, the CPU's stream).
-  void attach_lora(int rank, float alpha, const std::vector<model::Linear>& targets);
-  bool has_lora() const { return !adapters_.empty(); }
+  // ---- LoRA adapters (LoRA Eq. 3: h = W·x + α/r·B·A·x), as Transformer's on the CPU: several,
+  // named, each batch entry's rows through the adapter it names (model::BatchEntry::adapter).
+  // Adds adapter `name`'s zero A [rank × in] and B [out × rank] on `targets` of every layer (A's
+  // values are written next by the caller: model::lora_initial_a, the CPU's stream); returns its index.
+  int attach_lora(const std::string& name, int rank, float alpha, const std::vector<model::Linear>& targets);
+  bool has_lora() const { return !adapter_sets_.empty(); }
+  int adapter_count() const { return static_cast<int>(adapter_sets_.size()); }
   void set_lora_enabled(bool on) { lora_enabled_ = on; }
   // W += α/r·B·A for every adapter, then B = 0: the same function, the adapters now no-ops.
   void merge_lora();
@@ -147,7 +150,9 @@ class CudaModel {
   // ---- score head (a *ForSequenceClassification model's score.weight [labels × hidden])
   void attach_score_head(int labels);
   // scores [n × labels] from each sequence's last hidden row; taped for score_backward when `tape`.
-  void score_forward(const int32_t* tokens, const int32_t* lengths, int n, bool tape, float* scores, int64_t capacity);
+  // `adapters`: one adapter index per sequence, or null (adapter 0).
+  void score_forward(const int32_t* tokens, const int32_t* lengths, int n, const int32_t* adapters, bool tape, float* scores,
+                     int64_t capacity);
   void score_backward(const float* d_scores, int64_t n);
 
  private:
@@ -158,6 +163,8 @@ class CudaModel {
     std::vector<int64_t> shape;
     int64_t n = 0;
     Role role = Role::kBase;
+    int adapter = -1;      // kLora: the adapter it belongs to
+    bool written = false;  // its gradient, by a backward since the last step or zero_grad
     DeviceArray<float> w32, grad, m, v;
     DeviceArray<bf16> w16;  // matrices only
   };
@@ -167,6 +174,12 @@ class CudaModel {
     int rank = 0;
     int64_t in = 0, out = 0;
     float scale = 0.f;
+  };
+  // One named adapter: its matrices on each layer's linears, and whether it trains.
+  struct AdapterSet {
+    std::string name;
+    std::vector<std::array<Adapter, model::kNumLinear>> layers;
+    bool trains = false;
   };
   struct Layer {
     const float *attn_norm = nullptr, *mlp_norm = nullptr, *q_norm = nullptr, *k_norm = nullptr;
@@ -194,6 +207,7 @@ class CudaModel {
     AttentionPlan attention;
     int64_t T = 0, R = 0;
     std::vector<int32_t> token_slot, token_pos, out_rows, tokens;
+    std::vector<model::AdapterRun> adapter_runs;
     std::vector<LayerTape> layers;
     DeviceArray<float> x_final;
     DeviceArray<bf16> hidden;  // final-norm output rows, bf16 [R × H]
@@ -223,10 +237,12 @@ class CudaModel {
   // (and the adapter of layer l's `which`: dx += s·(dy·B)·A; dA, dB when the adapters train).
   void linear_bwd(int l, model::Linear which, const bf16* dy_b, const float* dy32, int64_t T, const bf16* W, int64_t in,
                   int64_t out, const bf16* x, float* dx, bool accumulate_dx);
-  // y += α/r·(x·Aᵀ)·Bᵀ of layer l's `which` adapter, when it has one and adapters are on.
+  // y += α/r·(x·Aᵀ)·Bᵀ on each run of rows (runs_) with its adapter on layer l's `which`, when
+  // adapters are on.
   void lora_forward(int l, model::Linear which, const bf16* x, int64_t T, float* y);
   void lora_backward(int l, model::Linear which, const bf16* x, int64_t T, const bf16* dy_b, float* dx);
-  const Adapter* adapter(int l, model::Linear which) const;
+  // Adapter k's matrices on layer l's `which`, or null (not targeted, kBaseOnly, adapters off).
+  const Adapter* adapter(int l, model::Linear which, int k) const;
   // The gradient of `name`, allocated at zero on first use; null when it does not train.
   float* grad_of(const std::string& name);
   bool trains(const Param& p) const;
@@ -248,8 +264,9 @@ class CudaModel {
   const float* final_norm_ = nullptr;
   std::string lm_head_name_;
   DeviceArray<double> inv_freq_;
-  bool finalized_ = false, train_base_ = false, train_lora_ = false, lora_enabled_ = true;
-  std::vector<std::array<Adapter, model::kNumLinear>> adapters_;  // per layer; empty: no adapters
+  bool finalized_ = false, train_base_ = false, lora_enabled_ = true;
+  std::vector<AdapterSet> adapter_sets_;  // by index (attach order)
+  std::vector<model::AdapterRun> runs_;   // the current forward's (or the backward's tape's)
   const bf16* score_ = nullptr;
   int score_labels_ = 0;
   bool score_tape_ = false;  // the tape is a score forward's (score_backward), not a train forward's

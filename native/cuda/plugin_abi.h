@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define AD_CUDA_ABI_VERSION 4u
+#define AD_CUDA_ABI_VERSION 5u
 #define AD_CUDA_PLUGIN_SYMBOL "ad_cuda_plugin_api"
 
 typedef struct ad_cuda_model ad_cuda_model; /* opaque: weights, scratch, gradients, optimizer */
@@ -48,9 +48,11 @@ typedef struct {
 } ad_cuda_config;
 
 /* One ragged-batch entry (as model::BatchEntry): `count` new tokens appended to cache `slot`;
- * out_mode 0: no rows, 1: the last new token's row, 2: every new token's row from out_from on. */
+ * out_mode 0: no rows, 1: the last new token's row, 2: every new token's row from out_from on.
+ * ABI 5: `adapter`, the index (attach order) of the LoRA adapter its rows apply; −1: the base alone. */
 typedef struct {
   int32_t slot, count, out_mode, out_from;
+  int32_t adapter;
 } ad_cuda_entry;
 
 /* Per-entry sampling parameters (kernels/sampling.h's SamplingParams + the prompt length). */
@@ -94,6 +96,7 @@ typedef struct {
   int64_t rows; /* out */
   int64_t rows_capacity;
   float *logp, *entropy, *ref_logp; /* ref_logp may be NULL */
+  const int32_t* adapters; /* ABI 5: [n_sequences] adapter indices (−1: the base alone), or NULL: adapter 0 */
 } ad_cuda_train_forward;
 
 typedef struct {
@@ -188,6 +191,18 @@ typedef struct {
   int (*score_forward)(ad_cuda_model* m, const int32_t* tokens, const int32_t* lengths, int32_t n, int32_t tape, float* scores,
                        int64_t scores_capacity);
   int (*score_backward)(ad_cuda_model* m, const float* d_scores, int64_t n);
+
+  /* ABI 5: several named LoRA adapters on one base, chosen per sequence (ad_cuda_entry.adapter).
+   * lora_attach_named adds adapter `name` as the next index; its parameters are PEFT's names with
+   * the adapter's ("…q_proj.lora_A.<name>.weight"; "default": "…q_proj.lora_A.weight").
+   * lora_attach (ABI 4) attaches "default". */
+  int (*lora_attach_named)(ad_cuda_model* m, const char* name, int32_t rank, float alpha, const int32_t* targets, int32_t n_targets);
+  /* The base trains when `base`; of the adapters, those listed (indices). set_trainable(m, base, lora)
+   * (ABI 4) lists every adapter when `lora`. Drops every gradient and moment. */
+  int (*set_trainable_adapters)(ad_cuda_model* m, int32_t base, const int32_t* adapters, int32_t n_adapters);
+  /* score_forward with one adapter index per sequence (NULL: adapter 0). */
+  int (*score_forward_adapters)(ad_cuda_model* m, const int32_t* tokens, const int32_t* lengths, int32_t n, const int32_t* adapters,
+                                int32_t tape, float* scores, int64_t scores_capacity);
 } ad_cuda_api;
 
 typedef const ad_cuda_api* (*ad_cuda_plugin_api_fn)(void);

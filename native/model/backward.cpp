@@ -24,9 +24,10 @@ namespace {
 void zero(Buffer& b) { std::memset(b.data, 0, sizeof(float) * b.size); }
 }  // namespace
 
-void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed) {
+void Transformer::attach_lora(const std::string& name, int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed) {
   if (rank <= 0) throw std::invalid_argument("LoRA rank must be positive");
   std::mt19937_64 rng(seed);
+  std::vector<std::array<std::unique_ptr<LoraAdapter>, kNumLinear>> made(cfg_.layers);  // whole, then kept
   for (int l = 0; l < cfg_.layers; ++l) {
     for (Linear which : targets) {
       auto a = std::make_unique<LoraAdapter>();
@@ -39,28 +40,32 @@ void Transformer::attach_lora(int rank, float alpha, const std::vector<Linear>& 
       a->B = Buffer(out * rank);
       lora_initial_a(rng, rank, in, a->A.data);  // B = 0: the adapter starts as a no-op
       zero(a->B);
-      layers_[l].lora[which] = std::move(a);
+      made[l][which] = std::move(a);
     }
   }
-  has_lora_ = true;
+  for (int l = 0; l < cfg_.layers; ++l) layers_[l].lora.push_back(std::move(made[l]));
+  adapter_names_.push_back(name);
+  adapter_trains_.push_back(0);
 }
 
 void Transformer::add_lora_delta(int l, Linear which, float* W) {
-  const LoraAdapter* a = layers_[l].lora[which].get();
-  if (!a) return;
-  std::vector<float> scaled_b(static_cast<size_t>(a->B.size));
-  for (int64_t i = 0; i < a->B.size; ++i) scaled_b[i] = a->scale * a->B.data[i];
-  // W[out × in] += (s·B)[out × r] · A[r × in] (gemm_nn's arguments as its callers use them: M, reduction, output width)
-  cpu::gemm_nn(pool_, scaled_b.data(), a->rank, a->A.data, a->in, W, a->in, a->out, a->rank, a->in, true);
+  for (int k = 0; k < adapter_count(); ++k) {
+    const LoraAdapter* a = layers_[l].lora[k][which].get();
+    if (!a) continue;
+    std::vector<float> scaled_b(static_cast<size_t>(a->B.size));
+    for (int64_t i = 0; i < a->B.size; ++i) scaled_b[i] = a->scale * a->B.data[i];
+    // W[out × in] += (s·B)[out × r] · A[r × in] (gemm_nn's arguments as its callers use them: M, reduction, output width)
+    cpu::gemm_nn(pool_, scaled_b.data(), a->rank, a->A.data, a->in, W, a->in, a->out, a->rank, a->in, true);
+  }
 }
 
 void Transformer::merge_lora() {
   for (int l = 0; l < cfg_.layers; ++l)
-    for (int w = 0; w < kNumLinear; ++w)
-      if (LoraAdapter* a = layers_[l].lora[w].get()) {
-        add_lora_delta(l, static_cast<Linear>(w), weight_of(l, static_cast<Linear>(w)));
-        zero(a->B);
-      }
+    for (int w = 0; w < kNumLinear; ++w) {
+      add_lora_delta(l, static_cast<Linear>(w), weight_of(l, static_cast<Linear>(w)));
+      for (int k = 0; k < adapter_count(); ++k)
+        if (LoraAdapter* a = layers_[l].lora[k][w].get()) zero(a->B);
+    }
 }
 
 void Transformer::attach_score_head(int labels, float std, uint64_t seed) {
@@ -86,9 +91,10 @@ void Transformer::score_head_backward(const float* hidden, int64_t rows, const f
   cpu::gemm_tn(pool_, d_scores, L, hidden, H, g->grad.data, H, L, H, rows, true);  // dW += dsᵀ·h
 }
 
-void Transformer::set_trainable(bool base, bool lora) {
+void Transformer::set_trainable(bool base, const std::vector<int>& adapters) {
   train_base_ = base;
-  train_lora_ = lora;
+  adapter_trains_.assign(adapter_names_.size(), 0);
+  for (int k : adapters) adapter_trains_.at(k) = 1;
   grads_.clear();
 }
 
@@ -99,6 +105,7 @@ Transformer::Grad* Transformer::grad_for(const std::string& name, float* param, 
     zero(g.grad);
     it = grads_.emplace(name, std::move(g)).first;
   }
+  it->second.written = true;
   return &it->second;
 }
 
@@ -110,7 +117,10 @@ std::vector<std::pair<std::string, Transformer::Grad*>> Transformer::gradients()
 }
 
 void Transformer::zero_grad() {
-  for (auto& kv : grads_) zero(kv.second.grad);
+  for (auto& kv : grads_) {
+    zero(kv.second.grad);
+    kv.second.written = false;
+  }
 }
 
 void Transformer::rmsnorm_backward_rows(const float* x, const float* w, const float* dy, float* dx, int64_t T, int64_t n,
@@ -132,14 +142,13 @@ void Transformer::rmsnorm_backward_rows(const float* x, const float* w, const fl
 }
 
 void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T, const float* dy, float* dx, bool accumulate_dx) {
-  LoraAdapter* lora = layers_[l].lora[which].get();
   float* W = weight_of(l, which);
   const auto [in, out] = linear_dims(which);
   static const char* names[] = {"bwd.q_proj", "bwd.k_proj", "bwd.v_proj", "bwd.o_proj", "bwd.gate_proj", "bwd.up_proj", "bwd.down_proj"};
   // dx = dy·W always; dW += dyᵀ·x when the base trains (read W, read and write its gradient).
   const double passes = train_base_ ? 2.0 : 1.0;
-  const double lora_flops = lora && lora_enabled_ ? 8.0 * T * lora->rank * (in + out) : 0.0;
-  AD_PROFILE(names[which], 4.0 * (in * out * (train_base_ ? 3.0 : 1.0) + T * (out + in) * passes), passes * 2.0 * T * in * out + lora_flops);
+  AD_PROFILE(names[which], 4.0 * (in * out * (train_base_ ? 3.0 : 1.0) + T * (out + in) * passes),
+             passes * 2.0 * T * in * out + lora_flops(l, which, 8.0));
   cpu::gemm_nn(pool_, dy, out, W, in, dx, in, T, out, in, accumulate_dx);  // dx = dy·W
   if (train_base_) {
     Grad* g = grad_for(tensor_name(linear_weight(which), l), W, out * in);
@@ -149,20 +158,27 @@ void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T
       for (int64_t t = 0; t < T; ++t) cpu::axpy(1.f, dy + t * out, gb->grad.data, out);
     }
   }
-  if (lora && lora_enabled_) {
-    const int64_t r = lora->rank;
-    std::vector<float> xa(static_cast<size_t>(T * r)), dxa(static_cast<size_t>(T * r));
-    cpu::gemm_nt(pool_, x, in, lora->A.data, in, nullptr, xa.data(), r, T, r, in, false);  // x·Aᵀ
+  if (!lora_enabled_) return;
+  // Each run of rows back-propagates through its own adapter; only a trained adapter's rows add to its gradients.
+  for (const AdapterRun& run : runs_) {
+    if (run.adapter == kBaseOnly || run.adapter >= adapter_count()) continue;
+    LoraAdapter* lora = layers_[l].lora[run.adapter][which].get();
+    if (!lora) continue;
+    const int64_t r = lora->rank, n = run.end - run.begin;
+    const float *xr = x + run.begin * in, *dyr = dy + run.begin * out;
+    std::vector<float> xa(static_cast<size_t>(n * r)), dxa(static_cast<size_t>(n * r));
+    cpu::gemm_nt(pool_, xr, in, lora->A.data, in, nullptr, xa.data(), r, n, r, in, false);  // x·Aᵀ
     for (auto& v : xa) v *= lora->scale;
-    cpu::gemm_nn(pool_, dy, out, lora->B.data, r, dxa.data(), r, T, out, r, false);  // dy·B
+    cpu::gemm_nn(pool_, dyr, out, lora->B.data, r, dxa.data(), r, n, out, r, false);  // dy·B
     for (auto& v : dxa) v *= lora->scale;
-    if (train_lora_) {
-      Grad* gB = grad_for(lora_b_name(l, which), lora->B.data, out * r);
-      cpu::gemm_tn(pool_, dy, out, xa.data(), r, gB->grad.data, r, out, r, T, true);  // dB += dyᵀ·(s·x·Aᵀ)
-      Grad* gA = grad_for(lora_a_name(l, which), lora->A.data, r * in);
-      cpu::gemm_tn(pool_, dxa.data(), r, x, in, gA->grad.data, in, r, in, T, true);  // dA += (s·dy·B)ᵀ·x
+    if (adapter_trains_[run.adapter]) {
+      const std::string& name = adapter_names_[run.adapter];
+      Grad* gB = grad_for(lora_b_name(l, which, name), lora->B.data, out * r);
+      cpu::gemm_tn(pool_, dyr, out, xa.data(), r, gB->grad.data, r, out, r, n, true);  // dB += dyᵀ·(s·x·Aᵀ)
+      Grad* gA = grad_for(lora_a_name(l, which, name), lora->A.data, r * in);
+      cpu::gemm_tn(pool_, dxa.data(), r, xr, in, gA->grad.data, in, r, in, n, true);  // dA += (s·dy·B)ᵀ·x
     }
-    cpu::gemm_nn(pool_, dxa.data(), r, lora->A.data, in, dx, in, T, r, in, true);  // dx += (s·dy·B)·A
+    cpu::gemm_nn(pool_, dxa.data(), r, lora->A.data, in, dx + run.begin * in, in, n, r, in, true);  // dx += (s·dy·B)·A
   }
 }
 
@@ -224,6 +240,7 @@ void Transformer::backward(KVCache& cache, const Tape& tape, const float* d_hidd
   const int group = c.heads / c.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   if (static_cast<int64_t>(tape.layers.size()) != c.layers || T <= 0) throw std::logic_error("backward needs a taped forward");
+  runs_ = tape.adapter_runs;  // each row back through the adapter its forward applied
 
   Buffer dx(T * H), dxn(T * H), dq(T * qd), dk(T * kvd), dv(T * kvd), datt(T * qd), dh(T * I), hbuf(T * I), dup(T * I);
   zero(dx);

@@ -2,6 +2,8 @@
 // backend's do_*. See engine.h.
 #include "model/engine.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -93,6 +95,7 @@ void Engine::check(const Cache& cache, const StepRequest& r) const {
   int64_t total = 0, rows = 0;
   for (const BatchEntry& e : r.batch) {
     if (e.out_mode < 0 || e.out_mode > 2) throw std::invalid_argument("outModes entries must be 0, 1 or 2");
+    check_adapter(e.adapter);
     if (e.count < 0) throw std::invalid_argument("counts must be non-negative");
     total += e.count;
     rows += output_rows(e);
@@ -125,6 +128,7 @@ void Engine::check(const TrainForwardRequest& request) const {
     total += s.lengths[i];
   }
   if (total != static_cast<int64_t>(s.tokens.size())) throw std::invalid_argument("tokens.length must equal the sum of lengths");
+  check_adapters(s.adapters, s.lengths.size());
   if (s.checkpoint) require(Verb::kGradientCheckpointing);
   if (request.reference_lora_off) require(Verb::kLora);
   if (request.reference) {
@@ -164,6 +168,14 @@ void check_against_parameters(const std::vector<ParameterInfo>& params, const st
 
 // ---------------------------------------------------------------- verbs
 
+// Folding several adapters into one base would apply each to every sequence: one at a time only.
+static void require_one_adapter(const std::vector<std::string>& names, const char* what) {
+  if (names.size() > 1)
+    throw std::invalid_argument(std::string(what) + " needs exactly one adapter attached; this model has " + std::to_string(names.size()) +
+                                " (save them as PEFT adapters instead)");
+}
+
+
 std::shared_ptr<Cache> Engine::create_cache(int slots, int capacity, CacheLayout layout) {
   require(Verb::kStep);
   if (slots <= 0 || capacity <= 0) throw std::out_of_range("createCache needs slots ≥ 1 and capacity ≥ 1");
@@ -189,10 +201,35 @@ void Engine::step(Cache& cache, const StepRequest& request, StepResult& out) {
   do_step(cache, request, out);
 }
 
-void Engine::set_trainable(bool base, bool lora) {
+void Engine::check_adapter(int adapter) const {
+  const int n = static_cast<int>(adapter_names_.size());
+  if (adapter == kBaseOnly || (adapter >= 0 && adapter < std::max(n, 1))) return;
+  throw std::out_of_range("adapter index " + std::to_string(adapter) + " names no attached adapter (" + std::to_string(n) +
+                          " attached; " + std::to_string(kBaseOnly) + " = the base alone)");
+}
+
+void Engine::check_adapters(const std::vector<int32_t>& adapters, size_t sequences) const {
+  if (!adapters.empty() && adapters.size() != sequences)
+    throw std::invalid_argument("adapters has " + std::to_string(adapters.size()) + " elements, expected one per sequence (" +
+                                std::to_string(sequences) + ")");
+  for (int32_t a : adapters) check_adapter(a);
+}
+
+void Engine::set_trainable(bool base, bool lora, const std::vector<int>& adapters) {
   require(Verb::kTrainBackward);
   if (lora) require(Verb::kLora);
-  do_set_trainable(base, lora);
+  if (!lora && !adapters.empty()) throw std::invalid_argument("trainable adapters are listed, but lora is off");
+  std::vector<int> trained;
+  std::vector<char> seen(adapter_names_.size(), 0);
+  for (int a : adapters) {
+    if (a < 0 || a >= static_cast<int>(adapter_names_.size()))
+      throw std::out_of_range("trainable adapter index " + std::to_string(a) + " names no attached adapter");
+    if (seen[a]++) throw std::invalid_argument("adapter " + adapter_names_[a] + " is listed twice as trainable");
+    trained.push_back(a);
+  }
+  if (lora && adapters.empty())
+    for (int a = 0; a < static_cast<int>(adapter_names_.size()); ++a) trained.push_back(a);
+  do_set_trainable(base, trained);
 }
 
 void Engine::zero_grad() {
@@ -222,7 +259,10 @@ OptimizerResult Engine::optimizer_step(const OptimizerRequest& r) {
 
 std::vector<TensorCopy> Engine::export_tensors(bool merge_lora) {
   require(Verb::kTensors);
-  if (merge_lora) require(Verb::kLora);
+  if (merge_lora) {
+    require(Verb::kLora);
+    require_one_adapter(adapter_names_, "exporting merged tensors");
+  }
   return do_export_tensors(merge_lora);
 }
 
@@ -253,13 +293,31 @@ void Engine::import_optimizer_state(const std::vector<MomentsView>& moments) {
   do_import_optimizer_state(moments);
 }
 
-void Engine::attach_lora(const LoraRequest& r) {
+// PEFT adapter names as folder names and parameter-name parts: letters, digits, '_' and '-'.
+static bool valid_adapter_name(const std::string& name) {
+  if (name.empty() || name.size() > kMaxAdapterName) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  return true;
+}
+
+int Engine::attach_lora(const LoraRequest& r) {
   require(Verb::kLora);
+  if (!valid_adapter_name(r.name))
+    throw std::invalid_argument("adapter name '" + r.name + "' must be 1 to " + std::to_string(kMaxAdapterName) +
+                                " letters, digits, '_' or '-'");
+  for (const std::string& n : adapter_names_)
+    if (n == r.name) throw std::invalid_argument("this model already has an adapter named '" + r.name + "'");
+  if (adapter_names_.size() >= static_cast<size_t>(kMaxAdapters))
+    throw std::length_error("a model holds at most " + std::to_string(kMaxAdapters) + " adapters");
   if (r.rank < 1 || r.rank > kMaxLoraRank)
     throw std::out_of_range("LoRA rank must be an integer in [1, " + std::to_string(kMaxLoraRank) + "], got " + std::to_string(r.rank));
   if (!(r.alpha > 0) || !std::isfinite(r.alpha)) throw std::invalid_argument("LoRA alpha must be a positive number");
   if (r.targets.empty()) throw std::invalid_argument("LoRA needs at least one target module");
-  do_attach_lora(r);
+  const int index = static_cast<int>(adapter_names_.size());
+  do_attach_lora(r, index);
+  adapter_names_.push_back(r.name);
+  return index;
 }
 
 void Engine::set_lora_enabled(bool on) {
@@ -269,6 +327,7 @@ void Engine::set_lora_enabled(bool on) {
 
 void Engine::merge_lora() {
   require(Verb::kLora);
+  require_one_adapter(adapter_names_, "merging LoRA adapters");
   do_merge_lora();
 }
 
@@ -289,6 +348,7 @@ void Engine::score_forward(const ScoreForwardRequest& r, std::vector<float>& sco
   }
   if (r.lengths.empty() || total != static_cast<int64_t>(r.tokens.size()))
     throw std::invalid_argument("tokens.length must equal the sum of lengths (and lengths be non-empty)");
+  check_adapters(r.adapters, r.lengths.size());
   do_score_forward(r, scores);
 }
 
@@ -298,7 +358,7 @@ void Engine::score_backward(const std::vector<float>& d_scores) {
 }
 
 // A backend whose matrix lists these verbs overrides them; reaching one of these is a bug.
-void Engine::do_attach_lora(const LoraRequest&) { throw std::logic_error("attach_lora is listed but not implemented"); }
+void Engine::do_attach_lora(const LoraRequest&, int) { throw std::logic_error("attach_lora is listed but not implemented"); }
 void Engine::do_set_lora_enabled(bool) { throw std::logic_error("set_lora_enabled is listed but not implemented"); }
 void Engine::do_merge_lora() { throw std::logic_error("merge_lora is listed but not implemented"); }
 void Engine::do_attach_score_head(int, float, uint64_t) { throw std::logic_error("attach_score_head is listed but not implemented"); }

@@ -38,7 +38,7 @@ enum class Verb {
   kTensors,                // parameters by HF name: export (LoRA merged or not) and import
   kGradients,              // the accumulated gradients by name
   kOptimizerState,         // AdamW moments: export and import (checkpoint and resume)
-  kLora,                   // LoRA adapters: attach, switch off (the 'lora-off' reference), merge
+  kLora,                   // LoRA adapters: attach (several, named, chosen per sequence), switch off (the 'lora-off' reference), merge
   kScoreHead,              // a score head: sequence-classification models, attach, forward, backward
   kProfile,                // profiling scopes (CPU kernels, device phases)
   kCount
@@ -69,13 +69,45 @@ class BackendUnavailable : public std::runtime_error {
 
 // ---------------------------------------------------------------- requests and results
 
+// An entry's `adapter`: the index (in attach order) of the LoRA adapter its rows apply, or this:
+constexpr int kBaseOnly = -1;  // the base weights alone
+
 // One ragged-batch entry: `count` new tokens appended to cache slot `slot`.
 struct BatchEntry {
   int slot;
   int count;
   int out_mode;  // 0: no logits, 1: logits of the last new token, 2: logits of every new token from out_from on
   int out_from = 0;
+  int adapter = 0;  // the first adapter (the default one) unless a request names another, or kBaseOnly
 };
+
+// Consecutive token rows [begin, end) of a batch whose entries apply the same adapter: each run's
+// low-rank product is one product on those rows, the base's stays one for the whole batch.
+struct AdapterRun {
+  int64_t begin, end;
+  int adapter;
+};
+
+// The runs of a batch: consecutive entries with the same adapter share one (one adapter on the
+// whole batch: one run, the products of a single-adapter model).
+inline std::vector<AdapterRun> adapter_runs(const std::vector<BatchEntry>& batch) {
+  std::vector<AdapterRun> runs;
+  int64_t t = 0;
+  for (const BatchEntry& e : batch) {
+    if (!runs.empty() && runs.back().adapter == e.adapter)
+      runs.back().end += e.count;
+    else
+      runs.push_back({t, t + e.count, e.adapter});
+    t += e.count;
+  }
+  return runs;
+}
+
+// The batch as a model without these adapters sees it (a reference model): every entry adapter 0.
+inline std::vector<BatchEntry> without_adapters(std::vector<BatchEntry> batch) {
+  for (BatchEntry& e : batch) e.adapter = 0;
+  return batch;
+}
 
 // Output rows an entry asks for.
 inline int64_t output_rows(const BatchEntry& e) {
@@ -144,6 +176,7 @@ struct StepResult {
 // prompt length per sequence; every sequence has ≥ 1 prompt and ≥ 1 completion token.
 struct TrainSequences {
   std::vector<int32_t> tokens, lengths, prompt_lengths;
+  std::vector<int32_t> adapters;  // empty (every sequence the first adapter), or one BatchEntry::adapter per sequence
   bool checkpoint = false;
   int64_t completion_rows() const;
 };
@@ -160,6 +193,7 @@ struct TrainForwardResult {
 
 struct ScoreForwardRequest {
   std::vector<int32_t> tokens, lengths;
+  std::vector<int32_t> adapters;  // empty, or one BatchEntry::adapter per sequence
   bool tape = true;  // keep the activations for score_backward
 };
 
@@ -180,6 +214,7 @@ struct LoraRequest {
   float alpha;
   std::vector<Linear> targets;
   uint64_t seed;
+  std::string name = default_adapter();  // [A-Za-z0-9_-], unique on the model
 };
 
 // A tensor copied out of the engine (f32, owned).
@@ -221,6 +256,8 @@ struct EngineDescription {
 
 // Largest values a request may carry (beyond them, memory runs out long before anything useful).
 constexpr int kMaxLoraRank = 1 << 14;
+constexpr int kMaxAdapters = 64;
+constexpr size_t kMaxAdapterName = 64;
 constexpr int kMaxScoreLabels = 1 << 16;
 
 // ---------------------------------------------------------------- backends and engines
@@ -245,7 +282,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::shared_ptr<Cache> create_cache(int slots, int capacity, CacheLayout layout = {});
   void step(Cache& cache, const StepRequest& request, StepResult& out);
 
-  void set_trainable(bool base, bool lora);
+  // lora: the adapters listed in `adapters` train (empty: every attached adapter); the others,
+  // though applied to their sequences, get no gradient.
+  void set_trainable(bool base, bool lora, const std::vector<int>& adapters = {});
   void zero_grad();
   void train_forward(const TrainForwardRequest& request, TrainForwardResult& out);
   // dz = a·(onehot − p) + b·(−p(log p + H)) per completion row of the last train_forward.
@@ -260,9 +299,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Every name, size and value (finite; v ≥ 0) checked before the state is touched.
   void import_optimizer_state(const std::vector<MomentsView>& moments);
 
-  void attach_lora(const LoraRequest& request);
+  // Adds the adapter `request.name` to every targeted linear; returns its index (BatchEntry::adapter).
+  int attach_lora(const LoraRequest& request);
+  // The attached adapters' names, by index.
+  const std::vector<std::string>& adapter_names() const { return adapter_names_; }
   void set_lora_enabled(bool on);
-  // W += α/r·B·A for every adapter, then B = 0 (the model computes the same function).
+  // W += α/r·B·A, then B = 0 (the model computes the same function): a model with one adapter.
   void merge_lora();
 
   void attach_score_head(int labels, float std, uint64_t seed);
@@ -272,7 +314,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
  protected:
   virtual std::shared_ptr<Cache> do_create_cache(int slots, int capacity, CacheLayout layout) = 0;
   virtual void do_step(Cache& cache, const StepRequest& request, StepResult& out) = 0;
-  virtual void do_set_trainable(bool base, bool lora) = 0;
+  // `adapters`: the indices of the adapters that train (empty: none).
+  virtual void do_set_trainable(bool base, const std::vector<int>& adapters) = 0;
   virtual void do_zero_grad() = 0;
   virtual void do_train_forward(const TrainForwardRequest& request, TrainForwardResult& out) = 0;
   virtual void do_train_backward(const std::vector<float>& a, const std::vector<float>& b) = 0;
@@ -284,12 +327,20 @@ class Engine : public std::enable_shared_from_this<Engine> {
   virtual std::vector<MomentsCopy> do_export_optimizer_state() = 0;
   virtual void do_import_optimizer_state(const std::vector<MomentsView>& moments) = 0;
   // The verbs below run only where the backend's matrix says so; a backend without them keeps these.
-  virtual void do_attach_lora(const LoraRequest& request);
+  // Attaches adapter number `index` (= adapter_names().size() at the call).
+  virtual void do_attach_lora(const LoraRequest& request, int index);
   virtual void do_set_lora_enabled(bool on);
   virtual void do_merge_lora();
   virtual void do_attach_score_head(int labels, float std, uint64_t seed);
   virtual void do_score_forward(const ScoreForwardRequest& request, std::vector<float>& scores);
   virtual void do_score_backward(const std::vector<float>& d_scores);
+
+ private:
+  // An adapter index names an attached adapter, or is kBaseOnly (or 0 on a model without adapters).
+  void check_adapter(int adapter) const;
+  // One adapter index per sequence, or none.
+  void check_adapters(const std::vector<int32_t>& adapters, size_t sequences) const;
+  std::vector<std::string> adapter_names_;
 };
 
 // One tensor's bytes inside a safetensors file (TypeScript has validated the headers).

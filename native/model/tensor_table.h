@@ -179,9 +179,25 @@ inline std::string linear_name(Linear which) {
   return p.substr(p.find_last_of('.') + 1);
 }
 
-// PEFT's names of a LoRA adapter's two matrices on a layer's linear map.
-inline std::string lora_a_name(int layer, Linear which) { return layer_prefix(layer) + linear_prefix(which) + ".lora_A.weight"; }
-inline std::string lora_b_name(int layer, Linear which) { return layer_prefix(layer) + linear_prefix(which) + ".lora_B.weight"; }
+// The adapter the single-adapter calls attach (PEFT's default adapter name).
+inline const std::string& default_adapter() {
+  static const std::string name = "default";
+  return name;
+}
+
+// PEFT's names of a LoRA adapter's two matrices on a layer's linear map: "….lora_A.weight" for
+// the default adapter (as a saved PEFT file names it), "….lora_A.<adapter>.weight" for another
+// (as PEFT names it in memory), so several adapters' parameters, gradients and moments never collide.
+inline std::string lora_matrix_name(int layer, Linear which, const char* matrix, const std::string& adapter) {
+  const std::string infix = adapter == default_adapter() ? "" : "." + adapter;
+  return layer_prefix(layer) + linear_prefix(which) + "." + matrix + infix + ".weight";
+}
+inline std::string lora_a_name(int layer, Linear which, const std::string& adapter = default_adapter()) {
+  return lora_matrix_name(layer, which, "lora_A", adapter);
+}
+inline std::string lora_b_name(int layer, Linear which, const std::string& adapter = default_adapter()) {
+  return lora_matrix_name(layer, which, "lora_B", adapter);
+}
 
 inline bool linear_from_name(const std::string& name, Linear* out) {
   for (int k = 0; k < kNumLinear; ++k)

@@ -256,18 +256,34 @@ std::pair<int64_t, int64_t> Transformer::linear_dims(Linear which) const {
   }
 }
 
+double Transformer::lora_flops(int l, Linear which, double per_row_factor) const {
+  if (!lora_enabled_) return 0.0;
+  const auto [in_dim, out_dim] = linear_dims(which);
+  double flops = 0.0;
+  for (const AdapterRun& run : runs_)
+    if (run.adapter != kBaseOnly && run.adapter < adapter_count())
+      if (const LoraAdapter* a = layers_[l].lora[run.adapter][which].get())
+        flops += per_row_factor * static_cast<double>(run.end - run.begin) * a->rank * (in_dim + out_dim);
+  return flops;
+}
+
 void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* y, bool accumulate) {
-  const LoraAdapter* lora = layers_[l].lora[which].get();
   const auto [in_dim, out_dim] = linear_dims(which);
   static const char* names[] = {"fwd.q_proj", "fwd.k_proj", "fwd.v_proj", "fwd.o_proj", "fwd.gate_proj", "fwd.up_proj", "fwd.down_proj"};
-  const double lora_flops = lora && lora_enabled_ ? 2.0 * T * lora->rank * (in_dim + out_dim) : 0.0;
-  AD_PROFILE(names[which], 4.0 * (in_dim * out_dim + T * (in_dim + out_dim)), 2.0 * T * in_dim * out_dim + lora_flops);
+  AD_PROFILE(names[which], 4.0 * (in_dim * out_dim + T * (in_dim + out_dim)), 2.0 * T * in_dim * out_dim + lora_flops(l, which, 2.0));
   cpu::gemm_nt(pool_, x, in_dim, layers_[l].linear_w[which], bias_of(l, which), y, out_dim, T, out_dim, in_dim, accumulate);
-  if (lora && lora_enabled_) {
-    std::vector<float> xa(static_cast<size_t>(T * lora->rank));
-    cpu::gemm_nt(pool_, x, in_dim, lora->A.data, in_dim, nullptr, xa.data(), lora->rank, T, lora->rank, in_dim, false);
+  if (!lora_enabled_) return;
+  // LoRA Eq. 3 per run of rows: y += s·(x·Aᵀ)·Bᵀ with the adapter of those rows' sequences.
+  for (const AdapterRun& run : runs_) {
+    if (run.adapter == kBaseOnly || run.adapter >= adapter_count()) continue;
+    const LoraAdapter* lora = layers_[l].lora[run.adapter][which].get();
+    if (!lora) continue;
+    const int64_t n = run.end - run.begin;
+    std::vector<float> xa(static_cast<size_t>(n * lora->rank));
+    cpu::gemm_nt(pool_, x + run.begin * in_dim, in_dim, lora->A.data, in_dim, nullptr, xa.data(), lora->rank, n, lora->rank, in_dim, false);
     for (auto& v : xa) v *= lora->scale;
-    cpu::gemm_nt(pool_, xa.data(), lora->rank, lora->B.data, lora->rank, nullptr, y, out_dim, T, out_dim, lora->rank, true);
+    cpu::gemm_nt(pool_, xa.data(), lora->rank, lora->B.data, lora->rank, nullptr, y + run.begin * out_dim, out_dim, n, out_dim, lora->rank,
+                 true);
   }
 }
 
@@ -349,6 +365,8 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
     if (e.slot < 0 || e.slot >= cache.slots()) throw std::out_of_range("batch names a KV cache slot that does not exist");
     if (seen[e.slot]++) throw std::invalid_argument("a KV cache slot appears twice in one batch");
     if (e.count <= 0) throw std::invalid_argument("every batch entry needs at least one token");
+    if (e.adapter != kBaseOnly && (e.adapter < 0 || e.adapter >= std::max(adapter_count(), 1)))
+      throw std::out_of_range("batch entry names adapter " + std::to_string(e.adapter) + ", which is not attached");
     if (cache.length(e.slot) + e.count > cache.capacity())
       throw std::out_of_range("sequence would exceed the KV cache capacity (" + std::to_string(cache.capacity()) + " positions)");
     T += e.count;
@@ -365,6 +383,7 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
     cache.reserve(writes);  // pages for every write, or a length_error before anything is written
   }
   ensure_scratch(T, std::max<int64_t>(R, 1), max_keys);
+  runs_ = adapter_runs(batch);
 
   std::vector<int> token_slot(T), token_pos(T);
   std::vector<int64_t> out_rows;
@@ -396,6 +415,7 @@ int64_t Transformer::forward(KVCache& cache, const std::vector<BatchEntry>& batc
     tape->token_slot = token_slot;
     tape->token_pos = token_pos;
     tape->out_rows = out_rows;
+    tape->adapter_runs = runs_;
     tape->layers.clear();
     tape->layers.resize(c.layers);
     keep_copy(tape->rope_cos, rope_cos_.data, T * half);

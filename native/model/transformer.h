@@ -2,6 +2,7 @@
 // weights in f32, a paged KV cache (model/kv_cache.h), ragged batched forward (prefill and decode in
 // one call), and per-row logits for the positions a caller asks for.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,7 +48,7 @@ struct LayerWeights {
   float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   float *q_norm = nullptr, *k_norm = nullptr;
   float *mlp_norm = nullptr, *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;
-  std::unique_ptr<LoraAdapter> lora[kNumLinear];
+  std::vector<std::array<std::unique_ptr<LoraAdapter>, kNumLinear>> lora;  // [adapter][linear]; null: not targeted
   cpu::WeightMatrix linear_w[kNumLinear];  // the Linear weights as gemm_nt reads them (f32: the pointers above)
 };
 
@@ -62,6 +63,7 @@ struct Tape {
   std::vector<int32_t> tokens;
   std::vector<int> token_slot, token_pos;
   std::vector<int64_t> out_rows;
+  std::vector<AdapterRun> adapter_runs;
   std::vector<LayerTape> layers;
   Buffer x_final, rope_cos, rope_sin;
 };
@@ -103,10 +105,15 @@ class Transformer {
   void score_head(const float* hidden, int64_t rows, float* scores);
   // d hidden = d scores · score; d score += d scoresᵀ · hidden (when training the base or the head).
   void score_head_backward(const float* hidden, int64_t rows, const float* d_scores, float* d_hidden);
-  // Adds LoRA adapters (A ~ U(±1/sqrt(in)) from `seed`, B = 0) to the listed linears of every layer.
-  void attach_lora(int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed);
-  bool has_lora() const { return has_lora_; }
-  // W += α/r·B·A of the adapter on (layer, which) into `W` (that weight or a copy of it).
+  // Adds adapter `name` (A ~ U(±1/sqrt(in)) from `seed`, B = 0) to the listed linears of every
+  // layer, as the next adapter index.
+  void attach_lora(const std::string& name, int rank, float alpha, const std::vector<Linear>& targets, uint64_t seed);
+  bool has_lora() const { return !adapter_names_.empty(); }
+  int adapter_count() const { return static_cast<int>(adapter_names_.size()); }
+  const std::string& adapter_name(int k) const { return adapter_names_[k]; }
+  // Adapter k's matrices on (layer, which), or null where it does not target that linear.
+  LoraAdapter* lora_adapter(int layer, Linear which, int k) { return layers_[layer].lora[k][which].get(); }
+  // W += α/r·B·A of every adapter on (layer, which) into `W` (that weight or a copy of it).
   void add_lora_delta(int layer, Linear which, float* W);
   // Folds every adapter into its weight and zeroes B: the same function, adapters now no-ops.
   void merge_lora();
@@ -120,9 +127,11 @@ class Transformer {
   struct Grad {
     float* param;
     Buffer grad;
+    bool written = false;  // by a backward since the last zero_grad (an adapter no sequence used: not)
   };
-  // Which parameters receive gradients: every base tensor (full fine-tuning) or only adapters.
-  void set_trainable(bool base, bool lora);
+  // Which parameters receive gradients: every base tensor (full fine-tuning) and/or the listed
+  // adapters' (by index); an adapter not listed is applied to its rows but gets no gradient.
+  void set_trainable(bool base, const std::vector<int>& adapters);
   std::vector<std::pair<std::string, Grad*>> gradients();
   void zero_grad();
 
@@ -147,6 +156,8 @@ class Transformer {
   // (in, out) features of a layer's linear map.
   std::pair<int64_t, int64_t> linear_dims(Linear which) const;
   void linear(int layer, Linear which, const float* x, int64_t T, float* y, bool accumulate);
+  // The adapters' flops of a linear over the current runs (profiling).
+  double lora_flops(int layer, Linear which, double per_row_factor) const;
   void linear_backward(int layer, Linear which, const float* x, int64_t T, const float* dy, float* dx, bool accumulate_dx);
   float* weight_of(int layer, Linear which);
   // x's embedding rows: tokens[t]'s row into x[t·hidden, (t + 1)·hidden).
@@ -158,7 +169,10 @@ class Transformer {
 
   Config cfg_;
   cpu::ThreadPool pool_;
-  bool has_lora_ = false, lora_enabled_ = true, train_base_ = false, train_lora_ = false;
+  bool lora_enabled_ = true, train_base_ = false;
+  std::vector<std::string> adapter_names_;
+  std::vector<char> adapter_trains_;  // per adapter: gets gradients
+  std::vector<AdapterRun> runs_;      // the current forward's (or backward's tape's)
   std::unordered_map<std::string, Grad> grads_;
   std::unordered_map<std::string, Tensor> tensors_;
   std::vector<LayerWeights> layers_;

@@ -2,6 +2,7 @@
 // (scheduler.ts: every call's sequences share its running batch; n samples per prompt share one
 // prefill; per-token statistics from the sampling pass), streaming, teacher-forced scoring with
 // optional KL estimators to a reference model, and reward-model scores.
+import { adapterIndices, type AdapterChoice } from './adapters.js'
 import { InvalidArgumentError } from './errors.js'
 import { checkContext, checkTokenIds, positiveInt, resolvePromptControls, resolveSampling, statsTopK, type PromptControl, type ResolvedSampling, type SamplingOptions } from './options.js'
 import { advanceText, type FinishReason } from './stopping.js'
@@ -31,6 +32,8 @@ export interface GenerateOptions extends SamplingOptions {
   maxBatch?: number
   /** Controls of single prompts, aligned with the prompts (one entry each). */
   perPrompt?: readonly PromptControl[]
+  /** The LoRA adapter each prompt's samples apply: one name for all, or one name (null: the base alone) per prompt. Default 'default' when attached, else the base. */
+  adapter?: AdapterChoice
 }
 
 /** Per-token statistics of a trajectory, from the raw (pre-temperature) logits of each step. */
@@ -77,6 +80,8 @@ export interface ScorePair {
 
 export interface ScoreOptions {
   stats?: { topK?: number }
+  /** The LoRA adapter each pair is scored with: one name for all, or one name (null: the base alone) per pair. Default as generate's. */
+  adapter?: AdapterChoice
   /** A second model on the same vocabulary (a Model): per-token KL estimators to it. */
   reference?: GenerationModel
 }
@@ -95,6 +100,8 @@ export interface GenerationModel {
   readonly tokenizer: Tokenizer
   /** Labels of the score head, 0 when there is none. */
   readonly scoreLabels: number
+  /** The attached LoRA adapters by name, in attach order. */
+  readonly adapters: ReadonlyMap<string, unknown>
   encodePrompt(prompt: Prompt): number[]
 }
 
@@ -254,11 +261,13 @@ export class Generation {
       return ids
     })
     const controls = resolvePromptControls(options.perPrompt, prompts.length, sampling.seed, offset, n)
+    const adapters = adapterIndices(this.m, options.adapter, prompts.length)
     const sequences: Sequence[] = []
     encoded.forEach((ids, p) => {
       const c = controls[p]
+      const adapter = adapters ? adapters[p] : 0
       for (let s = 0; s < n; ++s)
-        sequences.push({ promptIndex: p, group: p, sampleIndex: s, streamId: c.sequenceOffset + s, seed: c.seed, signal: c.signal, prompt: ids, slot: -1, buffer: new TrajectoryBuffer(), text: '', decoder: this.m.tokenizer.createStreamDecoder(), finish: null, emitted: 0, cutAtStopString: false })
+        sequences.push({ promptIndex: p, group: p, sampleIndex: s, streamId: c.sequenceOffset + s, seed: c.seed, signal: c.signal, adapter, prompt: ids, slot: -1, buffer: new TrajectoryBuffer(), text: '', decoder: this.m.tokenizer.createStreamDecoder(), finish: null, emitted: 0, cutAtStopString: false })
     })
     const maxBatch = positiveInt('maxBatch', options.maxBatch, sequences.length, 1 << 20)
     const o = { sampling, maxTokens, k, stops, stopIds, signal: options.signal, onToken }
@@ -378,6 +387,7 @@ export class Generation {
           slots: Int32Array.from(live, (s) => s.slot),
           counts: new Int32Array(live.length).fill(1),
           outModes: new Uint8Array(live.length).fill(1),
+          adapters: Int32Array.from(live, (s) => s.adapter),
           tokens: Int32Array.from(live, (s) => pending.get(s)!),
           sampling: this.samplingColumns(live, o.sampling),
           topK: o.k,
@@ -407,6 +417,7 @@ export class Generation {
         slots: Int32Array.from(prefill, (s) => s.slot),
         counts: Int32Array.from(prefill, (s) => s.prompt.length - 1),
         outModes: new Uint8Array(prefill.length),
+        adapters: Int32Array.from(prefill, (s) => s.adapter),
         tokens: Int32Array.from(prefill.flatMap((s) => s.prompt.slice(0, -1))),
       })
     }
@@ -477,6 +488,7 @@ export class Generation {
       return { prompt, completion }
     })
     if (!items.length) return []
+    const adapters = adapterIndices(this.m, options.adapter, items.length)
     const capacity = Math.max(...items.map((i) => i.prompt.length + i.completion.length))
     const cache = native.createCache(items.length, capacity)
     const refCache = ref ? ref.handle.createCache(items.length, capacity) : null
@@ -489,7 +501,7 @@ export class Generation {
           outModes: new Uint8Array(head.length),
           tokens: Int32Array.from(head.flatMap((h) => h.it.prompt.slice(0, -1))),
         }
-        await native.step(cache, req)
+        await native.step(cache, adapters ? { ...req, adapters: Int32Array.from(head, (h) => adapters[h.slot]) } : req)
         if (ref && refCache) await ref.handle.step(refCache, req)
       }
       // The rows of [last prompt token, completion[:-1]] predict the completion tokens.
@@ -497,6 +509,7 @@ export class Generation {
         slots: Int32Array.from(items, (_, i) => i),
         counts: Int32Array.from(items, (it) => it.completion.length),
         outModes: new Uint8Array(items.length).fill(2),
+        adapters,
         tokens: Int32Array.from(items.flatMap((it) => [it.prompt[it.prompt.length - 1], ...it.completion.slice(0, -1)])),
         targets: Int32Array.from(items.flatMap((it) => it.completion)),
         topK: k,

@@ -2,11 +2,12 @@
 // with generation (generation.ts), persistence (persistence.ts), option checks (options.ts) and
 // the trainer (src/train/trainer.ts) behind its methods. Every name this file exported before
 // the split is still exported from here.
+import { DEFAULT_ADAPTER, attachAdapter, type AdapterOptions } from './adapters.js'
 import { InvalidArgumentError } from './errors.js'
 import type { SchedulerOptions, SchedulerStats } from './scheduler.js'
 import { Generation, type Completion, type GenerateOptions, type Prompt, type ScoreOptions, type ScorePair, type Scored, type StreamChunk } from './generation.js'
 import { MAX_SCORE_LABELS, checkTokenIds, type LoadOptions } from './options.js'
-import { loadAdapter, loadFolder, mergeLora, saveModel, type LoraInfo, type SaveOptions } from './persistence.js'
+import { loadAdapter, loadAdapters, loadFolder, mergeLora, saveModel, type LoraInfo, type SaveOptions } from './persistence.js'
 import type { ChatMessage, ChatTemplateOptions, Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
 import { nativeAddon, type NativeModel } from '../native.js'
@@ -16,12 +17,22 @@ export { defaultDevice, resolvePromptControls, MAX_LORA_RANK, MAX_SCORE_LABELS, 
 export type { Device, LoadOptions, PromptControl, SamplingOptions, WeightStorage } from './options.js'
 export type { Completion, GenerateOptions, GenerationModel, Prompt, ScoreOptions, ScorePair, Scored, StreamChunk, TokenStats } from './generation.js'
 export type { LoraInfo, SaveOptions } from './persistence.js'
+export { DEFAULT_ADAPTER, LORA_TARGETS } from './adapters.js'
+export type { AdapterChoice, AdapterOptions } from './adapters.js'
 export type { FinishReason } from './stopping.js'
 
 export class Model {
   private disposed = false
-  /** LoRA adapters attached to this model (by a trainer or loadAdapter), if any. */
-  lora: LoraInfo | null = null
+  /** The LoRA adapters attached to this model (by addAdapter, a trainer or loadAdapter), by name in attach order. */
+  readonly adapters = new Map<string, LoraInfo>()
+  /** The adapter named 'default' (the single-adapter calls' one), if attached. */
+  get lora(): LoraInfo | null {
+    return this.adapters.get(DEFAULT_ADAPTER) ?? null
+  }
+  set lora(info: LoraInfo | null) {
+    if (info) this.adapters.set(DEFAULT_ADAPTER, info)
+    else this.adapters.delete(DEFAULT_ADAPTER)
+  }
   /** Labels of the score head (a *ForSequenceClassification reward model), 0 when there is none. */
   scoreLabels = 0
   private readonly generation = new Generation(this)
@@ -108,7 +119,15 @@ export class Model {
     this.scoreLabels = labels
   }
 
-  /** Folds the LoRA adapters into the base weights (W += α/r·B·A, on the engine) and zeroes B. */
+  /**
+   * Attaches a LoRA adapter named `name` beside any others on the same base (A from `seed`, B = 0:
+   * a no-op until trained); generate/score/train choose it per sequence with `adapter`.
+   */
+  async addAdapter(name: string, options: AdapterOptions): Promise<LoraInfo> {
+    return attachAdapter(this, name, options)
+  }
+
+  /** Folds the LoRA adapter into the base weights (W += α/r·B·A, on the engine) and zeroes B (a model with one adapter). */
   mergeLora(): Promise<void> {
     return mergeLora(this)
   }
@@ -117,9 +136,14 @@ export class Model {
     return saveModel(this, dir, options)
   }
 
-  /** Attaches a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors). */
-  loadAdapter(dir: string): Promise<void> {
-    return loadAdapter(this, dir)
+  /** Attaches a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) as adapter `name` (default 'default'). */
+  loadAdapter(dir: string, options: { name?: string } = {}): Promise<void> {
+    return loadAdapter(this, dir, options)
+  }
+
+  /** Attaches every adapter of a folder `save` wrote: the root's as 'default', each sub-folder's under its name. */
+  loadAdapters(dir: string): Promise<string[]> {
+    return loadAdapters(this, dir)
   }
 }
 

@@ -3,8 +3,9 @@
 // *ForSequenceClassification), and attaching a PEFT adapter folder. Whole-model copies run on
 // the engine's threads behind Promises.
 import { existsSync } from 'node:fs'
-import { mkdir, readFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { DEFAULT_ADAPTER, attachAdapter, checkAdapterName, isAdapterName, type LoraInfo } from './adapters.js'
 import { DeviceUnavailableError, InvalidArgumentError, MissingTensorError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
 import { writeFileAtomic } from '../util/atomic.js'
 import { readAdapterConfig } from './hf/adapter.js'
@@ -17,14 +18,14 @@ import type { Tokenizer } from './tokenizer.js'
 import type { ModelConfig } from './types.js'
 import { isNativeError, nativeAddon, type NativeModel, type NativeTensor } from '../native.js'
 
-export interface LoraInfo {
-  rank: number
-  alpha: number
-  targets: string[]
-}
+export type { LoraInfo } from './adapters.js'
 
 export interface SaveOptions {
-  /** With LoRA attached: write a PEFT adapter folder (default) or the merged full model (false). */
+  /**
+   * With LoRA attached: write PEFT adapter folders (default; PEFT's multi-adapter layout: the
+   * 'default' adapter at the root, each other one in a sub-folder named after it) or the merged
+   * full model (false; one adapter only).
+   */
   adapterOnly?: boolean
   /** Shard model weights above this many bytes per file. Default 5 GB, as transformers. */
   maxShardBytes?: number
@@ -71,42 +72,71 @@ export interface PersistentModel {
   readonly config: ModelConfig
   /** The native handle; throws once the model is disposed. */
   readonly handle: NativeModel
-  lora: LoraInfo | null
+  /** The attached LoRA adapters by name, in attach order. */
+  readonly adapters: Map<string, LoraInfo>
   readonly scoreLabels: number
 }
 
 /** Parameters by name: base tensors (the adapters folded in, on the engine, when `merge`), adapters apart. */
 async function exportWeights(m: PersistentModel, merge: boolean): Promise<{ base: NativeTensor[]; adapters: NativeTensor[] }> {
-  const all = await (await nativeAddon()).train.exportTensors(m.handle, { mergeLora: merge && m.lora !== null })
+  const all = await (await nativeAddon()).train.exportTensors(m.handle, { mergeLora: merge && m.adapters.size > 0 })
   return { base: all.filter((t) => !t.name.includes('.lora_')), adapters: all.filter((t) => t.name.includes('.lora_')) }
 }
 
-export async function saveModel(m: PersistentModel, dir: string, options: SaveOptions = {}): Promise<void> {
-  m.handle // a disposed model throws here, before anything is written
-  await mkdir(dir, { recursive: true })
-  const adapterOnly = options.adapterOnly ?? m.lora !== null
-  if (adapterOnly) {
-    if (!m.lora) throw new InvalidArgumentError('adapterOnly', 'adapterOnly needs LoRA adapters attached')
-    const { adapters } = await exportWeights(m, false)
+/** The engine's name of an adapter matrix as a PEFT file names it: "….lora_A.<adapter>.weight" → "….lora_A.weight". */
+function peftTensorName(engineName: string, adapter: string): string {
+  return adapter === DEFAULT_ADAPTER ? engineName : engineName.replace(`.lora_A.${adapter}.weight`, '.lora_A.weight').replace(`.lora_B.${adapter}.weight`, '.lora_B.weight')
+}
+
+/** The engine's name of a PEFT file's adapter matrix for adapter `adapter` (the inverse of peftTensorName). */
+function engineTensorName(peftName: string, adapter: string): string {
+  const plain = peftName.replace(/^base_model\.model\./, '').replace(/\.lora_([AB])\.[A-Za-z0-9_-]+\.weight$/, '.lora_$1.weight')
+  return adapter === DEFAULT_ADAPTER ? plain : plain.replace(/\.lora_([AB])\.weight$/, `.lora_$1.${adapter}.weight`)
+}
+
+/** Whether an engine tensor name belongs to adapter `adapter`. */
+function ofAdapter(engineName: string, adapter: string): boolean {
+  return adapter === DEFAULT_ADAPTER ? /\.lora_[AB]\.weight$/.test(engineName) : engineName.endsWith(`.${adapter}.weight`) && /\.lora_[AB]\./.test(engineName)
+}
+
+/** Where adapter `name` lives in a saved folder: the root for 'default', else the sub-folder `name` (PEFT's save_pretrained). */
+export function adapterFolder(dir: string, name: string): string {
+  return name === DEFAULT_ADAPTER ? dir : join(dir, name)
+}
+
+async function saveAdapters(m: PersistentModel, dir: string): Promise<void> {
+  const { adapters } = await exportWeights(m, false)
+  for (const [name, info] of m.adapters) {
+    const folder = adapterFolder(dir, name)
+    await mkdir(folder, { recursive: true })
     await writeSafetensors(
-      join(dir, 'adapter_model.safetensors'),
-      adapters.map((t) => ({ name: `base_model.model.${t.name}`, dtype: 'F32' as const, shape: t.shape, data: t.data })),
+      join(folder, 'adapter_model.safetensors'),
+      adapters.filter((t) => ofAdapter(t.name, name)).map((t) => ({ name: `base_model.model.${peftTensorName(t.name, name)}`, dtype: 'F32' as const, shape: t.shape, data: t.data })),
     )
     const adapterConfig = {
       peft_type: 'LORA',
       task_type: 'CAUSAL_LM',
       base_model_name_or_path: m.dir,
-      r: m.lora.rank,
-      lora_alpha: m.lora.alpha,
+      r: info.rank,
+      lora_alpha: info.alpha,
       lora_dropout: 0,
-      target_modules: m.lora.targets,
+      target_modules: info.targets,
       bias: 'none',
       fan_in_fan_out: false,
       inference_mode: true,
     }
-    await writeFileAtomic(join(dir, 'adapter_config.json'), JSON.stringify(adapterConfig, null, 2) + '\n')
-    return
+    await writeFileAtomic(join(folder, 'adapter_config.json'), JSON.stringify(adapterConfig, null, 2) + '\n')
   }
+}
+
+export async function saveModel(m: PersistentModel, dir: string, options: SaveOptions = {}): Promise<void> {
+  m.handle // a disposed model throws here, before anything is written
+  const adapterOnly = options.adapterOnly ?? m.adapters.size > 0
+  if (adapterOnly && !m.adapters.size) throw new InvalidArgumentError('adapterOnly', 'adapterOnly needs LoRA adapters attached')
+  if (!adapterOnly && m.adapters.size > 1)
+    throw new InvalidArgumentError('adapterOnly', `a merged save folds one adapter into the base; this model has ${m.adapters.size} (${[...m.adapters.keys()].join(', ')}): save them as adapters`)
+  await mkdir(dir, { recursive: true })
+  if (adapterOnly) return saveAdapters(m, dir)
   const { base: all } = await exportWeights(m, true)
   const lmHead = tensorName('kLmHead')
   const base = m.scoreLabels ? all.filter((t) => t.name !== lmHead) : all
@@ -132,20 +162,62 @@ export async function saveModel(m: PersistentModel, dir: string, options: SaveOp
   }
 }
 
-/** Attaches a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors); everything is read before the model changes. */
-export async function loadAdapter(m: PersistentModel, dir: string): Promise<void> {
-  m.handle
-  if (m.lora) throw new InvalidArgumentError('adapter', 'this model already has LoRA adapters attached')
+/** An adapter folder read and checked against the model, not yet attached. */
+interface AdapterFolder {
+  name: string
+  info: LoraInfo
+  tensors: { name: string; data: Float32Array }[]
+}
+
+async function readAdapterFolder(m: PersistentModel, dir: string, name: string): Promise<AdapterFolder> {
+  if (m.adapters.has(name)) throw new InvalidArgumentError('adapter', `this model already has an adapter named '${name}'`)
   const { rank, alpha, targets } = await readAdapterConfig(dir)
   const file = join(dir, 'adapter_model.safetensors')
   const header = await readSafetensorsHeader(file)
-  const refs = header.tensors.map((ref) => ({ ref, name: ref.name.replace(/^base_model\.model\./, '').replace('.lora_A.default.', '.lora_A.').replace('.lora_B.default.', '.lora_B.') }))
+  // PEFT saves without the adapter name ("….lora_A.weight"); in-memory names carry it ("….lora_A.default.weight").
+  const refs = header.tensors.map((ref) => ({ ref, name: engineTensorName(ref.name, DEFAULT_ADAPTER) }))
   checkAdapterTensors(m.config, rank, targets, refs.map(({ name, ref }) => ({ name, shape: ref.shape })), file)
-  const tensors = await Promise.all(refs.map(async ({ ref, name }) => ({ name, data: await readTensorFloat32(ref) })))
+  const tensors = await Promise.all(refs.map(async ({ ref }) => ({ name: engineTensorName(ref.name, name), data: await readTensorFloat32(ref) })))
+  return { name, info: { rank, alpha, targets }, tensors }
+}
+
+async function attachFolders(m: PersistentModel, folders: AdapterFolder[]): Promise<void> {
   const train = (await nativeAddon()).train
-  train.attachLora(m.handle, { rank, alpha, targets, seed: 0 })
-  m.lora = { rank, alpha, targets }
-  await train.importTensors(m.handle, tensors)
+  for (const f of folders) {
+    await attachAdapter(m, f.name, f.info, 'adapter_config.json')
+    await train.importTensors(m.handle, f.tensors)
+  }
+}
+
+/**
+ * Attaches a PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) as the
+ * adapter `name` (default 'default'); everything is read and checked before the model changes.
+ */
+export async function loadAdapter(m: PersistentModel, dir: string, options: { name?: string } = {}): Promise<void> {
+  m.handle
+  const name = checkAdapterName(options.name ?? DEFAULT_ADAPTER, 'name')
+  await attachFolders(m, [await readAdapterFolder(m, dir, name)])
+}
+
+/**
+ * Attaches every adapter of a folder saveModel wrote (PEFT's multi-adapter layout): the root's
+ * as 'default' when it has one, then each sub-folder holding adapter_config.json under its
+ * name, in name order; all are read and checked before the first is attached. Returns the names.
+ */
+export async function loadAdapters(m: PersistentModel, dir: string): Promise<string[]> {
+  m.handle
+  const names: string[] = []
+  if (existsSync(join(dir, 'adapter_config.json'))) names.push(DEFAULT_ADAPTER)
+  const entries = await readdir(dir, { withFileTypes: true }).catch((e: Error) => {
+    throw new InvalidArgumentError('dir', `cannot read the adapter folder ${dir}: ${e.message}`)
+  })
+  for (const e of entries.filter((e) => e.isDirectory()).map((e) => e.name).sort())
+    if (e !== DEFAULT_ADAPTER && isAdapterName(e) && existsSync(join(dir, e, 'adapter_config.json'))) names.push(e)
+  if (!names.length) throw new InvalidArgumentError('dir', `${dir} holds no PEFT adapter (adapter_config.json at its root or in a sub-folder)`)
+  const folders: AdapterFolder[] = []
+  for (const name of names) folders.push(await readAdapterFolder(m, adapterFolder(dir, name), name))
+  await attachFolders(m, folders)
+  return names
 }
 
 /**
@@ -174,7 +246,8 @@ function checkAdapterTensors(config: ModelConfig, rank: number, targets: string[
 
 /** Folds the LoRA adapters into the base weights on the engine (W += α/r·B·A) and zeroes B. */
 export async function mergeLora(m: PersistentModel): Promise<void> {
-  if (!m.lora) throw new InvalidArgumentError('lora', 'this model has no LoRA adapters to merge')
+  if (!m.adapters.size) throw new InvalidArgumentError('lora', 'this model has no LoRA adapters to merge')
+  if (m.adapters.size > 1) throw new InvalidArgumentError('lora', `merging folds one adapter into the base; this model has ${m.adapters.size} (${[...m.adapters.keys()].join(', ')})`)
   await (await nativeAddon()).train.mergeLora(m.handle)
 }
 

@@ -27,6 +27,8 @@ export interface DecodeSequence {
   seed: number
   streamId: number
   signal: AbortSignal | undefined
+  /** The LoRA adapter (engine index, −1: the base alone) its rows apply; a group shares one. */
+  adapter: number
 }
 
 /** One generate() or stream() call, as the scheduler sees it. */
@@ -212,7 +214,7 @@ export class DecodeScheduler {
       try {
         this.dropAborted()
         this.admit()
-        const batch = this.rows.filter((r) => r.state !== 'await-prefix')
+        const batch = byAdapter(this.rows.filter((r) => r.state !== 'await-prefix'))
         if (!batch.length) {
           if (this.jobs.length) throw new Error('the decode scheduler could not admit any waiting sequence')  // a bug, never a hang
           continue
@@ -363,6 +365,7 @@ export class DecodeScheduler {
       slots: col(Int32Array, (r) => r.slot),
       counts: col(Int32Array, (r) => (r.state === 'prefill' ? r.seq.prompt.length - 1 : 1)),
       outModes: Uint8Array.from(batch, (r) => (r.state === 'prefill' ? 0 : 1)),
+      adapters: col(Int32Array, (r) => r.seq.adapter),
       tokens: Int32Array.from(tokens),
       sampling: {
         temperature: col(Float32Array, (r) => p(r).temperature),
@@ -440,6 +443,16 @@ export class DecodeScheduler {
     this.rows = []
     this.dispose()
   }
+}
+
+/**
+ * The step's rows with each adapter's rows together (stable), so the engine runs one low-rank
+ * product per adapter, not one per change of adapter along the batch; a batch of one adapter
+ * keeps its order. A row's results do not depend on where in the batch it sits.
+ */
+function byAdapter<R extends { seq: DecodeSequence }>(rows: R[]): R[] {
+  if (rows.every((r) => r.seq.adapter === rows[0].seq.adapter)) return rows
+  return rows.map((r, i) => ({ r, i })).sort((a, b) => a.r.seq.adapter - b.r.seq.adapter || a.i - b.i).map(({ r }) => r)
 }
 
 /** The result as a job with `k` top logits sees it (the step ran with the batch's largest K). */

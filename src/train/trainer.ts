@@ -6,7 +6,8 @@ import { join } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { writeFileAtomic } from '../util/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
-import { MAX_LORA_RANK, checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
+import { adapterIndex, attachAdapter, defaultAdapter, resolveAdapterOptions, DEFAULT_ADAPTER, type AdapterOptions } from '../engine/adapters.js'
+import { checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
 import type { LoraInfo } from '../engine/persistence.js'
 import { assertFits, trainingMemoryPlan, type MemoryPlan, type MemoryPlanOptions, type TrainingShape } from '../engine/memory-plan.js'
 import type { ModelConfig } from '../engine/types.js'
@@ -25,15 +26,10 @@ import {
 } from './objectives.js'
 import { createSchedule, type Schedule, type ScheduleOptions } from './schedule.js'
 
-export const LORA_TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const
+export { LORA_TARGETS } from '../engine/adapters.js'
 
-export interface LoraOptions {
-  rank: number
-  alpha: number
-  /** PEFT target module names; default all seven linears. */
-  targets?: string[]
-  seed?: number
-}
+/** A LoRA adapter the trainer attaches (rank, alpha, PEFT target modules, seed of A). */
+export type LoraOptions = AdapterOptions
 
 export interface OptimizerOptions {
   lr: number
@@ -48,8 +44,8 @@ export interface TrainerModel {
   /** The native handle; throws once the model is disposed. */
   readonly handle: NativeModel
   readonly config: ModelConfig
-  /** The adapters attached; the trainer attaches them when its options ask for LoRA. */
-  lora: LoraInfo | null
+  /** The adapters attached, by name in attach order; the trainer attaches its own when its options ask for LoRA. */
+  readonly adapters: Map<string, LoraInfo>
   readonly scoreLabels: number
 }
 
@@ -60,8 +56,15 @@ export interface ReferenceModel {
 
 export interface TrainerOptions {
   objective: ObjectiveSpec
-  /** Train LoRA adapters (base frozen) instead of every weight. */
+  /** Train a LoRA adapter (base frozen) instead of every weight: attached as `adapter` unless the model has it already. */
   lora?: LoraOptions | null
+  /**
+   * The adapter(s) this trainer trains, base frozen (default 'default' with `lora`): each
+   * sequence's loss flows only into the adapter it names (TrainSequence.adapter); the other
+   * adapters and the base get no gradient and no optimizer state. Without `lora` they must be
+   * attached already (addAdapter, loadAdapter).
+   */
+  adapter?: string | string[]
   optimizer: OptimizerOptions
   schedule?: ScheduleOptions
   /** Global gradient-norm clip; 0 = off. Default 1. */
@@ -86,6 +89,8 @@ export interface TrainSequence {
   weight?: number
   /** Optional per-completion-token mask. */
   mask?: ArrayLike<number>
+  /** The adapter this sequence runs through (null: the base alone). Default: the trainer's adapter when it trains one, else the model's default. */
+  adapter?: string | null
 }
 
 export interface TrainBatch {
@@ -129,6 +134,8 @@ export class Trainer {
   private readonly adam: Required<OptimizerOptions>
   /** On a device: the largest step shape's plan checked so far (its scratch stays allocated). */
   private deviceStepPlan: MemoryPlan | null = null
+  /** The adapters this trainer trains (empty: full fine-tuning). */
+  private readonly trained: string[]
 
   private constructor(
     private readonly model: TrainerModel,
@@ -145,6 +152,10 @@ export class Trainer {
     const o = options.optimizer
     if (!o || !(o.lr >= 0)) throw new InvalidArgumentError('optimizer.lr', 'optimizer.lr must be a non-negative number')
     this.adam = { lr: o.lr, beta1: o.beta1 ?? 0.9, beta2: o.beta2 ?? 0.999, eps: o.eps ?? 1e-8, weightDecay: o.weightDecay ?? 0 }
+    const named = options.adapter === undefined ? [] : Array.isArray(options.adapter) ? options.adapter : [options.adapter]
+    this.trained = named.length ? [...named] : options.lora ? [DEFAULT_ADAPTER] : []
+    if (new Set(this.trained).size !== this.trained.length) throw new InvalidArgumentError('adapter', 'adapter lists a name twice')
+    if (options.lora && this.trained.length !== 1) throw new InvalidArgumentError('adapter', 'lora attaches one adapter: name one in adapter')
   }
 
   static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
@@ -152,26 +163,15 @@ export class Trainer {
     const train = addon.train
     const t = new Trainer(model, train, options)
     const lora = options.lora
-    if (lora) {
-      if (!Number.isInteger(lora.rank) || lora.rank < 1 || lora.rank > MAX_LORA_RANK)
-        throw new InvalidArgumentError('lora.rank', `lora.rank must be an integer in [1, ${MAX_LORA_RANK}], got ${lora.rank}`)
-      if (!(lora.alpha > 0)) throw new InvalidArgumentError('lora.alpha', 'lora.alpha must be positive')
-      const targets = lora.targets ?? [...LORA_TARGETS]
-      for (const x of targets) if (!(LORA_TARGETS as readonly string[]).includes(x)) throw new InvalidArgumentError('lora.targets', `unknown LoRA target '${x}'`)
-    }
+    if (lora) resolveAdapterOptions(lora)
+    for (const name of t.trained)
+      if (!(lora && name === t.trained[0]) && !model.adapters.has(name)) adapterIndex(model, name, 'adapter')  // unknown: a typed error naming it
     // On a device, gradients and moments (or adapters and theirs) must fit before any is allocated.
     const free = freeDeviceBytes(addon, model.handle)
     if (free !== null) assertFits(trainingMemoryPlan(model.config, { batch: 1, sequenceLength: 2 }, t.planOptions()), 'trainer', free, 'creating the trainer')
-    if (lora) {
-      const targets = lora.targets ?? [...LORA_TARGETS]
-      if (!model.lora) {
-        train.attachLora(model.handle, { rank: lora.rank, alpha: lora.alpha, targets, seed: lora.seed ?? 0 })
-        model.lora = { rank: lora.rank, alpha: lora.alpha, targets }
-      }
-      train.setTrainable(model.handle, false, true)
-    } else {
-      train.setTrainable(model.handle, true, false)
-    }
+    if (lora && !model.adapters.has(t.trained[0])) await attachAdapter(model, t.trained[0], lora)
+    if (t.trained.length) train.setTrainable(model.handle, false, true, Int32Array.from(t.trained, (name) => adapterIndex(model, name)))
+    else train.setTrainable(model.handle, true, false)
     return t
   }
 
@@ -181,7 +181,11 @@ export class Trainer {
 
   /** What the memory plan needs of this trainer's options (src/engine/memory-plan.ts). */
   private planOptions(): MemoryPlanOptions {
-    const lora = this.options.lora ?? (this.model.lora ? { rank: this.model.lora.rank, targets: this.model.lora.targets } : null)
+    // Several adapters: planned as one of their summed ranks on all their targets (an upper bound).
+    const infos = this.trained.map((name) => this.model.adapters.get(name)).filter((a) => a !== undefined)
+    const lora =
+      this.options.lora ??
+      (infos.length ? { rank: infos.reduce((r, a) => r + a.rank, 0), targets: [...new Set(infos.flatMap((a) => a.targets))] } : null)
     const needsReference = this.needsReference()
     return {
       lora: lora ? { rank: lora.rank, targets: lora.targets } : null,
@@ -210,7 +214,7 @@ export class Trainer {
 
   private referenceFor(): 'lora-off' | NativeModel | undefined {
     if (!this.needsReference()) return undefined
-    const ref = this.options.reference ?? (this.model.lora ? 'lora-off' : undefined)
+    const ref = this.options.reference ?? (this.model.adapters.size ? 'lora-off' : undefined)
     if (ref === undefined)
       throw new InvalidArgumentError('reference', `objective '${this.objective.name}' needs a reference: train LoRA (reference = base weights) or pass a frozen model`)
     return ref === 'lora-off' ? 'lora-off' : ref.handle
@@ -250,6 +254,7 @@ export class Trainer {
           tokens: Int32Array.from(ids.flatMap((i) => [...seqs[i].prompt, ...seqs[i].completion])),
           lengths,
           promptLengths: Int32Array.from(ids, (i) => seqs[i].prompt.length),
+          adapters: this.adapterColumn(ids.map((i) => seqs[i])),
           reference,
           checkpoint: this.options.gradientCheckpointing ?? false,
         })
@@ -298,6 +303,7 @@ export class Trainer {
       checkPerToken(s.oldLogprobs, s.completion.length, `${at}.oldLogprobs`)
       checkPerToken(s.advantages, s.completion.length, `${at}.advantages`, true)
       checkPerToken(s.mask, s.completion.length, `${at}.mask`)
+      this.adapterOf(s, at)
     })
     for (const [k, pair] of (pairs ?? []).entries())
       if (!Array.isArray(pair) || pair.length !== 2 || !pair.every((j) => Number.isInteger(j) && j >= 0 && j < seqs.length))
@@ -311,7 +317,7 @@ export class Trainer {
     if (this.model.scoreLabels !== 1) throw new InvalidArgumentError('model', 'Bradley–Terry needs a score head with one label')
     const tokens = seqs.map((s) => [...s.prompt, ...s.completion])
     await this.checkDeviceStep({ batch: tokens.length, sequenceLength: Math.max(2, ...tokens.map((t) => t.length)) })
-    const scores = await this.train.scoreForward(this.model.handle, { tokens: Int32Array.from(tokens.flat()), lengths: Int32Array.from(tokens, (t) => t.length) })
+    const scores = await this.train.scoreForward(this.model.handle, { tokens: Int32Array.from(tokens.flat()), lengths: Int32Array.from(tokens, (t) => t.length), adapters: this.adapterColumn(seqs) })
     const sums: Record<string, number> = {}
     let result
     try {
@@ -332,6 +338,20 @@ export class Trainer {
     if (opt.skipped) return this.report(result.loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokenCount, started, sums, 1)
     this.stepCount = stepNumber
     return this.report(result.loss, lr, opt.gradNorm, false, undefined, tokenCount, started, sums, 1)
+  }
+
+  // A sequence's adapter index: the one it names (null: the base alone), else the trainer's own
+  // (it must name one when the trainer trains several), else the model's default.
+  private adapterOf(s: TrainSequence, at: string): number {
+    if (s.adapter !== undefined) return adapterIndex(this.model, s.adapter, `${at}.adapter`)
+    if (this.trained.length > 1) throw new InvalidArgumentError(`${at}.adapter`, `this trainer trains ${this.trained.join(', ')}: each sequence names its adapter`)
+    return adapterIndex(this.model, this.trained[0] ?? defaultAdapter(this.model), `${at}.adapter`)
+  }
+
+  /** The engine's adapter column of a micro-batch (absent on a model without adapters). */
+  private adapterColumn(seqs: TrainSequence[]): Int32Array | undefined {
+    if (!this.model.adapters.size) return undefined
+    return Int32Array.from(seqs, (s, i) => this.adapterOf(s, `batch.sequences[${i}]`))
   }
 
   private report(loss: number, lr: number, gradNorm: number, skipped: boolean, skipReason: string | undefined, tokens: number, started: bigint, sums: Record<string, number>, count: number): StepMetrics {
