@@ -10,6 +10,9 @@
 //   ERR_AD_OUT_OF_MEMORY     RangeError  std::bad_alloc (the request is too large for this machine)
 //   ERR_AD_UNSUPPORTED       Error       model::UnsupportedVerb (+ `backend`, `verb`)
 //   ERR_AD_DEVICE_UNAVAILABLE Error      model::BackendUnavailable (+ `backend`, `kind`)
+//   ERR_AD_COLLECTIVE_TIMEOUT Error      collective::CollectiveTimeout (+ `rank`, `operation`, `timeoutMs`)
+//   ERR_AD_COLLECTIVE        Error       collective::CollectiveError (+ `rank`)
+//   ERR_AD_COLLECTIVE_UNAVAILABLE Error  collective::CollectiveUnavailable (+ `backend`, `kind`)
 //   ERR_AD_NATIVE            Error       anything else
 // Errors raised on purpose by the binding code itself (Napi::TypeError, …) pass through as they are.
 #pragma once

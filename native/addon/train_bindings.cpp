@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "addon/collective_handle.h"
 #include "addon/guard.h"
 #include "addon/marshal.h"
 #include "addon/model_handle.h"
@@ -143,6 +144,20 @@ Napi::Value OptimizerStep(const Napi::CallbackInfo& info) {
         r.Set("parameters", static_cast<double>(s.result.parameters));
         return r;
       });
+}
+
+struct GradientReduce {
+  std::shared_ptr<collective::Collective> collective;  // kept open while the reduce runs
+};
+
+// reduceGradients(model, collective): every gradient ← its sum over the ranks (data parallelism,
+// between the last backward and optimizerStep)
+Napi::Value ReduceGradients(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto engine = engine_of(env, info[0]);
+  engine->require(model::Verb::kGradients);
+  return run_verb<GradientReduce>(env, engine, {collective_of(env, info[1])},
+                                  [](Engine& e, GradientReduce& s) { e.reduce_gradients(*s.collective); });
 }
 
 // ---------------------------------------------------------------- score head
@@ -345,6 +360,7 @@ void RegisterTrainBindings(Napi::Env env, Napi::Object exports) {
   t.Set("forward", function<TrainForward>(env, "forward"));
   t.Set("backward", function<TrainBackward>(env, "backward"));
   t.Set("optimizerStep", function<OptimizerStep>(env, "optimizerStep"));
+  t.Set("reduceGradients", function<ReduceGradients>(env, "reduceGradients"));
   t.Set("scoreForward", function<ScoreForward>(env, "scoreForward"));
   t.Set("scoreBackward", function<ScoreBackward>(env, "scoreBackward"));
   t.Set("attachScoreHead", function<AttachScoreHead>(env, "attachScoreHead"));
