@@ -12,6 +12,7 @@ import { BUNDLED_MODEL } from '../toymodel/bundled.js'
 import { checkpointWorldSpec, loadWorld } from '../worlds/load.js'
 import { deviceOption, hasWorldOptions, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption, type OptionSpec } from './args.js'
 import { Progress, progressMode } from './progress.js'
+import { isNativeError } from '../native.js'
 import { endRun, followRun, leaderRun, openRank, type RankContext } from '../parallel/ranks.js'
 import { launchRanks, ParallelLaunchError } from '../parallel/launcher.js'
 
@@ -111,7 +112,7 @@ export async function evolveCommand(argv: string[]): Promise<number> {
   } catch (e) {
     // a rank's error names the rank (the launcher's own error then says how the run ended)
     const rank = process.env.OMPI_COMM_WORLD_RANK
-    if (argv.includes('--rank-child') && rank !== undefined && e instanceof Error) e.message = `rank ${rank}: ${e.message}`
+    if (argv.includes('--rank-child') && rank !== undefined && e instanceof Error) e.message = `rank ${rank}: ${isNativeError(e) ? `[${e.code}] ` : ''}${e.message}`
     throw e
   }
 }

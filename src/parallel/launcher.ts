@@ -132,7 +132,8 @@ class MpirunNotices {
     if (killed) {
       const [, rank, pid, node, sig, name] = killed
       return new RankFailedError(
-        `rank ${rank} of ${ranks} (pid ${pid} on ${node}) died from signal ${sig}${name ? ` (${name})` : ''}; the other ranks were stopped`,
+        // mpirun reports pid 0 for a rank killed from outside: then only the node is named
+        `rank ${rank} of ${ranks} (${pid !== '0' ? `pid ${pid} ` : ''}on ${node}) died from signal ${sig}${name ? ` (${name})` : ''}; the other ranks were stopped`,
         Number(rank),
         code,
         name ?? `signal ${sig}`,
