@@ -37,6 +37,12 @@ std::unique_ptr<Collective> open(const OpenOptions& o) {
   throw std::invalid_argument("unknown collective backend '" + o.backend + "' (mpi | nccl | single)");
 }
 
+std::string not_found(const std::string& what, const std::vector<std::string>& tried) {
+  std::string out = what;
+  for (size_t i = 0; i < tried.size(); ++i) out += (i ? "; " : "; tried ") + tried[i];
+  return out;
+}
+
 std::vector<std::string> all_gather_bytes(Collective& c, const std::string& mine) {
   const int n = c.world_size();
   std::vector<int64_t> lengths(static_cast<size_t>(n));

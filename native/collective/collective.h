@@ -92,6 +92,9 @@ struct OpenOptions {
   std::string rendezvous;
 };
 
+// For the library loaders: "no X found (…)" followed by each candidate tried and why it failed.
+std::string not_found(const std::string& what, const std::vector<std::string>& tried);
+
 // Opens the named implementation (throws CollectiveUnavailable, std::invalid_argument).
 std::unique_ptr<Collective> open(const OpenOptions& options);
 

@@ -86,12 +86,12 @@ bool bind(void* h, const char* name, F* fn) {
 }
 
 void do_load() {
-  std::string tried;
+  std::vector<std::string> tried;
   for (const std::string& path : candidates()) {
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!h) {
       const char* e = dlerror();
-      tried += " " + path + " (" + (e ? e : "?") + ");";
+      tried.push_back(path + " (" + (e ? e : "?") + ")");
       continue;
     }
     Api a;
@@ -109,7 +109,7 @@ void do_load() {
     a.errors_return = dlsym(h, "ompi_mpi_errors_return");
     ok = ok && a.comm_world && a.f32 && a.byte && a.sum && a.errors_return;
     if (!ok) {
-      tried += " " + path + " (not OpenMPI 4: an MPI function or ompi_mpi_* handle is missing);";
+      tried.push_back(path + " (not OpenMPI 4: an MPI function or ompi_mpi_* handle is missing)");
       dlclose(h);
       continue;
     }
@@ -124,7 +124,7 @@ void do_load() {
     }
     return;
   }
-  g_status.reason = "no OpenMPI library found (install openmpi-bin libopenmpi3, or set AUTODIDACT_MPI to a libmpi.so.40);" + tried;
+  g_status.reason = not_found("no OpenMPI library found (install openmpi-bin libopenmpi3, or set AUTODIDACT_MPI to a libmpi.so.40)", tried);
 }
 
 std::string mpi_error(int code) {

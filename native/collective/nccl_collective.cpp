@@ -54,12 +54,12 @@ std::vector<std::string> candidates() {
 }
 
 void do_load() {
-  std::string tried;
+  std::vector<std::string> tried;
   for (const std::string& path : candidates()) {
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {
       const char* e = dlerror();
-      tried += " " + path + " (" + (e ? e : "?") + ");";
+      tried.push_back(path + " (" + (e ? e : "?") + ")");
       continue;
     }
     // The entry points the GPU path needs; a library without one is not a usable NCCL.
@@ -69,7 +69,7 @@ void do_load() {
     for (const char* name : needed)
       if (!dlsym(h, name)) missing += std::string(missing.empty() ? "" : ", ") + name;
     if (!missing.empty()) {
-      tried += " " + path + " (missing " + missing + ");";
+      tried.push_back(path + " (missing " + missing + ")");
       dlclose(h);
       continue;
     }
@@ -82,7 +82,7 @@ void do_load() {
     }
     return;  // kept open: the communicator will call into it
   }
-  g_status.reason = "no libnccl.so.2 found (install NCCL with the CUDA toolkit or PyTorch's nvidia-nccl wheel, or set AUTODIDACT_NCCL to the library);" + tried;
+  g_status.reason = not_found("no libnccl.so.2 found (install NCCL with the CUDA toolkit or PyTorch's nvidia-nccl wheel, or set AUTODIDACT_NCCL to the library)", tried);
 }
 
 }  // namespace
