@@ -43,28 +43,10 @@ class CollectiveHandle : public GuardedWrap<CollectiveHandle> {
 };
 Napi::FunctionReference CollectiveHandle::constructor;
 
-// A worker over one collective (kept alive while it runs).
 template <typename State>
-class CollectiveWorker : public PromiseWorker {
- public:
-  using Work = void (*)(Collective&, State&);
-  using Answer = Napi::Value (*)(Napi::Env, State&);
-  CollectiveWorker(Napi::Env env, std::shared_ptr<Collective> c, State state, Work work, Answer answer)
-      : PromiseWorker(env), c_(std::move(c)), state_(std::move(state)), work_(work), answer_(answer) {}
-  void Run() override { work_(*c_, state_); }
-  Napi::Value Result() override { return answer_ ? answer_(Env(), state_) : Env().Undefined(); }
-
- private:
-  std::shared_ptr<Collective> c_;
-  State state_;
-  Work work_;
-  Answer answer_;
-};
-
-template <typename State>
-Napi::Promise run_collective(Napi::Env env, std::shared_ptr<Collective> c, State state, typename CollectiveWorker<State>::Work work,
-                             typename CollectiveWorker<State>::Answer answer = nullptr) {
-  return PromiseWorker::Start(std::make_unique<CollectiveWorker<State>>(env, std::move(c), std::move(state), work, answer));
+Napi::Promise run_collective(Napi::Env env, std::shared_ptr<Collective> c, State state, typename HeldWorker<Collective, State>::Work work,
+                             typename HeldWorker<Collective, State>::Answer answer = nullptr) {
+  return HeldWorker<Collective, State>::Start(env, std::move(c), std::move(state), work, answer);
 }
 
 std::vector<uint8_t> bytes_arg(Napi::Env env, const Napi::Value& v, const std::string& what) {

@@ -19,28 +19,10 @@ namespace {
 
 using model::Engine;
 
-// A worker over one model (kept alive while it runs) that calls `work` and answers `result`.
 template <typename State>
-class VerbWorker : public PromiseWorker {
- public:
-  using Work = void (*)(Engine&, State&);
-  using Answer = Napi::Value (*)(Napi::Env, State&);
-  VerbWorker(Napi::Env env, std::shared_ptr<Engine> engine, State state, Work work, Answer answer)
-      : PromiseWorker(env), engine_(std::move(engine)), state_(std::move(state)), work_(work), answer_(answer) {}
-  void Run() override { work_(*engine_, state_); }
-  Napi::Value Result() override { return answer_ ? answer_(Env(), state_) : Env().Undefined(); }
-
- private:
-  std::shared_ptr<Engine> engine_;
-  State state_;
-  Work work_;
-  Answer answer_;
-};
-
-template <typename State>
-Napi::Promise run_verb(Napi::Env env, std::shared_ptr<Engine> engine, State state, typename VerbWorker<State>::Work work,
-                       typename VerbWorker<State>::Answer answer = nullptr) {
-  return PromiseWorker::Start(std::make_unique<VerbWorker<State>>(env, std::move(engine), std::move(state), work, answer));
+Napi::Promise run_verb(Napi::Env env, std::shared_ptr<Engine> engine, State state, typename HeldWorker<Engine, State>::Work work,
+                       typename HeldWorker<Engine, State>::Answer answer = nullptr) {
+  return HeldWorker<Engine, State>::Start(env, std::move(engine), std::move(state), work, answer);
 }
 
 // Float32Arrays a worker reads: the JS objects stay referenced (alive) until it is done.
