@@ -66,7 +66,7 @@ ${WORLD_USAGE}
                     (default 600): a stuck or dead rank fails the run within it
   --check-weights-every K  debug: every K optimizer steps, all ranks' weights hashes must agree
   --gpus N, --nodes N, --rendezvous HOST:PORT   one process per GPU over NCCL: not built yet
-                    (refused with a clear error; see the README's "More than one GPU")
+                    (refused with a clear error; the README's "More than one process")
   --json            one JSON object per event on stdout (phase, step, collapse, log, result);
                     otherwise a progress line on stderr (updated in place on a terminal, one
                     line per step when stderr is a file or a pipe)
