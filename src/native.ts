@@ -47,6 +47,9 @@ export type NativeErrorCode =
   | 'ERR_AD_OUT_OF_MEMORY'
   | 'ERR_AD_UNSUPPORTED'
   | 'ERR_AD_DEVICE_UNAVAILABLE'
+  | 'ERR_AD_COLLECTIVE_TIMEOUT'
+  | 'ERR_AD_COLLECTIVE'
+  | 'ERR_AD_COLLECTIVE_UNAVAILABLE'
   | 'ERR_AD_NATIVE'
 
 export interface NativeError extends Error {
@@ -55,8 +58,13 @@ export interface NativeError extends Error {
   backend?: string
   /** ERR_AD_UNSUPPORTED: the verb of the capability matrix. */
   verb?: string
-  /** ERR_AD_DEVICE_UNAVAILABLE: why ('not-built', 'no-driver', …). */
+  /** ERR_AD_DEVICE_UNAVAILABLE, ERR_AD_COLLECTIVE_UNAVAILABLE: why ('not-built', 'no-driver', 'no-library', …). */
   kind?: string
+  /** ERR_AD_COLLECTIVE*: the rank that raised it. */
+  rank?: number
+  /** ERR_AD_COLLECTIVE_TIMEOUT: the operation ('all-reduce', 'broadcast', 'all-gather', 'barrier') and its timeout. */
+  operation?: string
+  timeoutMs?: number
 }
 
 /** Whether `e` came from the addon's exception wrapper (and which case). */
@@ -185,6 +193,36 @@ export interface NativeTrain {
   exportOptimizerState(model: NativeModel): Promise<{ name: string; m: Float32Array; v: Float32Array }[]>
   /** Replaces the AdamW moments; names, sizes and values (finite, v ≥ 0) are checked before the state changes. */
   importOptimizerState(model: NativeModel, state: { name: string; m: Float32Array; v: Float32Array }[]): Promise<void>
+  /** Data parallelism: every gradient ← its sum over the collective's ranks (between the last backward and optimizerStep). */
+  reduceGradients(model: NativeModel, collective: NativeCollective): Promise<void>
+}
+
+/** One process's handle on a collective (native/collective/collective.h): every operation waits on every rank. */
+export interface NativeCollective {
+  describe(): { backend: 'mpi' | 'nccl' | 'single'; rank: number; worldSize: number; timeoutMs: number }
+  /** A new array: the element-wise sum (or mean) of every rank's `data`. */
+  allReduce(data: Float32Array, op: 'sum' | 'avg'): Promise<Float32Array>
+  /** Root's bytes on every rank (any length; the others' `data` is ignored). */
+  broadcast(data: Uint8Array, root: number): Promise<Uint8Array>
+  /** Every rank's bytes (any lengths), in rank order. */
+  allGather(data: Uint8Array): Promise<Uint8Array[]>
+  barrier(): Promise<void>
+  /** Closes it (MPI: MPI_Finalize, on every rank) once in-flight operations finish. */
+  close(): void
+}
+
+/** Where a collective's library was found, or why not. */
+export interface NativeCollectiveLibrary {
+  found: boolean
+  path?: string
+  version?: string
+  reason?: string
+}
+
+export interface NativeCollectives {
+  open(options: { backend: 'mpi' | 'nccl' | 'single'; timeoutMs: number; rank?: number; worldSize?: number; rendezvous?: string }): Promise<NativeCollective>
+  /** Loads each library once (nothing is initialized). */
+  libraries(): { mpi: NativeCollectiveLibrary; nccl: NativeCollectiveLibrary }
 }
 
 export interface NativeDeviceMemory {
@@ -289,6 +327,7 @@ export interface NativeAddon {
   loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number; weights?: string }): Promise<NativeModel>
   kernels: NativeKernels
   train: NativeTrain
+  collective: NativeCollectives
 }
 
 let cached: NativeAddon | null = null

@@ -10,6 +10,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   ad::addon::RegisterTrainBindings(env, exports);
   ad::addon::RegisterProfilerBindings(env, exports);
   ad::addon::RegisterGemmBindings(env, exports);
+  ad::addon::RegisterCollectiveBindings(env, exports);
   return exports;
 }
 }  // namespace

@@ -192,6 +192,12 @@ class CudaEngine final : public model::Engine {
     return {o.grad_norm, o.skipped != 0, o.parameters};
   }
 
+  // The gradients live in the plugin's device buffers, which its C ABI does not hand out yet:
+  // NCCL's all-reduce needs them (nccl_collective.cpp), so data parallelism runs on the CPU for now.
+  void do_reduce_gradients(collective::Collective&) override {
+    throw model::UnsupportedVerb(backend().name(), model::Verb::kGradients, "reducing gradients across ranks needs the CUDA plugin's gradient buffers (the NCCL path is not built yet); use --ranks N on the CPU");
+  }
+
   // As the CPU backend: base tensors sorted, then LoRA A and B by (adapter, layer, linear); with
   // merge_lora, the base tensors with their adapter folded in and no adapters.
   std::vector<model::TensorCopy> do_export_tensors(bool merge_lora) override {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "collective/collective.h"
 #include "model/engine.h"
 
 namespace ad::addon {
@@ -24,6 +25,21 @@ Napi::Error js_error(Napi::Env env, std::exception_ptr e) {
     return out;
   } catch (const model::BackendUnavailable& err) {
     Napi::Error out = with_code(Napi::Error::New(env, err.what()), "ERR_AD_DEVICE_UNAVAILABLE");
+    out.Set("backend", err.backend);
+    out.Set("kind", err.kind);
+    return out;
+  } catch (const collective::CollectiveTimeout& err) {
+    Napi::Error out = with_code(Napi::Error::New(env, err.what()), "ERR_AD_COLLECTIVE_TIMEOUT");
+    out.Set("rank", Napi::Number::New(env, err.rank));
+    out.Set("operation", err.operation);
+    out.Set("timeoutMs", static_cast<double>(err.timeout_ms));
+    return out;
+  } catch (const collective::CollectiveError& err) {
+    Napi::Error out = with_code(Napi::Error::New(env, err.what()), "ERR_AD_COLLECTIVE");
+    out.Set("rank", Napi::Number::New(env, err.rank));
+    return out;
+  } catch (const collective::CollectiveUnavailable& err) {
+    Napi::Error out = with_code(Napi::Error::New(env, err.what()), "ERR_AD_COLLECTIVE_UNAVAILABLE");
     out.Set("backend", err.backend);
     out.Set("kind", err.kind);
     return out;

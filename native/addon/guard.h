@@ -10,6 +10,9 @@
 //   ERR_AD_OUT_OF_MEMORY     RangeError  std::bad_alloc (the request is too large for this machine)
 //   ERR_AD_UNSUPPORTED       Error       model::UnsupportedVerb (+ `backend`, `verb`)
 //   ERR_AD_DEVICE_UNAVAILABLE Error      model::BackendUnavailable (+ `backend`, `kind`)
+//   ERR_AD_COLLECTIVE_TIMEOUT Error      collective::CollectiveTimeout (+ `rank`, `operation`, `timeoutMs`)
+//   ERR_AD_COLLECTIVE        Error       collective::CollectiveError (+ `rank`)
+//   ERR_AD_COLLECTIVE_UNAVAILABLE Error  collective::CollectiveUnavailable (+ `backend`, `kind`)
 //   ERR_AD_NATIVE            Error       anything else
 // Errors raised on purpose by the binding code itself (Napi::TypeError, …) pass through as they are.
 #pragma once
@@ -99,6 +102,29 @@ class PromiseWorker : public Napi::AsyncWorker {
 
   Napi::Promise::Deferred deferred_;
   std::exception_ptr error_;
+};
+
+// A PromiseWorker over one shared object (a model's engine, a collective), kept alive while it runs:
+// `work(object, state)` on the worker thread, `answer(env, state)` (or undefined) on the JS thread.
+template <typename Held, typename State>
+class HeldWorker : public PromiseWorker {
+ public:
+  using Work = void (*)(Held&, State&);
+  using Answer = Napi::Value (*)(Napi::Env, State&);
+  HeldWorker(Napi::Env env, std::shared_ptr<Held> held, State state, Work work, Answer answer)
+      : PromiseWorker(env), held_(std::move(held)), state_(std::move(state)), work_(work), answer_(answer) {}
+  void Run() override { work_(*held_, state_); }
+  Napi::Value Result() override { return answer_ ? answer_(Env(), state_) : Env().Undefined(); }
+
+  static Napi::Promise Start(Napi::Env env, std::shared_ptr<Held> held, State state, Work work, Answer answer = nullptr) {
+    return PromiseWorker::Start(std::make_unique<HeldWorker>(env, std::move(held), std::move(state), work, answer));
+  }
+
+ private:
+  std::shared_ptr<Held> held_;
+  State state_;
+  Work work_;
+  Answer answer_;
 };
 
 }  // namespace ad::addon

@@ -9,4 +9,5 @@ void RegisterModelBindings(Napi::Env env, Napi::Object exports);
 void RegisterTrainBindings(Napi::Env env, Napi::Object exports);
 void RegisterProfilerBindings(Napi::Env env, Napi::Object exports);
 void RegisterGemmBindings(Napi::Env env, Napi::Object exports);
+void RegisterCollectiveBindings(Napi::Env env, Napi::Object exports);
 }  // namespace ad::addon

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "addon/collective_handle.h"
 #include "addon/guard.h"
 #include "addon/marshal.h"
 #include "addon/model_handle.h"
@@ -18,28 +19,10 @@ namespace {
 
 using model::Engine;
 
-// A worker over one model (kept alive while it runs) that calls `work` and answers `result`.
 template <typename State>
-class VerbWorker : public PromiseWorker {
- public:
-  using Work = void (*)(Engine&, State&);
-  using Answer = Napi::Value (*)(Napi::Env, State&);
-  VerbWorker(Napi::Env env, std::shared_ptr<Engine> engine, State state, Work work, Answer answer)
-      : PromiseWorker(env), engine_(std::move(engine)), state_(std::move(state)), work_(work), answer_(answer) {}
-  void Run() override { work_(*engine_, state_); }
-  Napi::Value Result() override { return answer_ ? answer_(Env(), state_) : Env().Undefined(); }
-
- private:
-  std::shared_ptr<Engine> engine_;
-  State state_;
-  Work work_;
-  Answer answer_;
-};
-
-template <typename State>
-Napi::Promise run_verb(Napi::Env env, std::shared_ptr<Engine> engine, State state, typename VerbWorker<State>::Work work,
-                       typename VerbWorker<State>::Answer answer = nullptr) {
-  return PromiseWorker::Start(std::make_unique<VerbWorker<State>>(env, std::move(engine), std::move(state), work, answer));
+Napi::Promise run_verb(Napi::Env env, std::shared_ptr<Engine> engine, State state, typename HeldWorker<Engine, State>::Work work,
+                       typename HeldWorker<Engine, State>::Answer answer = nullptr) {
+  return HeldWorker<Engine, State>::Start(env, std::move(engine), std::move(state), work, answer);
 }
 
 // Float32Arrays a worker reads: the JS objects stay referenced (alive) until it is done.
@@ -145,6 +128,20 @@ Napi::Value OptimizerStep(const Napi::CallbackInfo& info) {
         r.Set("parameters", static_cast<double>(s.result.parameters));
         return r;
       });
+}
+
+struct GradientReduce {
+  std::shared_ptr<collective::Collective> collective;  // kept open while the reduce runs
+};
+
+// reduceGradients(model, collective): every gradient ← its sum over the ranks (data parallelism,
+// between the last backward and optimizerStep)
+Napi::Value ReduceGradients(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto engine = engine_of(env, info[0]);
+  engine->require(model::Verb::kGradients);
+  return run_verb<GradientReduce>(env, engine, {collective_of(env, info[1])},
+                                  [](Engine& e, GradientReduce& s) { e.reduce_gradients(*s.collective); });
 }
 
 // ---------------------------------------------------------------- score head
@@ -356,6 +353,7 @@ void RegisterTrainBindings(Napi::Env env, Napi::Object exports) {
   t.Set("forward", function<TrainForward>(env, "forward"));
   t.Set("backward", function<TrainBackward>(env, "backward"));
   t.Set("optimizerStep", function<OptimizerStep>(env, "optimizerStep"));
+  t.Set("reduceGradients", function<ReduceGradients>(env, "reduceGradients"));
   t.Set("scoreForward", function<ScoreForward>(env, "scoreForward"));
   t.Set("scoreBackward", function<ScoreBackward>(env, "scoreBackward"));
   t.Set("attachScoreHead", function<AttachScoreHead>(env, "attachScoreHead"));

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "collective/collective.h"
 #include "cpu/logit_stats_cpu.h"
 #include "cpu/profiler.h"
 #include "cpu/sampling_cpu.h"
@@ -96,6 +97,11 @@ class CpuEngine final : public model::Engine {
   void do_train_forward(const model::TrainForwardRequest& r, model::TrainForwardResult& out) override;
   void do_train_backward(const std::vector<float>& a, const std::vector<float>& b) override;
   model::OptimizerResult do_optimizer_step(const model::OptimizerRequest& r) override;
+  void do_reduce_gradients(collective::Collective& c) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // gradients() is sorted by name: every rank reduces the same tensors in the same order.
+    for (auto& [name, g] : model_.gradients()) c.all_reduce(g->grad.data, g->grad.size, collective::ReduceOp::kSum);
+  }
   std::vector<model::TensorCopy> do_export_tensors(bool merge_lora) override;
   std::vector<model::ParameterInfo> do_parameters() override;
   void do_import_tensors(const std::vector<model::TensorView>& tensors) override;

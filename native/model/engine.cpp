@@ -9,6 +9,7 @@
 #include <map>
 #include <new>
 
+#include "collective/collective.h"
 #include "kernels/logit_stats.h"
 
 namespace ad::model {
@@ -270,6 +271,15 @@ void Engine::import_tensors(const std::vector<TensorView>& tensors) {
   require(Verb::kTensors);
   check_against_parameters(do_parameters(), tensors, "parameter", [](const TensorView& t) { return std::vector<int64_t>{t.size}; });
   do_import_tensors(tensors);
+}
+
+void Engine::reduce_gradients(collective::Collective& c) {
+  require(Verb::kGradients);
+  if (c.world_size() > 1) do_reduce_gradients(c);
+}
+
+void Engine::do_reduce_gradients(collective::Collective&) {
+  throw UnsupportedVerb(backend().name(), Verb::kGradients, "reducing gradients across ranks is not available on this backend");
 }
 
 std::vector<TensorCopy> Engine::export_gradients() {

@@ -21,6 +21,10 @@
 #include "model/config.h"
 #include "model/tensor_table.h"
 
+namespace ad::collective {
+class Collective;  // native/collective/collective.h
+}
+
 namespace ad::model {
 
 // ---------------------------------------------------------------- the capability matrix
@@ -290,6 +294,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // dz = a·(onehot − p) + b·(−p(log p + H)) per completion row of the last train_forward.
   void train_backward(const std::vector<float>& a, const std::vector<float>& b);
   OptimizerResult optimizer_step(const OptimizerRequest& request);
+  // Data parallelism: every gradient ← its sum over the ranks of `c`, before optimizer_step. Each
+  // rank's gradients are of its shard's share of the global loss (normalized by the global batch),
+  // so the sum is the whole batch's gradient. A 1-rank world leaves them as they are.
+  void reduce_gradients(collective::Collective& c);
 
   std::vector<TensorCopy> export_tensors(bool merge_lora);
   // Every name and size checked before the first write.
@@ -320,6 +328,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   virtual void do_train_forward(const TrainForwardRequest& request, TrainForwardResult& out) = 0;
   virtual void do_train_backward(const std::vector<float>& a, const std::vector<float>& b) = 0;
   virtual OptimizerResult do_optimizer_step(const OptimizerRequest& request) = 0;
+  // The default answers UnsupportedVerb (Verb::kGradients) for a backend that cannot hand its
+  // gradient buffers to a collective.
+  virtual void do_reduce_gradients(collective::Collective& c);
   virtual std::vector<TensorCopy> do_export_tensors(bool merge_lora) = 0;
   virtual std::vector<ParameterInfo> do_parameters() = 0;  // every parameter (base and adapters)
   virtual void do_import_tensors(const std::vector<TensorView>& tensors) = 0;

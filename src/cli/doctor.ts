@@ -1,7 +1,7 @@
 // `autodidact doctor`: what this installation can do, and why not where it cannot.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { nativeAddon, packageRoot, type NativeDeviceMemory, type NativeInfo } from '../native.js'
+import { nativeAddon, packageRoot, type NativeCollectiveLibrary, type NativeDeviceMemory, type NativeInfo } from '../native.js'
 import { onnxRuntimeStatus, type OnnxRuntimeStatus } from '../onnx/runtime.js'
 
 export interface DoctorReport {
@@ -13,6 +13,8 @@ export interface DoctorReport {
   onnx: OnnxRuntimeStatus
   /** Per CUDA device: free and total bytes now, and this process's peak of held bytes (null where unreadable). */
   deviceMemory?: (NativeDeviceMemory | null)[]
+  /** The collectives' libraries (data parallelism): OpenMPI for --ranks on the CPU, NCCL for GPUs. */
+  collectives?: { mpi: NativeCollectiveLibrary; nccl: NativeCollectiveLibrary }
 }
 
 export async function doctorReport(): Promise<DoctorReport> {
@@ -21,7 +23,7 @@ export async function doctorReport(): Promise<DoctorReport> {
     const addon = await nativeAddon()
     const native = addon.info()
     const deviceMemory = native.cuda.available ? native.cuda.devices.map((d) => addon.deviceMemory('cuda', d.index)) : []
-    return { version, node: process.version, native, nativeError: null, onnx: onnxRuntimeStatus(), deviceMemory }
+    return { version, node: process.version, native, nativeError: null, onnx: onnxRuntimeStatus(), deviceMemory, collectives: addon.collective.libraries() }
   } catch (e) {
     return { version, node: process.version, native: null, nativeError: (e as Error).message, onnx: onnxRuntimeStatus() }
   }
@@ -53,7 +55,14 @@ export function formatDoctor(r: DoctorReport): string {
     lines.push(`cuda: unavailable (${n.cuda.kind}): ${n.cuda.reason}`)
   }
   lines.push(...formatCapabilities(n.capabilities))
+  if (r.collectives) lines.push(...formatCollectives(r.collectives))
   return [...lines, ...installLines(r)].join('\n')
+}
+
+/** Which collective libraries were found (MPI: `evolve --ranks N`; NCCL: the GPU path), and why not. */
+export function formatCollectives(c: NonNullable<DoctorReport['collectives']>): string[] {
+  const one = (name: string, lib: NativeCollectiveLibrary, use: string) => `  ${name}: ${lib.found ? `found (${lib.version || 'version unknown'}, ${lib.path}): ${use}` : `not found: ${lib.reason}`}`
+  return ['collectives (data parallelism):', one('MPI', c.mpi, 'evolve --ranks N runs here'), one('NCCL', c.nccl, 'the NCCL path (evolve --gpus N) is not built yet')]
 }
 
 // ---------------------------------------------------------------- the install: ONNX, and the command that rebuilds

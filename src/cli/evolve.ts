@@ -12,14 +12,21 @@ import { BUNDLED_MODEL } from '../toymodel/bundled.js'
 import { checkpointWorldSpec, loadWorld } from '../worlds/load.js'
 import { deviceOption, hasWorldOptions, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption, type OptionSpec } from './args.js'
 import { Progress, progressMode } from './progress.js'
+import { isNativeError } from '../native.js'
+import { endRun, followRun, leaderRun, openRank, type RankContext } from '../parallel/ranks.js'
+import { launchRanks, ParallelLaunchError } from '../parallel/launcher.js'
 
 /** The model an evolve run starts from unless --model says otherwise. */
 export { BUNDLED_MODEL as DEFAULT_MODEL }
+
+/** Data parallelism's flags (--rank-child is internal: the launcher gives it to the ranks it starts). */
+const PARALLEL_OPTIONS: OptionSpec = { ranks: 'number', gpus: 'number', nodes: 'number', rendezvous: 'string', 'collective-timeout': 'number', 'check-weights-every': 'number', 'rank-child': 'boolean' }
 
 const COMMON_OPTIONS: OptionSpec = {
   method: 'string', model: 'string', config: 'string', 'config-schema': 'boolean', preset: 'string', out: 'string', steps: 'number', seed: 'number',
   resume: 'string', keep: 'number', threads: 'number', device: 'string', help: 'boolean', json: 'boolean', 'on-collapse': 'string', 'collapse-window': 'number',
   ...WORLD_OPTIONS,
+  ...PARALLEL_OPTIONS,
 }
 
 function usage(method?: string): string {
@@ -49,6 +56,17 @@ ${WORLD_USAGE}
                     the offline methods' presets) and J-Zero's score-head Judge; a run that
                     would not fit the device's memory is refused at once with the numbers
                     ('autodidact profile --estimate' plans it beforehand)
+  --ranks N         data parallelism on the CPU: N processes (started through OpenMPI's mpirun),
+                    each sampling its share of every step's prompts and training its share of
+                    the sequences; gradients are summed before each optimizer step, so a step
+                    is the 1-rank step on the same global batch. Rank 0 writes the run folder;
+                    a checkpoint resumes with any N. Needs openmpi-bin (libmpi.so.40, or
+                    AUTODIDACT_MPI=path). A rank that dies stops the run with an error naming it
+  --collective-timeout S   seconds any collective operation may wait for the other ranks
+                    (default 600): a stuck or dead rank fails the run within it
+  --check-weights-every K  debug: every K optimizer steps, all ranks' weights hashes must agree
+  --gpus N, --nodes N, --rendezvous HOST:PORT   one process per GPU over NCCL: not built yet
+                    (refused with a clear error; the README's "More than one process")
   --json            one JSON object per event on stdout (phase, step, collapse, log, result);
                     otherwise a progress line on stderr (updated in place on a terminal, one
                     line per step when stderr is a file or a pipe)
@@ -89,6 +107,17 @@ function positiveInt(name: string, v: unknown): number | undefined {
 }
 
 export async function evolveCommand(argv: string[]): Promise<number> {
+  try {
+    return await evolve(argv)
+  } catch (e) {
+    // a rank's error names the rank (the launcher's own error then says how the run ended)
+    const rank = process.env.OMPI_COMM_WORLD_RANK
+    if (argv.includes('--rank-child') && rank !== undefined && e instanceof Error) e.message = `rank ${rank}: ${isNativeError(e) ? `[${e.code}] ` : ''}${e.message}`
+    throw e
+  }
+}
+
+async function evolve(argv: string[]): Promise<number> {
   const peeked = peekMethod(argv)
   const methodFlagSpec = (peeked && methodNamed(peeked)?.flags) || {}
   const { options } = parseArgs(argv, { ...COMMON_OPTIONS, ...methodFlagSpec })
@@ -100,6 +129,22 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     console.log(JSON.stringify(methodOf(String(options.method ?? 'cose')).configSchema(options.preset === undefined ? undefined : String(options.preset)), null, 2))
     return 0
   }
+  if (options.gpus !== undefined || options.nodes !== undefined || options.rendezvous !== undefined)
+    throw new ParallelLaunchError('--gpus, --nodes and --rendezvous need the NCCL collective, which is not built yet (its library probe is in `autodidact doctor`); use --ranks N on the CPU')
+  const ranks = positiveInt('ranks', options.ranks) ?? 1
+  const collectiveTimeout = options['collective-timeout'] === undefined ? undefined : positiveNumber('collective-timeout', options['collective-timeout'])
+  const checkWeightsEvery = positiveInt('check-weights-every', options['check-weights-every'])
+  if (ranks > 1 && !options['rank-child']) {
+    await launchRanks({
+      ranks,
+      args: rankArgs(argv, options),
+      timeoutMs: collectiveTimeout === undefined ? undefined : Math.round(collectiveTimeout * 1000),
+      checkWeightsEvery,
+    })
+    return 0
+  }
+  const rank: RankContext | null = options['rank-child'] ? await openRank() : null
+  const follower = rank !== null && rank.collective.rank !== 0
   const threads = options.threads as number | undefined
   const keep = positiveInt('keep', options.keep)
   const device = deviceOption(options)
@@ -110,7 +155,10 @@ export async function evolveCommand(argv: string[]): Promise<number> {
   const json = options.json === true
   const mode = progressMode(json, process.stderr)
   // the method is known once the run folder or --method is read; until then progress is labelled with what was asked
-  let progress = new Progress(mode, String(options.method ?? (options.resume ? 'resume' : 'cose')), process.stderr, STDOUT)
+  // ranks other than 0 show nothing (rank 0's output is the run's); their errors still reach stderr
+  const err = follower ? SILENT : process.stderr
+  const out = follower ? SILENT : STDOUT
+  let progress = new Progress(mode, String(options.method ?? (options.resume ? 'resume' : 'cose')), err, out)
   const log = (line: string) => progress.log(line)
   let method: Method
   let session: Session
@@ -120,11 +168,11 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     const latest = await readLatest(outDir, (name) => methodNamed(name) !== undefined)
     method = methodOf(latest.method)
     if (options.method && options.method !== method.name) throw new InvalidArgumentError('method', `${outDir} is a ${method.name} run, not ${options.method}`)
-    progress = new Progress(mode, method.name, process.stderr, STDOUT)
+    progress = new Progress(mode, method.name, err, out)
     progress.setup(`loading the step-${latest.step} checkpoint of ${outDir}`)
     // the checkpoint's world unless the command line names one (then the checkpoint must be on it)
     const spec = hasWorldOptions(options) ? worldSpecOption(options) : ((await checkpointWorldSpec(latest.checkpoint)) ?? { world: 'arith' })
-    session = await method.resume(latest.checkpoint, { world: await loadWorld(spec), outDir, threads, log })
+    session = await method.resume(latest.checkpoint, { world: await loadWorld(spec), outDir, threads, log, openPolicy: rank?.openPolicy })
   } else {
     method = methodOf(String(options.method ?? 'cose'))
     const file = options.config ? String(options.config) : undefined
@@ -136,11 +184,11 @@ export async function evolveCommand(argv: string[]): Promise<number> {
       steps: options.steps as number | undefined,
       seed: options.seed as number | undefined,
     })
-    outDir = resolve(String(options.out ?? join('runs', `${method.name}-${new Date().toISOString().replace(/[:.]/g, '-')}`)))
-    progress = new Progress(mode, method.name, process.stderr, STDOUT)
+    outDir = options.out === undefined ? defaultOutDir(method.name) : resolve(String(options.out))
+    progress = new Progress(mode, method.name, err, out)
     progress.setup(`loading the world and the model ${String(options.model ?? BUNDLED_MODEL)}`)
     const world = await loadWorld(worldSpecOption(options))
-    session = await configured.start({ model: resolve(String(options.model ?? BUNDLED_MODEL)), world, outDir, threads, log })
+    session = await configured.start({ model: resolve(String(options.model ?? BUNDLED_MODEL)), world, outDir, threads, log, openPolicy: rank?.openPolicy })
   }
   // On resume, --steps extends (or shortens) the run; a fresh run has it in its config already.
   const totalSteps = (options.steps as number | undefined) ?? session.config.steps
@@ -158,6 +206,11 @@ export async function evolveCommand(argv: string[]): Promise<number> {
   }
   process.on('SIGINT', onSigint)
   try {
+    if (follower) {
+      await followRun(session.run, rank.collective)
+      await rank.collective.close()
+      return 0
+    }
     const result = await session.drive({
       outDir,
       totalSteps,
@@ -167,7 +220,12 @@ export async function evolveCommand(argv: string[]): Promise<number> {
       onCollapse,
       collapseWindow,
       resumeCommand,
+      ...(rank ? { wrapRun: (run) => leaderRun(run, rank.collective) } : {}),
     })
+    if (rank) {
+      await endRun(rank.collective)
+      await rank.collective.close()
+    }
     progress.result({ ...resultFields(result), outDir, ...(result.stopReason === 'requested' ? { resumeCommand } : {}) }, resultLines(result, resumeCommand))
     return result.stopReason === 'requested' ? 130 : 0
   } finally {
@@ -175,6 +233,34 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     process.off('SIGINT', onSigint)
     session.dispose()
   }
+}
+
+/** The output of a rank other than 0. */
+const SILENT = { write: () => true }
+
+/** The evolve arguments every rank runs: the launcher's own flags removed, and a fixed run folder (each rank's clock would name its own). */
+function rankArgs(argv: readonly string[], options: Record<string, string | number | boolean>): string[] {
+  const launcherOnly = new Set(['ranks', 'collective-timeout', 'check-weights-every'])
+  const args: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const name = argv[i].startsWith('--') ? argv[i].slice(2).split('=')[0] : null
+    if (name !== null && launcherOnly.has(name)) {
+      if (!argv[i].includes('=')) i++ // its value
+      continue
+    }
+    args.push(argv[i])
+  }
+  if (!options.resume && options.out === undefined) args.push('--out', defaultOutDir(String(options.method ?? 'cose')))
+  return args
+}
+
+function defaultOutDir(method: string): string {
+  return resolve(join('runs', `${method}-${new Date().toISOString().replace(/[:.]/g, '-')}`))
+}
+
+function positiveNumber(name: string, v: unknown): number {
+  if (typeof v !== 'number' || !(v > 0)) throw new InvalidArgumentError(name, `--${name} must be a number > 0`)
+  return v
 }
 
 /** Stdout through console.log, line by line (what code embedding evolveCommand captures). */

@@ -25,6 +25,7 @@ import {
   type TokenSequence,
 } from './objectives.js'
 import { createSchedule, type Schedule, type ScheduleOptions } from './schedule.js'
+import { shareOf, type Collective } from '../parallel/collective.js'
 
 export { LORA_TARGETS } from '../engine/adapters.js'
 
@@ -75,6 +76,21 @@ export interface TrainerOptions {
   reference?: 'lora-off' | ReferenceModel
   /** Keep only each layer's input for backward and recompute the rest (less memory, ~1/3 more compute). */
   gradientCheckpointing?: boolean
+  /**
+   * Data parallelism (src/parallel): every rank is given the whole batch and trains its contiguous
+   * share of the micro-batches; losses are normalized over the whole batch, so the gradients summed
+   * over the ranks (before the optimizer step) are the 1-rank step's. Score objectives run whole on every rank.
+   */
+  collective?: Collective
+}
+
+/** What one rank's micro-batches contributed to a step (gathered from every rank). */
+interface StepShare {
+  loss: number
+  tokens: number
+  metricSums: Record<string, number>
+  metricCount: number
+  nonFinite: string | null
 }
 
 /** One completion and what the objective needs of it. Token ids: prompt then completion. */
@@ -123,6 +139,20 @@ function chunk<T>(items: T[], size: number): T[][] {
   const out: T[][] = []
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
   return out
+}
+
+/** The step's totals over every rank's share, summed in rank order (the same on every rank). */
+async function gatherShares(parallel: Collective, mine: StepShare): Promise<StepShare> {
+  const shares = await parallel.allGatherJson(mine)
+  const metricSums: Record<string, number> = {}
+  for (const s of shares) for (const [k, v] of Object.entries(s.metricSums)) metricSums[k] = (metricSums[k] ?? 0) + v
+  return {
+    loss: shares.reduce((a, s) => a + s.loss, 0),
+    tokens: shares.reduce((a, s) => a + s.tokens, 0),
+    metricSums,
+    metricCount: shares.reduce((a, s) => a + s.metricCount, 0),
+    nonFinite: shares.find((s) => s.nonFinite !== null)?.nonFinite ?? null,
+  }
 }
 
 export class Trainer {
@@ -234,12 +264,16 @@ export class Trainer {
       ? (batch.pairs ?? []).map(([c, r]) => [c, r])
       : seqs.map((_, i) => [i])
     if (isDpo && !groups.length) throw new InvalidArgumentError('batch.pairs', 'a DPO batch needs pairs')
-    const micro = chunk(groups, Math.max(1, isDpo ? Math.floor(this.micro / 2) : this.micro))
+    const allMicro = chunk(groups, Math.max(1, isDpo ? Math.floor(this.micro / 2) : this.micro))
+    const parallel = this.options.collective
+    const share = parallel ? shareOf(allMicro.length, parallel.rank, parallel.worldSize) : { start: 0, end: allMicro.length }
+    const micro = allMicro.slice(share.start, share.end)
     const normalizer = this.normalizerOf(seqs, batch.pairs?.length ?? 0)
     let loss = 0
     let tokens = 0
-    const metricSums: Record<string, number> = {}
+    let metricSums: Record<string, number> = {}
     let metricCount = 0
+    let nonFinite: string | null = null
     try {
       for (const group of micro) {
         const ids = group.flat()
@@ -277,9 +311,14 @@ export class Trainer {
       }
     } catch (error) {
       if (!(error instanceof NonFiniteError)) throw error
-      this.train.zeroGrad(this.model.handle)
-      return this.report(NaN, 0, NaN, true, `non-finite ${error.message}`, tokens, started, metricSums, metricCount)
+      nonFinite = error.message
     }
+    if (parallel) ({ loss, tokens, metricSums, metricCount, nonFinite } = await gatherShares(parallel, { loss, tokens, metricSums, metricCount, nonFinite }))
+    if (nonFinite !== null) {
+      this.train.zeroGrad(this.model.handle)
+      return this.report(NaN, 0, NaN, true, `non-finite ${nonFinite}`, tokens, started, metricSums, metricCount)
+    }
+    if (parallel) await this.train.reduceGradients(this.model.handle, parallel.native)
     const stepNumber = this.stepCount + 1
     const lr = this.adam.lr * this.schedule(stepNumber)
     const opt = await this.train.optimizerStep(this.model.handle, { step: stepNumber, ...this.adam, lr, clipGradNorm: this.clip })

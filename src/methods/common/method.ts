@@ -53,12 +53,17 @@ export interface MethodSpec<C extends BaseMethodConfig, R extends BaseStepRecord
 }
 
 /** The driver options a session takes from its caller (the rest come from the method and its config). */
-export type SessionDriveOptions = Pick<DriveOptions<BaseStepRecord>, 'outDir' | 'totalSteps' | 'progress' | 'stopRequested' | 'keep' | 'onEvent' | 'onCollapse' | 'collapseWindow' | 'resumeCommand'>
+export type SessionDriveOptions = Pick<DriveOptions<BaseStepRecord>, 'outDir' | 'totalSteps' | 'progress' | 'stopRequested' | 'keep' | 'onEvent' | 'onCollapse' | 'collapseWindow' | 'resumeCommand'> & {
+  /** The run as the driver sees it (data parallelism: rank 0's run tells the other ranks each step, src/parallel/ranks.ts). */
+  wrapRun?: <C extends BaseMethodConfig, R extends BaseStepRecord>(run: MethodRun<C, R>) => MethodRun<C, R>
+}
 
 /** A started or resumed run, its types erased. */
 export interface Session {
   readonly config: BaseMethodConfig
   readonly step: number
+  /** The run itself (the other ranks of a data-parallel run follow rank 0's steps on it, src/parallel/ranks.ts). */
+  readonly run: MethodRun<BaseMethodConfig, BaseStepRecord>
   drive(options: SessionDriveOptions): Promise<DriveResult>
   dispose(): void
 }
@@ -118,8 +123,9 @@ export function defineMethod<C extends BaseMethodConfig, R extends BaseStepRecor
     get step() {
       return run.step
     },
+    run,
     drive: (o) =>
-      drive(run, { ...o, method: spec.name, summary: spec.summary, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: spec.series, describe: spec.describe }),
+      drive(o.wrapRun ? o.wrapRun(run) : run, { ...o, method: spec.name, summary: spec.summary, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: spec.series, describe: spec.describe }),
     dispose: () => run.dispose(),
   })
   return {
