@@ -100,7 +100,14 @@ class CpuEngine final : public model::Engine {
   void do_reduce_gradients(collective::Collective& c) override {
     std::lock_guard<std::mutex> lock(mutex_);
     // gradients() is sorted by name: every rank reduces the same tensors in the same order.
-    for (auto& [name, g] : model_.gradients()) c.all_reduce(g->grad.data, g->grad.size, collective::ReduceOp::kSum);
+    const auto grads = model_.gradients();
+    for (auto& [name, g] : grads) c.all_reduce(g->grad.data, g->grad.size, collective::ReduceOp::kSum);
+    // A gradient written on any rank is written on all (the optimizer updates written ones only),
+    // so every rank takes the same AdamW step.
+    std::vector<float> written(grads.size());
+    for (size_t i = 0; i < grads.size(); i++) written[i] = grads[i].second->written ? 1.f : 0.f;
+    if (!written.empty()) c.all_reduce(written.data(), int64_t(written.size()), collective::ReduceOp::kSum);
+    for (size_t i = 0; i < grads.size(); i++) grads[i].second->written = written[i] > 0;
   }
   std::vector<model::TensorCopy> do_export_tensors(bool merge_lora) override;
   std::vector<model::ParameterInfo> do_parameters() override;

@@ -266,6 +266,7 @@ export class Trainer {
     if (isDpo && !groups.length) throw new InvalidArgumentError('batch.pairs', 'a DPO batch needs pairs')
     const allMicro = chunk(groups, Math.max(1, isDpo ? Math.floor(this.micro / 2) : this.micro))
     const parallel = this.options.collective
+    if (parallel) this.checkDataParallelStep(allMicro.length, parallel.worldSize)
     const share = parallel ? shareOf(allMicro.length, parallel.rank, parallel.worldSize) : { start: 0, end: allMicro.length }
     const micro = allMicro.slice(share.start, share.end)
     const normalizer = this.normalizerOf(seqs, batch.pairs?.length ?? 0)
@@ -385,6 +386,18 @@ export class Trainer {
     if (s.adapter !== undefined) return adapterIndex(this.model, s.adapter, `${at}.adapter`)
     if (this.trained.length > 1) throw new InvalidArgumentError(`${at}.adapter`, `this trainer trains ${this.trained.join(', ')}: each sequence names its adapter`)
     return adapterIndex(this.model, this.trained[0] ?? defaultAdapter(this.model), `${at}.adapter`)
+  }
+
+  /**
+   * Every rank must reduce the same gradient tensors: a rank without a micro-batch, or a share
+   * that leaves one of several trained adapters untouched, would hold a different set (the ranks'
+   * all-reduce would then wait for one another until the timeout). Refused before any work, on
+   * every rank alike (each sees the whole batch).
+   */
+  private checkDataParallelStep(microBatches: number, ranks: number): void {
+    if (microBatches < ranks)
+      throw new InvalidArgumentError('microBatchSize', `this step has ${microBatches} micro-batch${microBatches === 1 ? '' : 'es'} for ${ranks} ranks: every rank needs at least one (lower microBatchSize, or use fewer ranks)`)
+    if (this.trained.length > 1) throw new InvalidArgumentError('adapter', `data-parallel training of several adapters at once (${this.trained.join(', ')}) is not supported: train one adapter per trainer`)
   }
 
   /** The engine's adapter column of a micro-batch (absent on a model without adapters). */
