@@ -53,4 +53,18 @@ describe('ParallelPolicy on one rank', () => {
       policy.dispose()
     }
   })
+
+  it('a step with fewer micro-batches than ranks is a typed error on every rank, before any collective runs', async () => {
+    const inner = await openPolicy({ model: MODEL, threads: 1 })
+    // one rank's view of a 2-rank world: the check runs before the first collective operation
+    const twoRanks = Object.assign(Object.create(Collective.prototype), { rank: 0, worldSize: 2 }) as Collective
+    try {
+      const trainer = await inner.trainer({ objective: { name: 'sft' }, optimizer: { lr: 1e-4 }, microBatchSize: 4, collective: twoRanks } as Parameters<typeof inner.trainer>[0])
+      const prompt = inner.encodePrompt('3+4=')
+      const completion = inner.tokenizer.encode('7', { addSpecialTokens: false })
+      await expect(trainer.step({ sequences: [{ prompt, completion }, { prompt, completion }] })).rejects.toThrow(/1 micro-batch for 2 ranks/)
+    } finally {
+      inner.dispose()
+    }
+  })
 })
