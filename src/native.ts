@@ -283,6 +283,8 @@ export interface NativeAddon {
   loadModel(config: object, tensors: object[], threads: number, options?: { device: 'cpu' | 'cuda'; deviceIndex?: number; weights?: string }): Promise<NativeModel>
   kernels: NativeKernels
   train: NativeTrain
+  /** The CPU GEMM's measurements; fmaPeak: FMA flops per second of each of `threads` threads running at once (native/cpu/gemm_peak.cpp). */
+  gemm: { fmaPeak(threads: number, iterations?: number): Float64Array }
 }
 
 let cached: NativeAddon | null = null
