@@ -199,6 +199,8 @@ export interface NativeProfiler {
   measureCopy(bytes: number, threads?: number): number
   /** FLOP/s of our gemm_nt on an m×n×k product. */
   measureGemm(m: number, n: number, k: number, threads?: number): number
+  /** A device's floors measured now (a 1 GiB device copy, a bf16 8192³ GEMM); null for the CPU backend; ERR_AD_DEVICE_UNAVAILABLE where the device cannot run. */
+  measureDeviceFloors(backend: 'cpu' | 'cuda', index: number): { copyBytesPerSecond: number; gemmFlopsPerSecond: number } | null
 }
 
 export interface LogitStatsResult {

@@ -352,6 +352,37 @@ int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
   return static_cast<int32_t>(all.size());
 }
 
+int32_t profiler_read_work(ad_cuda_profile_work_row* rows, int32_t capacity) {
+  const auto all = ad::cuda::device_profiler_snapshot();
+  for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(all.size()); ++i) {
+    copy_str(rows[i].name, sizeof rows[i].name, all[i].name);
+    rows[i].calls = all[i].calls;
+    rows[i].total_ms = all[i].total_ms;
+    rows[i].bytes = all[i].bytes;
+    rows[i].flops = all[i].flops;
+  }
+  return static_cast<int32_t>(all.size());
+}
+
+int profiler_floors(int32_t device, double* copy_bytes_per_second, double* gemm_flops_per_second) {
+  return guarded([&] {
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+      const cudaError_t e = cudaGetLastError();
+      throw std::runtime_error("device " + std::to_string(device) + ": " + cudaGetErrorString(e));
+    }
+    try {
+      const ad::cuda::DeviceFloors f = ad::cuda::measure_device_floors();
+      *copy_bytes_per_second = f.copy_bytes_per_second;
+      *gemm_flops_per_second = f.gemm_flops_per_second;
+    } catch (...) {
+      cudaSetDevice(current);
+      throw;
+    }
+    cudaSetDevice(current);
+  });
+}
+
 int memory_info(int32_t device, ad_cuda_memory* out) {
   return guarded([&] {
     std::memset(out, 0, sizeof(*out));
@@ -425,7 +456,7 @@ const ad_cuda_api kApi = {
     cache_bytes, step, set_trainable, train_forward, train_backward, optimizer_step, zero_grad, tensor_count, tensor_info,
     tensor_read, tensor_write, gradient_count, gradient_read, profiler_enable, profiler_reset, profiler_read,
     moment_count, moment_read, moments_clear, moment_write, memory_info, memory_reset_peak, lora_attach, lora_enable,
-    lora_merge, tensor_read_merged, score_head_attach, score_forward, score_backward,
+    lora_merge, tensor_read_merged, score_head_attach, score_forward, score_backward, profiler_read_work, profiler_floors,
 };
 
 }  // namespace
