@@ -342,26 +342,29 @@ int moment_write(ad_cuda_model* m, const char* name, const float* m_in, const fl
 
 void profiler_enable(int32_t on) { ad::cuda::device_profiler_enable(on != 0); }
 void profiler_reset() { ad::cuda::device_profiler_reset(); }
-int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
+// The profile's rows into the caller's array (up to `capacity`, `more` filling a row's other
+// fields); returns how many rows there are.
+template <class Row, class More>
+int32_t read_profile(Row* rows, int32_t capacity, More&& more) {
   const auto all = ad::cuda::device_profiler_snapshot();
   for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(all.size()); ++i) {
     copy_str(rows[i].name, sizeof rows[i].name, all[i].name);
     rows[i].calls = all[i].calls;
     rows[i].total_ms = all[i].total_ms;
+    more(rows[i], all[i]);
   }
   return static_cast<int32_t>(all.size());
 }
 
+int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
+  return read_profile(rows, capacity, [](ad_cuda_profile_row&, const ad::cuda::DeviceProfileRow&) {});
+}
+
 int32_t profiler_read_work(ad_cuda_profile_work_row* rows, int32_t capacity) {
-  const auto all = ad::cuda::device_profiler_snapshot();
-  for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(all.size()); ++i) {
-    copy_str(rows[i].name, sizeof rows[i].name, all[i].name);
-    rows[i].calls = all[i].calls;
-    rows[i].total_ms = all[i].total_ms;
-    rows[i].bytes = all[i].bytes;
-    rows[i].flops = all[i].flops;
-  }
-  return static_cast<int32_t>(all.size());
+  return read_profile(rows, capacity, [](ad_cuda_profile_work_row& r, const ad::cuda::DeviceProfileRow& d) {
+    r.bytes = d.bytes;
+    r.flops = d.flops;
+  });
 }
 
 int profiler_floors(int32_t device, double* copy_bytes_per_second, double* gemm_flops_per_second) {
