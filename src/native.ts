@@ -241,6 +241,8 @@ export interface NativeProfiler {
   measureCopy(bytes: number, threads?: number): number
   /** FLOP/s of our gemm_nt on an m×n×k product. */
   measureGemm(m: number, n: number, k: number, threads?: number): number
+  /** A device's floors measured now (a 1 GiB device copy, a bf16 8192³ GEMM); null for the CPU backend; ERR_AD_DEVICE_UNAVAILABLE where the device cannot run. */
+  measureDeviceFloors(backend: 'cpu' | 'cuda', index: number): { copyBytesPerSecond: number; gemmFlopsPerSecond: number } | null
 }
 
 export interface LogitStatsResult {
@@ -328,6 +330,8 @@ export interface NativeAddon {
   kernels: NativeKernels
   train: NativeTrain
   collective: NativeCollectives
+  /** The CPU GEMM's measurements; fmaPeak: FMA flops per second of each of `threads` threads running at once (native/cpu/gemm_peak.cpp). */
+  gemm: { fmaPeak(threads: number, iterations?: number): Float64Array }
 }
 
 let cached: NativeAddon | null = null

@@ -419,20 +419,26 @@ class CudaBackend final : public model::Backend {
   void profiler_reset() const override {
     if (const ad_cuda_api* api = plugin_api_if_loaded()) api->profiler_reset();
   }
-  // The device phases, device time in seconds (no bytes or FLOPs counted), named "cuda:<phase>".
+  // The device's launch sites: device time in seconds, bytes and FLOPs counted from the shapes, named "cuda:<site>".
   std::vector<model::ProfileRow> profiler_rows() const override {
     std::vector<model::ProfileRow> out;
     const ad_cuda_api* api = plugin_api_if_loaded();
     if (!api) return out;
-    std::vector<ad_cuda_profile_row> rows(64);
-    int32_t n = api->profiler_read(rows.data(), static_cast<int32_t>(rows.size()));
+    std::vector<ad_cuda_profile_work_row> rows(64);
+    int32_t n = api->profiler_read_work(rows.data(), static_cast<int32_t>(rows.size()));
     if (n > static_cast<int32_t>(rows.size())) {
       rows.resize(n);
-      n = api->profiler_read(rows.data(), n);
+      n = api->profiler_read_work(rows.data(), n);
     }
     for (int32_t i = 0; i < n && i < static_cast<int32_t>(rows.size()); ++i)
-      out.push_back({std::string(name()) + ":" + rows[i].name, rows[i].calls, rows[i].total_ms / 1e3, 0, 0});
+      out.push_back({std::string(name()) + ":" + rows[i].name, rows[i].calls, rows[i].total_ms / 1e3, rows[i].bytes, rows[i].flops});
     return out;
+  }
+  bool profiler_floors(int index, double& copy_bytes_per_second, double& gemm_flops_per_second) const override {
+    require_available();
+    plugin_check(loaded_plugin().api, loaded_plugin().api->profiler_floors(index, &copy_bytes_per_second, &gemm_flops_per_second),
+                 "measuring the floors of device " + std::to_string(index));
+    return true;
   }
 
  protected:

@@ -1,8 +1,9 @@
 // exports.profiler: every backend's profiling scopes — the CPU backend's per-kernel counters (see
-// cpu/profiler.h) and the device backend's per-phase device times when its plugin is loaded
-// (rows named "<backend>:<phase>", no bytes or FLOPs counted) — and the two floors a profile is
-// read against, measured on this machine in the same run: copy bandwidth through the thread
-// pool and the FLOP rate of our own GEMM on a large square-ish product.
+// cpu/profiler.h) and the device backend's launch sites when its plugin is loaded (rows named
+// "<backend>:<site>": device time from CUDA events, bytes and FLOPs from the shapes) — and the two
+// floors a profile is read against, measured on this machine in the same run: copy bandwidth
+// through the thread pool and the FLOP rate of our own GEMM on a large square-ish product (on a
+// device: measureDeviceFloors, a device copy and a bf16 GEMM).
 #include <napi.h>
 
 #include <algorithm>
@@ -99,6 +100,22 @@ Napi::Value MeasureGemm(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, 2.0 * m * n * k / best_seconds(3, run));
 }
 
+// measureDeviceFloors(backend, index) → { copyBytesPerSecond, gemmFlopsPerSecond } of that device,
+// measured now (a 1 GiB device-to-device copy, a bf16 8192³ GEMM), or null for the CPU backend;
+// a typed error (ERR_AD_DEVICE_UNAVAILABLE) where the device cannot run here.
+Napi::Value MeasureDeviceFloors(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 2 || !info[0].IsString()) throw std::invalid_argument("measureDeviceFloors(backend, index) takes a backend name and a device index");
+  const model::Backend& b = backend_named(info[0].As<Napi::String>().Utf8Value());
+  const int index = static_cast<int>(integer_arg(env, info[1], "index", 0, 1024));
+  double copy = 0, gemm = 0;
+  if (!b.profiler_floors(index, copy, gemm)) return env.Null();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("copyBytesPerSecond", copy);
+  o.Set("gemmFlopsPerSecond", gemm);
+  return o;
+}
+
 }  // namespace
 
 void RegisterProfilerBindings(Napi::Env env, Napi::Object exports) {
@@ -108,6 +125,7 @@ void RegisterProfilerBindings(Napi::Env env, Napi::Object exports) {
   p.Set("snapshot", function<Snapshot>(env, "snapshot"));
   p.Set("measureCopy", function<MeasureCopy>(env, "measureCopy"));
   p.Set("measureGemm", function<MeasureGemm>(env, "measureGemm"));
+  p.Set("measureDeviceFloors", function<MeasureDeviceFloors>(env, "measureDeviceFloors"));
   exports.Set("profiler", p);
 }
 

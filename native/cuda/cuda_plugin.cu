@@ -358,14 +358,48 @@ int moment_write(ad_cuda_model* m, const char* name, const float* m_in, const fl
 
 void profiler_enable(int32_t on) { ad::cuda::device_profiler_enable(on != 0); }
 void profiler_reset() { ad::cuda::device_profiler_reset(); }
-int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
+// The profile's rows into the caller's array (up to `capacity`, `more` filling a row's other
+// fields); returns how many rows there are.
+template <class Row, class More>
+int32_t read_profile(Row* rows, int32_t capacity, More&& more) {
   const auto all = ad::cuda::device_profiler_snapshot();
   for (int32_t i = 0; i < capacity && i < static_cast<int32_t>(all.size()); ++i) {
     copy_str(rows[i].name, sizeof rows[i].name, all[i].name);
     rows[i].calls = all[i].calls;
     rows[i].total_ms = all[i].total_ms;
+    more(rows[i], all[i]);
   }
   return static_cast<int32_t>(all.size());
+}
+
+int32_t profiler_read(ad_cuda_profile_row* rows, int32_t capacity) {
+  return read_profile(rows, capacity, [](ad_cuda_profile_row&, const ad::cuda::DeviceProfileRow&) {});
+}
+
+int32_t profiler_read_work(ad_cuda_profile_work_row* rows, int32_t capacity) {
+  return read_profile(rows, capacity, [](ad_cuda_profile_work_row& r, const ad::cuda::DeviceProfileRow& d) {
+    r.bytes = d.bytes;
+    r.flops = d.flops;
+  });
+}
+
+int profiler_floors(int32_t device, double* copy_bytes_per_second, double* gemm_flops_per_second) {
+  return guarded([&] {
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+      const cudaError_t e = cudaGetLastError();
+      throw std::runtime_error("device " + std::to_string(device) + ": " + cudaGetErrorString(e));
+    }
+    try {
+      const ad::cuda::DeviceFloors f = ad::cuda::measure_device_floors();
+      *copy_bytes_per_second = f.copy_bytes_per_second;
+      *gemm_flops_per_second = f.gemm_flops_per_second;
+    } catch (...) {
+      cudaSetDevice(current);
+      throw;
+    }
+    cudaSetDevice(current);
+  });
 }
 
 int memory_info(int32_t device, ad_cuda_memory* out) {
@@ -452,7 +486,7 @@ const ad_cuda_api kApi = {
     tensor_read, tensor_write, gradient_count, gradient_read, profiler_enable, profiler_reset, profiler_read,
     moment_count, moment_read, moments_clear, moment_write, memory_info, memory_reset_peak, lora_attach, lora_enable,
     lora_merge, tensor_read_merged, score_head_attach, score_forward, score_backward, lora_attach_named,
-    set_trainable_adapters, score_forward_adapters,
+    set_trainable_adapters, score_forward_adapters, profiler_read_work, profiler_floors,
 };
 
 }  // namespace

@@ -1,8 +1,13 @@
 #include "cuda/device_profiler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
+
+#include "cuda/ops.h"
 
 namespace ad::cuda {
 namespace {
@@ -10,6 +15,7 @@ namespace {
 struct Pending {
   int name;  // index into names
   cudaEvent_t start, stop;
+  DeviceWork work;
 };
 
 struct State {
@@ -53,6 +59,8 @@ void resolve(State& s) {
       DeviceProfileRow& r = s.rows[p.name];
       r.calls += 1;
       r.total_ms += ms;
+      r.bytes += p.work.bytes;
+      r.flops += p.work.flops;
     } else {
       cudaGetLastError();
     }
@@ -86,6 +94,8 @@ void device_profiler_reset() {
   for (auto& r : s.rows) {
     r.calls = 0;
     r.total_ms = 0;
+    r.bytes = 0;
+    r.flops = 0;
   }
 }
 
@@ -99,11 +109,11 @@ std::vector<DeviceProfileRow> device_profiler_snapshot() {
   return out;
 }
 
-DeviceScope::DeviceScope(const char* name, cudaStream_t stream) {
+DeviceScope::DeviceScope(const char* name, cudaStream_t stream, DeviceWork work) {
   if (!device_profiler_enabled()) return;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  Pending p{name_index(s, name), take_event(s), take_event(s)};
+  Pending p{name_index(s, name), take_event(s), take_event(s), work};
   if (!p.start || !p.stop || cudaEventRecord(p.start, stream) != cudaSuccess) {
     cudaGetLastError();
     if (p.start) s.pool.push_back(p.start);
@@ -134,6 +144,85 @@ DeviceScope::~DeviceScope() {
   }
   s.pending.push_back(p);
   if (s.pending.size() >= 8192) resolve(s);  // bounds the events alive at once
+}
+
+}  // namespace ad::cuda
+
+namespace ad::cuda {
+namespace {
+
+void floor_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error(std::string("measuring the device floors: ") + what + ": " + cudaGetErrorString(e));
+  }
+}
+
+// Device memory for the floors, freed on every path out.
+struct FloorBuffers {
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ~FloorBuffers() {
+    if (stream) cudaStreamSynchronize(stream);
+    cudaFree(a), cudaFree(b), cudaFree(c);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stream) cudaStreamDestroy(stream);
+    cudaGetLastError();
+  }
+};
+
+// The best of `reps` timings of `launch` on the stream, in seconds (one untimed run first).
+template <class F>
+double best_seconds(FloorBuffers& f, int reps, F&& launch) {
+  launch();
+  floor_check(cudaStreamSynchronize(f.stream), "warm-up");
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    floor_check(cudaEventRecord(f.start, f.stream), "event");
+    launch();
+    floor_check(cudaEventRecord(f.stop, f.stream), "event");
+    floor_check(cudaEventSynchronize(f.stop), "synchronize");
+    float ms = 0;
+    floor_check(cudaEventElapsedTime(&ms, f.start, f.stop), "elapsed time");
+    best = std::min(best, ms / 1e3);
+  }
+  return best;
+}
+
+}  // namespace
+
+DeviceFloors measure_device_floors() {
+  constexpr size_t kCopyBytes = size_t(1) << 30;  // well past any L2
+  constexpr int64_t kGemm = 8192;                 // 8192³: 1.1 TFLOP, every SM busy on any part
+  floor_check(gemm_init(), "loading the GEMM");
+  FloorBuffers f;
+  floor_check(cudaStreamCreateWithFlags(&f.stream, cudaStreamNonBlocking), "stream");
+  floor_check(cudaEventCreate(&f.start), "event");
+  floor_check(cudaEventCreate(&f.stop), "event");
+  floor_check(cudaMalloc(&f.a, kCopyBytes), "cudaMalloc");
+  floor_check(cudaMalloc(&f.b, kCopyBytes), "cudaMalloc");
+  floor_check(cudaMemsetAsync(f.a, 0, kCopyBytes, f.stream), "memset");
+  DeviceFloors out;
+  out.copy_bytes_per_second = 2.0 * kCopyBytes / best_seconds(f, 5, [&] {
+    floor_check(cudaMemcpyAsync(f.b, f.a, kCopyBytes, cudaMemcpyDeviceToDevice, f.stream), "copy");
+  });
+  // bf16 A, B (zeros: the time of an mma does not depend on the values) and an f32 C, from the same buffers
+  static_assert(kGemm * kGemm * 2 * 2 <= int64_t(kCopyBytes), "A and B fit the first buffer");
+  floor_check(cudaMalloc(&f.c, sizeof(float) * kGemm * kGemm), "cudaMalloc");
+  GemmArgs g;
+  g.layout = GemmLayout::NT;
+  g.M = g.N = g.K = kGemm;
+  g.A = static_cast<const __nv_bfloat16*>(f.a);
+  g.lda = kGemm;
+  g.B = static_cast<const __nv_bfloat16*>(f.a) + kGemm * kGemm;
+  g.ldb = kGemm;
+  g.C = f.c;
+  g.ldc = kGemm;
+  g.c_type = DType::F32;
+  out.gemm_flops_per_second = 2.0 * kGemm * kGemm * kGemm / best_seconds(f, 3, [&] { floor_check(gemm(g, f.stream), "GEMM"); });
+  return out;
 }
 
 }  // namespace ad::cuda

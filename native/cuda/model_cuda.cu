@@ -46,6 +46,41 @@ void copy_d2d(DeviceArray<T>& dst, const T* src, int64_t n, cudaStream_t s) {
   if (n > 0) ADL_CHECK(cudaMemcpyAsync(p, src, sizeof(T) * n, cudaMemcpyDeviceToDevice, s));
 }
 
+// ---- the work of the profiled launch sites (DeviceWork, device_profiler.h), from their shapes.
+// Elementwise sites count ~the FLOPs of their arithmetic, as the CPU profiler does.
+constexpr int kBf16 = 2, kF32 = 4;
+
+// A linear over T rows, y (=|+=) x·Wᵀ: bf16 x and W, f32 y.
+DeviceWork linear_work(int64_t T, int64_t in, int64_t out, bool accumulate) { return gemm_work(T, out, in, kBf16, kBf16, kF32, accumulate); }
+
+// Its backward: dx (=|+=) dy·W, and dW += dyᵀ·x when the base trains.
+DeviceWork linear_bwd_work(int64_t T, int64_t in, int64_t out, bool accumulate_dx, bool weight_grad) {
+  const DeviceWork dx = gemm_work(T, in, out, kBf16, kBf16, kF32, accumulate_dx);
+  return weight_grad ? dx + gemm_work(out, in, T, kBf16, kBf16, kF32, true) : dx;
+}
+
+// Attention over a batch's spans: row i of a span sees pos0 + i + 1 keys; each span's keys and
+// values are read once (bf16). FLOPs per (query, key) pair and head: 4·hd forward (Q·Kᵀ, P·V),
+// 10·hd backward (its five products: S recomputed, dP, dV, dQ, dK — FlashAttention-2's count).
+DeviceWork attention_work(const model::Config& c, const std::vector<SlotSpan>& spans, int64_t T, bool backward) {
+  double pairs = 0, keys = 0;
+  for (const SlotSpan& sp : spans) {
+    pairs += double(sp.rows) * sp.pos0 + double(sp.rows) * (sp.rows + 1) / 2;
+    keys += sp.pos0 + sp.rows;
+  }
+  const double kv = keys * 2.0 * c.kv_dim() * kBf16, per_dim = pairs * c.heads * c.head_dim;
+  if (!backward) return {2.0 * T * c.q_dim() * kBf16 + kv, 4.0 * per_dim};  // q in, out
+  // q, out (bf16), dout, dq (f32), dk, dv (f32), lse and delta per head
+  return {T * (c.q_dim() * (2.0 * kBf16 + 2.0 * kF32) + 2.0 * c.kv_dim() * kF32 + 2.0 * c.heads * kF32) + kv, 10.0 * per_dim};
+}
+
+// RMSNorm forward over `rows` rows of n: f32 in, bf16 out (and a taped f32 copy of the input).
+DeviceWork rmsnorm_work(int64_t rows, int64_t n, bool taped) { return stream_work(double(rows) * n, kF32 + kBf16 + (taped ? 2 * kF32 : 0), 4); }
+// Its backward: x and dy read, dx read and written (accumulated), f32.
+DeviceWork rmsnorm_bwd_work(int64_t rows, int64_t n) { return stream_work(double(rows) * n, 4 * kF32, 10); }
+// An f32 → bf16 cast of n elements.
+DeviceWork cast_work(int64_t n) { return stream_work(double(n), kF32 + kBf16, 0); }
+
 // Logits rows per chunk: a chunk's logits (bytes_per_logit: f32 logits, plus their bf16 gradient
 // in the backward, plus a reference's) take ≤ 1/8 of the device memory free now, clamped to
 // [256 MiB, 2 GiB] — few large chunks keep the LM-head products' tiles full and read the f32
@@ -418,14 +453,14 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
   float* x = x_.get();
   bf16* xn = lt ? lt->xn1.ensure(T * H) : xn_b_.get();
   {
-    ADC_PROFILE("fwd.attn_norm", stream_);
+    ADC_PROFILE_WORK("fwd.attn_norm", stream_, rmsnorm_work(T, H, lt));
     if (lt) copy_d2d(lt->x_in, x, T * H, stream_);
     rmsnorm_fwd(x, w.attn_norm, xn, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
   }
   float* q32 = lt ? lt->q_raw.ensure(T * qd) : q32_.get();
   float* k32 = lt ? lt->k_raw.ensure(T * kvd) : k32_.get();
   {
-    ADC_PROFILE("fwd.qkv_proj", stream_);
+    ADC_PROFILE_WORK("fwd.qkv_proj", stream_, linear_work(T, H, qd, false) + linear_work(T, H, kvd, false) + linear_work(T, H, kvd, false));
     linear_nt(xn, T, w.wq, H, qd, w.bq, q32, false);
     linear_nt(xn, T, w.wk, H, kvd, w.bk, k32, false);
     linear_nt(xn, T, w.wv, H, kvd, w.bv, v32_.get(), false);
@@ -439,31 +474,33 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
   const TokenMap map{d_slot_.get(), d_pos_.get()};
   const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
   {
-    ADC_PROFILE("fwd.qk_norm_rope", stream_);
+    // q, k, v f32 in; q bf16 out, k, v bf16 into the cache; the RoPE table row
+    ADC_PROFILE_WORK("fwd.qk_norm_rope", stream_,
+                     stream_work(double(T), (qd + 2.0 * kvd) * (kF32 + kBf16) + c.head_dim * kF32, (w.q_norm ? 7.0 : 3.0) * (qd + kvd)));
     qk_rope_to_cache(q32, k32, v32_.get(), w.q_norm, w.k_norm, rope_now_, map, T, c.heads, c.kv_heads, c.head_dim, c.rms_eps, qb,
                      kv, stream_);
   }
   bf16* att = lt ? lt->att.ensure(T * qd) : att_b_.get();
   float* lse = lt ? lt->lse.ensure(T * c.heads) : nullptr;
   {
-    ADC_PROFILE("fwd.attention", stream_);
+    ADC_PROFILE_WORK("fwd.attention", stream_, attention_work(c, attention_.spans, T, false));
     attention_forward(qb, kv, T, att, lse);
   }
   {
-    ADC_PROFILE("fwd.o_proj", stream_);
+    ADC_PROFILE_WORK("fwd.o_proj", stream_, linear_work(T, qd, H, true));
     linear_nt(att, T, w.wo, qd, H, w.bo, x, true);
     if (has_lora()) lora_forward(l, model::kO, att, T, x);
   }
   bf16* xn2 = lt ? lt->xn2.ensure(T * H) : xn_b_.get();
   {
-    ADC_PROFILE("fwd.mlp_norm", stream_);
+    ADC_PROFILE_WORK("fwd.mlp_norm", stream_, rmsnorm_work(T, H, lt));
     if (lt) copy_d2d(lt->x_mid, x, T * H, stream_);
     rmsnorm_fwd(x, w.mlp_norm, xn2, nullptr, nullptr, T, static_cast<int>(H), c.rms_eps, stream_);
   }
   float* g = lt ? lt->gate.ensure(T * I) : g32_.get();
   float* u = lt ? lt->up.ensure(T * I) : u32_.get();
   {
-    ADC_PROFILE("fwd.gate_up_proj", stream_);
+    ADC_PROFILE_WORK("fwd.gate_up_proj", stream_, linear_work(T, H, I, false) + linear_work(T, H, I, false));
     linear_nt(xn2, T, w.wg, H, I, nullptr, g, false);
     linear_nt(xn2, T, w.wu, H, I, nullptr, u, false);
     if (has_lora()) {
@@ -472,10 +509,10 @@ void CudaModel::forward_layer(int l, CudaCache& cache, int64_t T, LayerTape* lt)
     }
   }
   {
-    ADC_PROFILE("fwd.swiglu", stream_);
+    ADC_PROFILE_WORK("fwd.swiglu", stream_, stream_work(double(T) * I, 2 * kF32 + kBf16, 6));
     swiglu_fwd(g, u, h_b_.get(), T * I, stream_);
   }
-  ADC_PROFILE("fwd.down_proj", stream_);
+  ADC_PROFILE_WORK("fwd.down_proj", stream_, linear_work(T, I, H, true));
   linear_nt(h_b_.get(), T, w.wd, I, H, nullptr, x, true);
   if (has_lora()) lora_forward(l, model::kDown, h_b_.get(), T, x);
 }
@@ -548,7 +585,8 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
   }
   auto kernels = [&] {
     {
-      ADC_PROFILE("fwd.embed_rope_table", stream_);
+      // bf16 embedding rows to f32 x; the RoPE table (cos, sin per half dimension) from each position
+      ADC_PROFILE_WORK("fwd.embed_rope_table", stream_, stream_work(double(T), H * (kBf16 + kF32) + c.head_dim * kF32 + 2 * 4, 0));
       embed_gather(embed_, d_tokens_.get(), T, static_cast<int>(H), x_.get(), stream_);
       DeviceArray<float2>& cs = tape ? tape_.rope_cs : rope_cs_;
       rope_now_ = cs.ensure(T * (c.head_dim / 2));
@@ -563,7 +601,7 @@ int64_t CudaModel::forward(CudaCache& cache, const std::vector<model::BatchEntry
       forward_layer(l, cache, T, lt);
     }
     {
-      ADC_PROFILE("fwd.final_norm", stream_);
+      ADC_PROFILE_WORK("fwd.final_norm", stream_, rmsnorm_work(R, H, false) + stream_work(double(T) * H, tape ? 2 * kF32 : 0, 0));
       if (tape) copy_d2d(tape_.x_final, x_.get(), T * H, stream_);
       rmsnorm_gather_fwd(x_.get(), d_out_rows_.get(), R, final_norm_, hid_b_.get(), nullptr, static_cast<int>(H), c.rms_eps, stream_);
     }
@@ -672,7 +710,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
     const int64_t n = std::min(chunk, R - r0);
     {
-      ADC_PROFILE("step.lm_head", stream_);
+      ADC_PROFILE_WORK("step.lm_head", stream_, linear_work(n, H, V, false));
       lm_head(own_hidden + r0 * H, n, logits);
     }
     if (ref) {
@@ -681,7 +719,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
     }
     for (int64_t i = 0; i < n; ++i) row_targets[i] = s.targets ? s.targets[r0 + i] : -1;
     if (s.sampling) {
-      ADC_PROFILE("step.sampling", stream_);
+      ADC_PROFILE_WORK("step.sampling", stream_, stream_work(double(n) * V, kF32, 0));  // a selection: bytes, no arithmetic counted
       // Rows of entries that sample (out_mode 1), in chunk order; the draw's position is the
       // slot's length after this step (as the CPU step).
       std::vector<SamplingParams> params(n);
@@ -741,7 +779,7 @@ void CudaModel::step(CudaCache& cache, ad_cuda_step& s, CudaModel* ref, CudaCach
       for (int64_t i = 0; i < n; ++i)
         if (batch[row_entry[r0 + i]].out_mode == 1) row_targets[i] = sampled[i];
     }
-    ADC_PROFILE("step.logit_stats", stream_);
+    ADC_PROFILE_WORK("step.logit_stats", stream_, stream_work(double(n) * V, ref ? 2 * kF32 : kF32, ref ? 8 : 4));
     upload(d_targets_, row_targets.data(), n, stream_);
     LogitStatsArgs la;
     la.logits = logits;
@@ -853,7 +891,7 @@ void CudaModel::train_forward(ad_cuda_train_forward& f, CudaModel* ref) {
 
   // Chosen-token logprob and entropy of each completion row, chunk by chunk.
   auto row_stats = [&](CudaModel& m, const bf16* hidden, float* logp, float* entropy) {
-    ADC_PROFILE("train.row_stats", m.stream_);
+    ADC_PROFILE_WORK("train.row_stats", m.stream_, linear_work(R, H, V, false) + stream_work(double(R) * V, kF32, 4));
     const int64_t chunk = logits_chunk(R, V, 4);
     float* logits = m.logits_.ensure(chunk * V);
     float* st = m.stat_f_.ensure(chunk * 9);
@@ -975,8 +1013,11 @@ void CudaModel::train_backward(const float* a, const float* b, int64_t rows) {
   bf16* dz = dlogits_b_.ensure(chunk * V);
   float* gW = grad_of(lm_head_name_);
   for (int64_t r0 = 0; r0 < R; r0 += chunk) {
-    ADC_PROFILE("bwd.lm_head_loss", stream_);
     const int64_t n = std::min(chunk, R - r0);
+    // logits recomputed, dz from them (f32 in, bf16 out), dh = dz·W, dW += dzᵀ·h when the head trains
+    ADC_PROFILE_WORK("bwd.lm_head_loss", stream_,
+                     linear_work(n, H, V, false) + stream_work(double(n) * V, kF32 + kBf16, 8) + gemm_work(n, H, V, kBf16, kBf16, kF32) +
+                         (gW ? gemm_work(V, H, n, kBf16, kBf16, kF32, true) : DeviceWork{}));
     const bf16* h = tape_.hidden.get() + r0 * H;
     lm_head(h, n, logits);
     LossBackwardArgs la;  // dz = a·(onehot − p) + b·(−p(log p + H))
@@ -1103,35 +1144,38 @@ void CudaModel::backward(const float* d_hidden) {
     using model::tensor_name;
     // ---- MLP: x_out = x_mid + down(silu(gate)·up)
     {
-      ADC_PROFILE("bwd.down_proj", stream_);
+      // SwiGLU recomputed, dy cast to bf16, then the linear's backward
+      ADC_PROFILE_WORK("bwd.down_proj", stream_,
+                       stream_work(double(T) * I, 2 * kF32 + kBf16, 6) + cast_work(T * H) + linear_bwd_work(T, I, H, false, train_base_));
       swiglu_fwd(lt.gate.get(), lt.up.get(), hb, T * I, stream_);
       cast_f32_to_bf16(dx, dyb, T * H, stream_);
       linear_bwd(l, model::kDown, dyb, dx, T, w.wd, I, H, hb, dh, false);
     }
     {
-      ADC_PROFILE("bwd.swiglu", stream_);  // bf16 only: the MLP has no biases, so no f32 column sums
+      // bf16 only: the MLP has no biases, so no f32 column sums. gate, up, dh in (f32); d gate, d up out (bf16)
+      ADC_PROFILE_WORK("bwd.swiglu", stream_, stream_work(double(T) * I, 3 * kF32 + 2 * kBf16, 12));
       swiglu_bwd(lt.gate.get(), lt.up.get(), dh, nullptr, nullptr, dhb, dupb, T * I, stream_);
     }
     {
-      ADC_PROFILE("bwd.gate_up_proj", stream_);
+      ADC_PROFILE_WORK("bwd.gate_up_proj", stream_, linear_bwd_work(T, H, I, false, train_base_) + linear_bwd_work(T, H, I, true, train_base_));
       linear_bwd(l, model::kGate, dhb, nullptr, T, w.wg, H, I, lt.xn2.get(), dxn, false);
       linear_bwd(l, model::kUp, dupb, nullptr, T, w.wu, H, I, lt.xn2.get(), dxn, true);
     }
     {
-      ADC_PROFILE("bwd.mlp_norm", stream_);
+      ADC_PROFILE_WORK("bwd.mlp_norm", stream_, rmsnorm_bwd_work(T, H));
       rmsnorm_bwd(lt.x_mid.get(), w.mlp_norm, dxn, dx, true, grad_of(tensor_name(TensorId::kMlpNorm, l)), T, static_cast<int>(H),
                   eps, stream_);
     }
 
     // ---- attention: x_mid = x_in + o(attention(q, k, v))
     {
-      ADC_PROFILE("bwd.o_proj", stream_);
+      ADC_PROFILE_WORK("bwd.o_proj", stream_, cast_work(T * H) + linear_bwd_work(T, qd, H, false, train_base_));
       cast_f32_to_bf16(dx, dyb, T * H, stream_);
       linear_bwd(l, model::kO, dyb, dx, T, w.wo, qd, H, lt.att.get(), datt, false);
     }
     const KVLayer kv{cache.keys(l), cache.values(l), cache.capacity(), static_cast<int>(kvd)};
     {
-      ADC_PROFILE("bwd.attention", stream_);
+      ADC_PROFILE_WORK("bwd.attention", stream_, attention_work(c, tape_.attention.spans, T, true));
       const AttentionPlan& ap = tape_.attention;
       if (ap.tensor_cores)
         attention_tc_bwd(lt.q.get(), lt.att.get(), datt, lt.lse.get(), kv, ap.q_tiles.get(), ap.n_q_tiles, ap.tile_rows,
@@ -1141,23 +1185,28 @@ void CudaModel::backward(const float* d_hidden) {
                       delta, dq, dk, dv, stream_);
     }
     {
-      ADC_PROFILE("bwd.qk_norm_rope", stream_);
+      // dq, dk and the raw q, k in (f32), bf16 out, the RoPE table; dv cast to bf16
+      ADC_PROFILE_WORK("bwd.qk_norm_rope", stream_,
+                       stream_work(double(T), (qd + kvd) * (3.0 * kF32 + kBf16) + c.head_dim * kF32, (w.q_norm ? 14.0 : 4.0) * (qd + kvd)) +
+                           cast_work(T * kvd));
       qk_rope_bwd(dq, dk, dqb, dkb, lt.q_raw.get(), lt.k_raw.get(), w.q_norm, w.k_norm, tape_.rope_cs.get(), T, c.heads,
                   c.kv_heads, c.head_dim, eps, w.q_norm ? grad_of(tensor_name(TensorId::kQNorm, l)) : nullptr,
                   w.k_norm ? grad_of(tensor_name(TensorId::kKNorm, l)) : nullptr, stream_);
       cast_f32_to_bf16(dv, dvb, T * kvd, stream_);
     }
     {
-      ADC_PROFILE("bwd.qkv_proj", stream_);
+      ADC_PROFILE_WORK("bwd.qkv_proj", stream_,
+                       linear_bwd_work(T, H, qd, false, train_base_) + linear_bwd_work(T, H, kvd, true, train_base_) +
+                           linear_bwd_work(T, H, kvd, true, train_base_));
       linear_bwd(l, model::kQ, dqb, dq, T, w.wq, H, qd, lt.xn1.get(), dxn, false);
       linear_bwd(l, model::kK, dkb, dk, T, w.wk, H, kvd, lt.xn1.get(), dxn, true);
       linear_bwd(l, model::kV, dvb, dv, T, w.wv, H, kvd, lt.xn1.get(), dxn, true);
     }
-    ADC_PROFILE("bwd.attn_norm", stream_);
+    ADC_PROFILE_WORK("bwd.attn_norm", stream_, rmsnorm_bwd_work(T, H));
     rmsnorm_bwd(lt.x_in.get(), w.attn_norm, dxn, dx, true, grad_of(tensor_name(TensorId::kAttnNorm, l)), T, static_cast<int>(H), eps, stream_);
   }
   if (train_base_) {
-    ADC_PROFILE("bwd.embed", stream_);
+    ADC_PROFILE_WORK("bwd.embed", stream_, stream_work(double(T) * H, 3 * kF32, 1));  // dx rows added into the gradient's rows
     embed_scatter_add(dx, tape_.d_tokens.get(), T, static_cast<int>(H), grad_of(model::tensor_name(model::TensorId::kEmbed)), stream_);
   }
   sync();
@@ -1165,7 +1214,13 @@ void CudaModel::backward(const float* d_hidden) {
 
 void CudaModel::optimizer_step(ad_cuda_optimizer& o) {
   activate();
-  ADC_PROFILE("optim.step", stream_);
+  // Per trained parameter: master, gradient, m, v read; master, m, v and the bf16 copy written; the
+  // gradient read again for the clipping norm: 34 bytes, ~12 FLOPs (kernels/adamw.h).
+  ADC_PROFILE_WORK("optim.step", stream_, [&] {
+    double n = 0;
+    for (const auto& kv : params_) n += kv.second.grad.get() ? double(kv.second.n) : 0.0;
+    return stream_work(n, 34, 12);
+  }());
   GradClip* clip = clip_.ensure(1);
   // Small tensors (norm weights, biases: a launch costs more than their bytes) go as one group
   // through the multi-tensor kernels; the large ones one launch each.
@@ -1485,7 +1540,7 @@ void CudaModel::score_forward(const int32_t* tokens, const int32_t* lengths, int
   const int64_t H = cfg_.hidden, L = score_labels_;
   float* s = scores_.ensure(R * L);
   {
-    ADC_PROFILE("score.head", stream_);
+    ADC_PROFILE_WORK("score.head", stream_, linear_work(R, H, L, false));
     linear_nt(hid_b_.get(), R, score_, H, L, nullptr, s, false);  // scores = h·scoreᵀ
   }
   download(scores, s, R * L, stream_);
@@ -1509,7 +1564,7 @@ void CudaModel::score_backward(const float* d_scores, int64_t n) {
   cast_f32_to_bf16(scores_.get(), ds, R * L, stream_);
   float* dh = hid32_.ensure(R * H);
   {
-    ADC_PROFILE("bwd.score_head", stream_);
+    ADC_PROFILE_WORK("bwd.score_head", stream_, gemm_work(R, H, L, kBf16, kBf16, kF32) + gemm_work(L, H, R, kBf16, kBf16, kF32, true));
     gemm_into(GemmLayout::NN, R, H, L, ds, L, score_, H, dh, H, DType::F32, 1.f, 0.f, stream_, "GEMM (ds·score)");  // [R × L]·[L × H]
     if (float* gW = grad_of(model::tensor_name(model::TensorId::kScore)))  // dW += dsᵀ·h: [L × R]·[R × H]
       gemm_into(GemmLayout::TN, L, H, R, ds, L, tape_.hidden.get(), H, gW, H, DType::F32, 1.f, 1.f, stream_, "GEMM (dsᵀ·h)");

@@ -122,6 +122,13 @@ typedef struct {
   double total_ms;
 } ad_cuda_profile_row;
 
+/* Issue 26: a profile row with the work its launch site counted from the shapes (summed over calls). */
+typedef struct {
+  char name[48];
+  int64_t calls;
+  double total_ms, bytes, flops;
+} ad_cuda_profile_work_row;
+
 typedef struct {
   uint32_t abi_version;
   uint32_t struct_size;
@@ -203,6 +210,11 @@ typedef struct {
   /* score_forward with one adapter index per sequence (NULL: adapter 0). */
   int (*score_forward_adapters)(ad_cuda_model* m, const int32_t* tokens, const int32_t* lengths, int32_t n, const int32_t* adapters,
                                 int32_t tape, float* scores, int64_t scores_capacity);
+  /* Issue 26 (appended; struct_size tells an older plugin): the profile rows with bytes and FLOPs,
+   * as profiler_read; and the floors they are read against, measured now on `device` — a
+   * device-to-device copy's bytes (read + written) per second, the bf16 GEMM's FLOP/s on 8192³. */
+  int32_t (*profiler_read_work)(ad_cuda_profile_work_row* rows, int32_t capacity);
+  int (*profiler_floors)(int32_t device, double* copy_bytes_per_second, double* gemm_flops_per_second);
 } ad_cuda_api;
 
 typedef const ad_cuda_api* (*ad_cuda_plugin_api_fn)(void);

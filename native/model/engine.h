@@ -433,6 +433,15 @@ class Backend {
   virtual void profiler_enable(bool on) const = 0;
   virtual void profiler_reset() const = 0;
   virtual std::vector<ProfileRow> profiler_rows() const = 0;
+  // The floors a profile of device `index` is read against, measured now (a device backend:
+  // copy bytes per second, bf16 GEMM FLOP/s); false for a backend without a device (the CPU).
+  // Throws BackendUnavailable where the backend cannot run here.
+  virtual bool profiler_floors(int index, double& copy_bytes_per_second, double& gemm_flops_per_second) const {
+    (void)index;
+    (void)copy_bytes_per_second;
+    (void)gemm_flops_per_second;
+    return false;
+  }
 
  protected:
   virtual std::unique_ptr<Engine> do_load(const LoadRequest& request) const = 0;

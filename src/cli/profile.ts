@@ -3,21 +3,26 @@ import { loadModel, type Model } from '../engine/model.js'
 import { readModelConfig } from '../engine/hf/folder.js'
 import { formatMemoryPlan, trainingMemoryPlan } from '../engine/memory-plan.js'
 import { nativeAddon, type NativeAddon } from '../native.js'
-import { formatProfile, kernelRows, measureFloors, profileModel } from '../engine/profiler.js'
+import { betterFloors, formatProfile, kernelRows, measureDeviceFloors, measureFloors, profileModel } from '../engine/profiler.js'
 import { DEFAULT_MODEL } from './evolve.js'
 import { deviceOption, parseArgs } from './args.js'
 import { availableParallelism } from 'node:os'
 
 export const PROFILE_USAGE = `usage: autodidact profile [--model DIR] [options]
 
+The per-kernel table of a prefill, decode steps, a score() and a training step.
+
   --model DIR           Hugging Face model folder (default: the bundled models/arith-qwen3-tiny)
   --prompt-tokens N     tokens per sequence for prefill and training (default 128)
   --batch B             sequences per prefill, decode step and training step (default 1)
   --decode-tokens D     decode steps profiled (default 16)
   --threads N           CPU threads (default: all cores)
-  --device cpu|cuda     where the model runs (default cpu). On cuda the rows are the device time
-                        of each phase of the step (CUDA events: 'cuda:fwd.attention', …), with no
-                        byte or FLOP counts; what the rows leave of the wall time is host time.
+  --device cpu|cuda     where the model runs (default cpu). On cuda one row per kernel launch site
+                        ('cuda:fwd.attention', 'cuda:bwd.qkv_proj', …): device time from CUDA events
+                        around it, bytes and FLOPs from its shapes, against the device's floors
+                        measured in the same run (HBM: a 1 GiB device copy; tensor cores: a bf16
+                        8192³ GEMM); what the rows leave of the wall time is host time. Without a
+                        usable GPU: an error naming why (no plugin, no driver, no device).
   --no-train            skip the training step
   --json                print the profile as JSON
 
@@ -32,7 +37,8 @@ export const PROFILE_USAGE = `usage: autodidact profile [--model DIR] [options]
 
 Each kernel row: calls, total and mean time, bytes moved and FLOPs (counted from the shapes),
 achieved GB/s and GFLOP/s, and % floor = the time the measured floors allow (copy bandwidth for
-bytes, our best GEMM rate for FLOPs, both measured in the same run) over the time taken.`
+bytes, our best GEMM rate for FLOPs, both measured in the same run) over the time taken. The
+training step's line gives its MFU (its matmul FLOPs over the device's peak).`
 
 export async function profileCommand(argv: string[]): Promise<number> {
   const { options } = parseArgs(argv, {
@@ -52,15 +58,16 @@ export async function profileCommand(argv: string[]): Promise<number> {
   const model = await loadModel(modelDir, { threads, device })
   try {
     // Floors measured before and after the phases; the better of each is kept (this machine may be shared).
-    const before = await measureFloors(threads)
+    const index = model.handle.describe().deviceIndex ?? 0
+    const floorsNow = () => (device === 'cuda' ? measureDeviceFloors(index) : measureFloors(threads))
+    const before = await floorsNow()
     const phases = await profileModel(model, before, {
       promptTokens: options['prompt-tokens'] as number | undefined,
       batch: options.batch as number | undefined,
       decodeTokens: options['decode-tokens'] as number | undefined,
       train: !options['no-train'],
     })
-    const after = await measureFloors(threads)
-    const floors = { threads, copyBytesPerSecond: Math.max(before.copyBytesPerSecond, after.copyBytesPerSecond), gemmFlopsPerSecond: Math.max(before.gemmFlopsPerSecond, after.gemmFlopsPerSecond) }
+    const floors = betterFloors(before, await floorsNow())
     for (const ph of phases) ph.kernels = kernelRows(ph.kernels, floors, ph.wallSeconds)
     const memory = device === 'cuda' ? measuredMemory(addon, model, options) : null
     if (options.json) console.log(JSON.stringify({ model: modelDir, device, floors, phases, memory }, null, 2))

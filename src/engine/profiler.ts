@@ -15,11 +15,13 @@ export interface KernelCounter {
 }
 
 export interface Floors {
-  /** Bytes read + written per second by a threaded copy. */
+  /** Bytes read + written per second by a threaded copy (on a device: a device-to-device copy, the HBM floor). */
   copyBytesPerSecond: number
-  /** FLOP/s of our own GEMM on a large product. */
+  /** FLOP/s of our own GEMM on a large product (on a device: the bf16 tensor-core GEMM). */
   gemmFlopsPerSecond: number
   threads: number
+  /** Where they were measured: the CPU's threads (default), or a CUDA device. */
+  device?: { backend: 'cuda'; index: number }
 }
 
 export interface KernelRow extends KernelCounter {
@@ -39,6 +41,8 @@ export interface PhaseProfile {
   wallSeconds: number
   tokens: number
   kernels: KernelRow[]
+  /** A training step's model FLOPs utilization (src/train/mfu.ts), null when the device's peak is not known. */
+  mfu?: number | null
 }
 
 async function profiler(): Promise<NativeProfiler> {
@@ -52,6 +56,18 @@ async function profiler(): Promise<NativeProfiler> {
 export async function measureFloors(threads: number): Promise<Floors> {
   const p = await profiler()
   return { copyBytesPerSecond: p.measureCopy(256e6, threads), gemmFlopsPerSecond: p.measureGemm(512, 2048, 2048, threads), threads }
+}
+
+/** A CUDA device's floors, measured now: a 1 GiB device-to-device copy (HBM) and a bf16 8192³ GEMM (tensor cores). */
+export async function measureDeviceFloors(index: number): Promise<Floors> {
+  const f = (await profiler()).measureDeviceFloors('cuda', index)
+  if (!f) throw new InvalidArgumentError('device', 'the cuda backend measured no floors')
+  return { ...f, threads: 0, device: { backend: 'cuda', index } }
+}
+
+/** The better of two measurements of the same floors (a shared machine's share varies). */
+export function betterFloors(a: Floors, b: Floors): Floors {
+  return { ...a, copyBytesPerSecond: Math.max(a.copyBytesPerSecond, b.copyBytesPerSecond), gemmFlopsPerSecond: Math.max(a.gemmFlopsPerSecond, b.gemmFlopsPerSecond) }
 }
 
 /** Runs `work` with the counters on; returns its result, the counters it added and its wall time. */
@@ -74,7 +90,7 @@ export function kernelRows(counters: KernelCounter[], floors: Floors, wallSecond
   return counters
     .map((c) => {
       const seconds = Math.max(c.seconds, 1e-12)
-      // Device phases (CUDA events) count no bytes or FLOPs: no floor applies.
+      // A row that counts no bytes or FLOPs (a scope around other scopes) has no floor.
       const floorSeconds = c.bytes > 0 || c.flops > 0 ? Math.max(c.bytes / floors.copyBytesPerSecond, c.flops / floors.gemmFlopsPerSecond) : NaN
       return {
         ...c,
@@ -158,20 +174,30 @@ async function profileGeneration(model: Model, floors: Floors, prompts: number[]
   ]
 }
 
-/** Profiles a prefill, `decodeTokens` decode steps and (optionally) one training step of `model`. */
+/** Teacher-forced scoring of the sequences (score(): the prompts' prefill, then every completion row's statistics). */
+async function profileScore(model: Model, floors: Floors, sequences: { prompt: number[]; completion: number[] }[]): Promise<PhaseProfile> {
+  await model.score(sequences) // warm-up
+  const scored = await withProfile(() => model.score(sequences))
+  const tokens = sequences.reduce((a, s) => a + s.prompt.length + s.completion.length, 0)
+  const P = sequences[0].prompt.length, C = sequences[0].completion.length
+  return { phase: 'score', detail: `${sequences.length}×(${P} prompt + ${C} completion) tokens, per-token statistics`, wallSeconds: scored.wallSeconds, tokens, kernels: kernelRows(scored.counters, floors, scored.wallSeconds) }
+}
+
+/** Profiles a prefill, `decodeTokens` decode steps, a score() of the prompts and (optionally) one training step of `model`. */
 export async function profileModel(model: Model, floors: Floors, options: ProfileOptions = {}): Promise<PhaseProfile[]> {
   const P = positive('promptTokens', options.promptTokens, 128, 32768)
   const B = positive('batch', options.batch, 1, 256)
   const D = positive('decodeTokens', options.decodeTokens, 16, 4096)
   const prompts = randomPrompts(model, B, P, options.seed ?? 1)
   const phases = await profileGeneration(model, floors, prompts, D)
+  const half = Math.max(1, Math.floor(P / 2))
+  const sequences = prompts.map((p) => ({ prompt: p.slice(0, half), completion: p.slice(half) }))
+  if (P >= 2) phases.push(await profileScore(model, floors, sequences))
   if (options.train ?? true) {
     const trainer = await model.trainer({ objective: { name: 'sft' }, optimizer: { lr: 0 }, microBatchSize: B, clipGradNorm: 0 })
-    const half = Math.max(1, Math.floor(P / 2))
-    const sequences = prompts.map((p) => ({ prompt: p.slice(0, half), completion: p.slice(half) }))
     await trainer.step({ sequences }) // warm-up (gradient buffers, optimizer moments)
     const step = await withProfile(() => trainer.step({ sequences }))
-    phases.push({ phase: 'train step', detail: `SFT forward + backward + AdamW on ${B}×${P} tokens (lr 0: weights unchanged)`, wallSeconds: step.wallSeconds, tokens: B * P, kernels: kernelRows(step.counters, floors, step.wallSeconds) })
+    phases.push({ phase: 'train step', detail: `SFT forward + backward + AdamW on ${B}×${P} tokens (lr 0: weights unchanged)`, wallSeconds: step.wallSeconds, tokens: B * P, kernels: kernelRows(step.counters, floors, step.wallSeconds), mfu: step.result.mfu })
   }
   return phases
 }
@@ -180,10 +206,15 @@ const num = (x: number, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) :
 
 /** The profile as text tables, one per phase. */
 export function formatProfile(phases: PhaseProfile[], floors: Floors): string {
-  const lines = [`floors (${floors.threads} threads, measured now): copy ${num(floors.copyBytesPerSecond / 1e9)} GB/s, GEMM ${num(floors.gemmFlopsPerSecond / 1e9)} GFLOP/s`]
+  const lines = [
+    floors.device
+      ? `floors (${floors.device.backend} device ${floors.device.index}, measured now): HBM copy ${num(floors.copyBytesPerSecond / 1e9)} GB/s, bf16 tensor-core GEMM ${num(floors.gemmFlopsPerSecond / 1e12)} TFLOP/s`
+      : `floors (${floors.threads} threads, measured now): copy ${num(floors.copyBytesPerSecond / 1e9)} GB/s, GEMM ${num(floors.gemmFlopsPerSecond / 1e9)} GFLOP/s`,
+  ]
   for (const ph of phases) {
     const covered = ph.kernels.reduce((s, k) => s + k.seconds, 0)
-    lines.push('', `${ph.phase}: ${ph.detail} — ${num(ph.wallSeconds * 1e3, 2)} ms wall, ${num(ph.tokens / ph.wallSeconds)} tok/s, kernels cover ${num((100 * covered) / ph.wallSeconds)}%`)
+    const mfu = typeof ph.mfu === 'number' ? `, MFU ${num(100 * ph.mfu)}%` : ''
+    lines.push('', `${ph.phase}: ${ph.detail} — ${num(ph.wallSeconds * 1e3, 2)} ms wall, ${num(ph.tokens / ph.wallSeconds)} tok/s${mfu}, kernels cover ${num((100 * covered) / ph.wallSeconds)}%`)
     const header = ['kernel', 'calls', 'total ms', 'mean µs', '% wall', 'MB', 'GFLOP', 'GB/s', 'GFLOP/s', '% floor']
     const rows = ph.kernels.map((k) => [k.name, String(k.calls), num(k.seconds * 1e3, 2), num((k.meanSeconds * 1e6), 1), num(100 * k.timeShare), num(k.bytes / 1e6), num(k.flops / 1e9, 3), num(k.bytesPerSecond / 1e9), num(k.flopsPerSecond / 1e9), num(k.floorPercent)])
     const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))

@@ -26,6 +26,8 @@ import {
 } from './objectives.js'
 import { createSchedule, type Schedule, type ScheduleOptions } from './schedule.js'
 import { shareOf, type Collective } from '../parallel/collective.js'
+import { mfuOf, peakFlopsOf, trainingMeter, trainingStepFlops } from './mfu.js'
+import { microBatchCount, packMicroBatches } from './packing.js'
 
 export { LORA_TARGETS } from '../engine/adapters.js'
 
@@ -72,6 +74,12 @@ export interface TrainerOptions {
   clipGradNorm?: number
   /** Sequences per forward/backward; gradients accumulate over a step's micro-batches. Default 8. */
   microBatchSize?: number
+  /**
+   * Tokens per forward/backward at most (a sequence longer than this one has a forward of its
+   * own): more micro-batches when the step's tokens need them. Either way the step's sequences
+   * are dealt into micro-batches of nearly equal tokens (src/train/packing.ts). Default: no limit.
+   */
+  microBatchTokens?: number
   /** For KL and DPO: 'lora-off' (the base weights, default with LoRA) or a frozen copy. */
   reference?: 'lora-off' | ReferenceModel
   /** Keep only each layer's input for backward and recompute the rest (less memory, ~1/3 more compute). */
@@ -124,6 +132,10 @@ export interface StepMetrics {
   skipReason?: string
   tokens: number
   tokensPerSecond: number
+  /** Forward + backward FLOPs of the step's shapes (src/train/mfu.ts). */
+  flops: number
+  /** Model FLOPs utilization: flops over the step's seconds × the device's peak (null when the peak is not known). */
+  mfu: number | null
   /** The objective's own metrics (policy: kl, entropy, clip fractions, approxKl …), averaged over micro-batches. */
   objective: Record<string, number | null>
 }
@@ -133,12 +145,6 @@ function freeDeviceBytes(addon: NativeAddon, model: NativeModel): number | null 
   const d = model.describe()
   if (d.backend === 'cpu') return null
   return addon.deviceMemory('cuda', d.deviceIndex ?? 0)?.free ?? null
-}
-
-function chunk<T>(items: T[], size: number): T[][] {
-  const out: T[][] = []
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
-  return out
 }
 
 /** The step's totals over every rank's share, summed in rank order (the same on every rank). */
@@ -161,6 +167,9 @@ export class Trainer {
   private readonly schedule: Schedule
   private readonly clip: number
   private readonly micro: number
+  private readonly microTokens: number | undefined
+  /** The peak FLOP/s of the device the model runs on (MFU), set by create(). */
+  private peakFlops: number | null = null
   private readonly adam: Required<OptimizerOptions>
   /** On a device: the largest step shape's plan checked so far (its scratch stays allocated). */
   private deviceStepPlan: MemoryPlan | null = null
@@ -179,6 +188,9 @@ export class Trainer {
     this.clip = options.clipGradNorm ?? 1
     this.micro = options.microBatchSize ?? 8
     if (!Number.isInteger(this.micro) || this.micro < 1) throw new InvalidArgumentError('microBatchSize', 'microBatchSize must be a positive integer')
+    this.microTokens = options.microBatchTokens
+    if (this.microTokens !== undefined && (!Number.isInteger(this.microTokens) || this.microTokens < 1))
+      throw new InvalidArgumentError('microBatchTokens', 'microBatchTokens must be a positive integer')
     const o = options.optimizer
     if (!o || !(o.lr >= 0)) throw new InvalidArgumentError('optimizer.lr', 'optimizer.lr must be a non-negative number')
     this.adam = { lr: o.lr, beta1: o.beta1 ?? 0.9, beta2: o.beta2 ?? 0.999, eps: o.eps ?? 1e-8, weightDecay: o.weightDecay ?? 0 }
@@ -202,6 +214,7 @@ export class Trainer {
     if (lora && !model.adapters.has(t.trained[0])) await attachAdapter(model, t.trained[0], lora)
     if (t.trained.length) train.setTrainable(model.handle, false, true, Int32Array.from(t.trained, (name) => adapterIndex(model, name)))
     else train.setTrainable(model.handle, true, false)
+    t.peakFlops = await peakFlopsOf(model.handle.describe())
     return t
   }
 
@@ -264,7 +277,7 @@ export class Trainer {
       ? (batch.pairs ?? []).map(([c, r]) => [c, r])
       : seqs.map((_, i) => [i])
     if (isDpo && !groups.length) throw new InvalidArgumentError('batch.pairs', 'a DPO batch needs pairs')
-    const allMicro = chunk(groups, Math.max(1, isDpo ? Math.floor(this.micro / 2) : this.micro))
+    const allMicro = this.microBatches(seqs, groups, isDpo)
     const parallel = this.options.collective
     if (parallel) this.checkDataParallelStep(allMicro.length, parallel.worldSize)
     const share = parallel ? shareOf(allMicro.length, parallel.rank, parallel.worldSize) : { start: 0, end: allMicro.length }
@@ -272,6 +285,7 @@ export class Trainer {
     const normalizer = this.normalizerOf(seqs, batch.pairs?.length ?? 0)
     let loss = 0
     let tokens = 0
+    let flops = 0
     let metricSums: Record<string, number> = {}
     let metricCount = 0
     let nonFinite: string | null = null
@@ -301,6 +315,8 @@ export class Trainer {
           return r
         })
         tokens += row
+        // Rows fed: every token but each sequence's last; the LM head runs on the completion rows.
+        flops += this.stepFlops(Array.from(lengths, (n) => n - 1), row, this.model.config.vocabSize, reference !== undefined)
         const result = this.computeObjective(ids, seqs, rows, isDpo ? group.map(([c, r]) => [local.get(c)!, local.get(r)!] as [number, number]) : [], normalizer)
         loss += result.loss
         for (const [k, v] of Object.entries(result.metrics)) if (typeof v === 'number') metricSums[k] = (metricSums[k] ?? 0) + v
@@ -317,15 +333,39 @@ export class Trainer {
     if (parallel) ({ loss, tokens, metricSums, metricCount, nonFinite } = await gatherShares(parallel, { loss, tokens, metricSums, metricCount, nonFinite }))
     if (nonFinite !== null) {
       this.train.zeroGrad(this.model.handle)
-      return this.report(NaN, 0, NaN, true, `non-finite ${nonFinite}`, tokens, started, metricSums, metricCount)
+      return this.report(NaN, 0, NaN, true, `non-finite ${nonFinite}`, tokens, flops, started, metricSums, metricCount)
     }
     if (parallel) await this.train.reduceGradients(this.model.handle, parallel.native)
     const stepNumber = this.stepCount + 1
     const lr = this.adam.lr * this.schedule(stepNumber)
     const opt = await this.train.optimizerStep(this.model.handle, { step: stepNumber, ...this.adam, lr, clipGradNorm: this.clip })
-    if (opt.skipped) return this.report(loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokens, started, metricSums, metricCount)
+    if (opt.skipped) return this.report(loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokens, flops, started, metricSums, metricCount)
     this.stepCount = stepNumber
-    return this.report(loss, lr, opt.gradNorm, false, undefined, tokens, started, metricSums, metricCount)
+    return this.report(loss, lr, opt.gradNorm, false, undefined, tokens, flops, started, metricSums, metricCount)
+  }
+
+  // The step's micro-batches (groups: one sequence each, or a DPO pair), packed by tokens.
+  private microBatches(seqs: TrainSequence[], groups: number[][], isDpo: boolean): number[][][] {
+    const tokensOf = (g: number[]) => g.reduce((a, i) => a + seqs[i].prompt.length + seqs[i].completion.length, 0)
+    const lengths = groups.map(tokensOf)
+    const perMicro = Math.max(1, isDpo ? Math.floor(this.micro / 2) : this.micro)
+    const bins = microBatchCount(groups.length, lengths.reduce((a, n) => a + n, 0), perMicro, this.microTokens)
+    return packMicroBatches(lengths, bins).map((b) => b.map((g) => groups[g]))
+  }
+
+  // FLOPs of one micro-batch: what this trainer trains (the base, or LoRA adapters on a frozen base;
+  // with several adapters, counted at the first one's rank and targets).
+  private stepFlops(fed: number[], headRows: number, headWidth: number, referenceForward: boolean): number {
+    const trainsAdapters = this.trained.length > 0
+    const lora = trainsAdapters ? this.model.adapters.get(this.trained[0]) : this.model.adapters.values().next().value
+    return trainingStepFlops(this.model.config, {
+      lengths: fed,
+      headRows,
+      headWidth,
+      trainBase: !trainsAdapters,
+      lora: lora ? { rank: lora.rank, targets: lora.targets, trained: trainsAdapters } : null,
+      referenceForward,
+    })
   }
 
   // Every token id in [0, vocab), every sequence within the context, every per-token array one
@@ -367,7 +407,7 @@ export class Trainer {
       await this.train.scoreBackward(this.model.handle, { dScores: new Float32Array(scores.length) })
       this.train.zeroGrad(this.model.handle)
       if (!(error instanceof NonFiniteError)) throw error
-      return this.report(NaN, 0, NaN, true, `non-finite ${error.message}`, 0, started, sums, 1)
+      return this.report(NaN, 0, NaN, true, `non-finite ${error.message}`, 0, 0, started, sums, 1)
     }
     for (const [k, v] of Object.entries(result.metrics)) if (typeof v === 'number') sums[k] = v
     await this.train.scoreBackward(this.model.handle, { dScores: Float32Array.from(result.dScores) })
@@ -375,9 +415,10 @@ export class Trainer {
     const lr = this.adam.lr * this.schedule(stepNumber)
     const opt = await this.train.optimizerStep(this.model.handle, { step: stepNumber, ...this.adam, lr, clipGradNorm: this.clip })
     const tokenCount = tokens.reduce((a, t) => a + t.length, 0)
-    if (opt.skipped) return this.report(result.loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokenCount, started, sums, 1)
+    const flops = this.stepFlops(tokens.map((t) => t.length), tokens.length, this.model.scoreLabels, false)
+    if (opt.skipped) return this.report(result.loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokenCount, flops, started, sums, 1)
     this.stepCount = stepNumber
-    return this.report(result.loss, lr, opt.gradNorm, false, undefined, tokenCount, started, sums, 1)
+    return this.report(result.loss, lr, opt.gradNorm, false, undefined, tokenCount, flops, started, sums, 1)
   }
 
   // A sequence's adapter index: the one it names (null: the base alone), else the trainer's own
@@ -406,11 +447,12 @@ export class Trainer {
     return Int32Array.from(seqs, (s, i) => this.adapterOf(s, `batch.sequences[${i}]`))
   }
 
-  private report(loss: number, lr: number, gradNorm: number, skipped: boolean, skipReason: string | undefined, tokens: number, started: bigint, sums: Record<string, number>, count: number): StepMetrics {
+  private report(loss: number, lr: number, gradNorm: number, skipped: boolean, skipReason: string | undefined, tokens: number, flops: number, started: bigint, sums: Record<string, number>, count: number): StepMetrics {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9
     const objective: Record<string, number | null> = {}
     for (const [k, v] of Object.entries(sums)) objective[k] = v / Math.max(1, count)
-    return { step: this.stepCount, loss, lr, gradNorm, skipped, ...(skipReason ? { skipReason } : {}), tokens, tokensPerSecond: tokens / seconds, objective }
+    trainingMeter.add(flops, seconds, this.peakFlops)
+    return { step: this.stepCount, loss, lr, gradNorm, skipped, ...(skipReason ? { skipReason } : {}), tokens, tokensPerSecond: tokens / seconds, flops, mfu: mfuOf(flops, seconds, this.peakFlops), objective }
   }
 
   private normalizerOf(seqs: TrainSequence[], pairs: number): BatchNormalizer {

@@ -1,5 +1,5 @@
 // The kernel profiler: off unless asked, counts every instrumented call once, FLOPs and bytes
-// from the shapes, and phases that separate prefill, decode and a training step.
+// from the shapes, and phases that separate prefill, decode, a score() and a training step.
 import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -50,20 +50,24 @@ describe('kernel profiler', () => {
     expect(p.snapshot()).toEqual([])
   })
 
-  it('profiles prefill, decode and a training step apart', async () => {
+  it('profiles prefill, decode, a score() and a training step apart', async () => {
     const floors = await measureFloors(2)
     expect(floors.copyBytesPerSecond).toBeGreaterThan(1e8)
     expect(floors.gemmFlopsPerSecond).toBeGreaterThan(1e8)
     const D = 5, B = 2, P = 16
     const phases = await profileModel(model, floors, { promptTokens: P, batch: B, decodeTokens: D })
-    expect(phases.map((p) => p.phase)).toEqual(['prefill', 'decode', 'train step'])
+    expect(phases.map((p) => p.phase)).toEqual(['prefill', 'decode', 'score', 'train step'])
     const kernel = (phase: number, name: string) => phases[phase].kernels.find((k) => k.name === name)
     expect(kernel(0, 'fwd.q_proj')!.calls).toBe(L)
     expect(kernel(1, 'fwd.q_proj')!.calls).toBe(D * L)
     expect(kernel(1, 'lm_head')!.calls).toBe(D)
     expect(kernel(1, 'fwd.q_proj')!.flops).toBe(2 * B * D * H * HEADS * HD * L)
-    expect(kernel(2, 'bwd.q_proj')!.calls).toBe(L)
-    expect(kernel(2, 'adamw')!.calls).toBe(1)
+    // score(): the prompts' prefill, then the completion rows: two forwards, the LM head on the B·P/2 completion rows
+    expect(kernel(2, 'fwd.q_proj')!.calls).toBe(2 * L)
+    expect(kernel(2, 'lm_head')!.flops).toBe(2 * B * (P / 2) * H * model.config.vocabSize)
+    expect(kernel(3, 'bwd.q_proj')!.calls).toBe(L)
+    expect(kernel(3, 'adamw')!.calls).toBe(1)
+    expect(phases[3].mfu! > 0 && phases[3].mfu! < 1, `train step MFU ${phases[3].mfu}`).toBe(true)
     for (const ph of phases) {
       expect(ph.wallSeconds).toBeGreaterThan(0)
       const covered = ph.kernels.reduce((s, k) => s + k.seconds, 0)
@@ -72,6 +76,8 @@ describe('kernel profiler', () => {
     }
     const text = formatProfile(phases, floors)
     expect(text).toMatch(/prefill: 2×16 prompt tokens/)
+    expect(text).toMatch(/score: 2×\(8 prompt \+ 8 completion\) tokens/)
+    expect(text).toMatch(/train step: .* tok\/s, MFU [0-9.]+%/)
     expect(text).toMatch(/bwd\.attention/)
   }, 60_000)
 

@@ -48,7 +48,7 @@ function metrics(dir: string): Record<string, unknown>[] {
 
 /** A metrics line without its timings (wall-clock fields differ between runs). */
 function untimed(row: Record<string, unknown>): unknown {
-  return JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' ? undefined : v)))
+  return JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' || k === 'mfu' ? undefined : v)))
 }
 
 const probe = { prompt: world.jzero.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }

@@ -37,7 +37,7 @@ const driveOptions = (outDir: string, c: OfflineConfig, stop = false): DriveOpti
   outDir, method: c.objective, totalSteps: c.steps, evalEvery: c.eval.every, checkpointEvery: c.checkpointEvery, series: [], describe: () => '', stopRequested: stop ? () => true : undefined,
 })
 const metrics = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-const untimed = (row: unknown) => JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' ? undefined : v)))
+const untimed = (row: unknown) => JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' || k === 'mfu' ? undefined : v)))
 
 describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline DPO and weighted SFT on the bundled model', () => {
   it('builds a scored pool of distinct verified responses and derives pairs and weights from it', async () => {
@@ -104,11 +104,17 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
     expect(() => wsftSpec.resolveConfig({ arm: 'random' }, c, 'x')).toThrow(/arm/)
     const straight = join(root, 'wsft-straight')
     const run = await OfflineRun.start(DEFAULT_MODEL, c, world, { threads: 2 })
-    await drive(run, driveOptions(straight, c))
+    const lines: string[] = []
+    await drive(run, { ...driveOptions(straight, c), progress: (line) => lines.push(line) })
     run.dispose()
     const rows = metrics(straight)
     expect(rows.map((r) => r.step)).toEqual([0, 1, 2])
     expect(rows[1].train.objective.meanWeight).toBeGreaterThan(0)
+    // every trained step's record carries the MFU of its training, and its progress line shows it
+    expect(rows[0].mfu).toBeUndefined()
+    for (const r of rows.slice(1)) expect(r.mfu > 0 && r.mfu < 1 && r.train.flops > 0, `step ${r.step}: mfu ${r.mfu}, flops ${r.train.flops}`).toBe(true)
+    expect(lines).toHaveLength(2)
+    lines.forEach((l, i) => expect(l).toContain(`MFU ${(100 * rows[i + 1].mfu).toFixed(1)}%`))
     expect(existsSync(join(straight, 'evals', 'step-000002.json'))).toBe(true)
     const split = join(root, 'wsft-split')
     const first = await OfflineRun.start(DEFAULT_MODEL, c, world, { threads: 2 })

@@ -57,7 +57,7 @@ function metrics(dir: string): Record<string, any>[] {
 
 /** A metrics line without wall-clock fields. */
 function untimed(row: Record<string, unknown>): unknown {
-  return JSON.parse(JSON.stringify(row, (k, v) => (['seconds', 'tokensPerSecond', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs'].includes(k) ? undefined : v)))
+  return JSON.parse(JSON.stringify(row, (k, v) => (['seconds', 'tokensPerSecond', 'mfu', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs'].includes(k) ? undefined : v)))
 }
 
 const probe = { prompt: arithRzeroWorld.rzero.solverPrompt('(12+7)*3'), completion: '<think>12+7=19; 19*3=57</think><answer>57</answer>' }

@@ -41,7 +41,7 @@ const driveOptions = (outDir: string, c: TtrlConfig, stop = false): DriveOptions
 })
 
 const metrics = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
-const untimed = (row: unknown) => JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' ? undefined : v)))
+const untimed = (row: unknown) => JSON.parse(JSON.stringify(row, (k, v) => (k === 'seconds' || k === 'tokensPerSecond' || k === 'mfu' ? undefined : v)))
 
 describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('TTRL on the bundled model', () => {
   it.each(REWARD_ARMS)('arm %s: one step samples with stats, rewards by Eq. 5 and updates the LoRA policy', async (arm) => {

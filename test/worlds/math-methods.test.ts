@@ -46,7 +46,7 @@ async function evolve(args: string[]): Promise<number> {
   }
 }
 
-const WALL_CLOCK = ['seconds', 'tokensPerSecond', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs']
+const WALL_CLOCK = ['seconds', 'tokensPerSecond', 'mfu', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs']
 const rowsOf = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l, (k, v) => (WALL_CLOCK.includes(k) ? undefined : v)))
 const evalFiles = (dir: string) => readdirSync(join(dir, 'evals')).sort().map((f) => readFileSync(join(dir, 'evals', f), 'utf8'))
 

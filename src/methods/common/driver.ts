@@ -11,6 +11,7 @@ import { fileWriteError } from '../../util/atomic.js'
 import { checkCollapse, DEFAULT_COLLAPSE_WINDOW, NOISE_Z, TRAINING_REWARD, type CollapseAction, type CollapseCheck, type HeldOutPoint, type RewardPoint } from './collapse.js'
 import { checkpointFacts, evaluationDetail, evaluationProtocol, perQuestion, readRunEvaluations, trainedModelIn, type TrainedModel } from './report-input.js'
 import type { BaseMethodConfig, BaseStepRecord, MethodRun } from './run.js'
+import { trainingMeter } from '../../train/mfu.js'
 import { CHECKPOINTS_DIR, checkpointDir, DEFAULT_KEEP, METRICS_FILE, pruneCheckpoints, readMetrics, truncateMetrics, writeLatest } from './run-folder.js'
 
 export { checkpointDir, LATEST_FILE, METRICS_FILE } from './run-folder.js'
@@ -73,12 +74,13 @@ export interface DriveResult {
   report: string
 }
 
-/** The step's one-line progress: bar, the method's signals, held-out accuracy when evaluated, throughput (tok/s only when the step generated tokens), ETA. */
+/** The step's one-line progress: bar, the method's signals, held-out accuracy when evaluated, throughput (tok/s only when the step generated tokens), MFU when it trained, ETA. */
 function progressLine(method: string, record: BaseStepRecord, described: string, totalSteps: number, eta: number): string {
   const bar = '█'.repeat(Math.round((20 * Math.min(record.step, totalSteps)) / totalSteps)).padEnd(20, '░')
   const heldOut = typeof record.heldOutAccuracy === 'number' ? ` held-out ${record.heldOutAccuracy.toFixed(3)}` : ''
   const pace = record.generatedTokens > 0 && record.seconds > 0 ? `${(record.generatedTokens / record.seconds).toFixed(0)} tok/s` : `${record.seconds.toFixed(1)} s/step`
-  return `[${method}] step ${record.step}/${totalSteps} ${bar} ${described}${heldOut} ${pace} ETA ${formatDuration(eta)}`
+  const mfu = typeof record.mfu === 'number' ? ` MFU ${(100 * record.mfu).toFixed(1)}%` : ''
+  return `[${method}] step ${record.step}/${totalSteps} ${bar} ${described}${heldOut} ${pace}${mfu} ETA ${formatDuration(eta)}`
 }
 
 /** Rows as metrics.jsonl holds them (the JSON of the record). */
@@ -161,7 +163,10 @@ export async function drive<C extends BaseMethodConfig, R extends BaseStepRecord
   const stepping = Date.now()
   while (run.step < o.totalSteps) {
     phase('step', `step ${run.step + 1}/${o.totalSteps} running`)
+    const meter = trainingMeter.snapshot()
     const record = await run.runStep()
+    const mfu = trainingMeter.since(meter) // the step's training, whichever trainers the method ran
+    if (mfu !== null) record.mfu = mfu
     ran++
     const evaluates = run.step % o.evalEvery === 0 || run.step === o.totalSteps
     if (evaluates) {

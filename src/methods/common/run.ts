@@ -15,6 +15,8 @@ export interface BaseStepRecord {
   generatedTokens: number
   /** Set by the driver on evaluated steps. */
   heldOutAccuracy?: number
+  /** Set by the driver on steps that trained: model FLOPs utilization of the step's training (src/train/mfu.ts). */
+  mfu?: number
 }
 
 /** A run of a method: one step at a time, evaluated and checkpointed by the driver. */

@@ -303,7 +303,7 @@ export class ScriptedTrainer implements PolicyTrainer {
     const g = this.direction(batch)
     const gradNorm = Math.sqrt(g.reduce((a, x) => a + x * x, 0))
     const lr = this.options.optimizer.lr
-    if (!Number.isFinite(gradNorm)) return { step: this.stepCount, loss: NaN, lr, gradNorm, skipped: true, skipReason: 'non-finite gradient', tokens: 0, tokensPerSecond: 0, objective: {} }
+    if (!Number.isFinite(gradNorm)) return { step: this.stepCount, loss: NaN, lr, gradNorm, skipped: true, skipReason: 'non-finite gradient', tokens: 0, tokensPerSecond: 0, flops: 0, mfu: null, objective: {} }
     this.lossBefore = -g.reduce((a, x, t) => a + x * this.policy.weights.at(t), 0) + [...this.adam.values()].reduce((a, m) => a + m.v.reduce((b, x) => b + x, 0), 0)
     this.stepCount++
     for (const [name, p] of this.params()) {
@@ -317,7 +317,7 @@ export class ScriptedTrainer implements PolicyTrainer {
     }
     const tokens = seqs.reduce((a, s) => a + s.completion.length, 0)
     // the loss reads the weights and moments before this update, so a resume that restored either wrongly shows in the metrics
-    return { step: this.stepCount, loss: this.lossBefore, lr, gradNorm, skipped: false, tokens, tokensPerSecond: 0, objective: { kl: 0, entropy: 1, clipFrac: 0 } }
+    return { step: this.stepCount, loss: this.lossBefore, lr, gradNorm, skipped: false, tokens, tokensPerSecond: 0, flops: 0, mfu: null, objective: { kl: 0, entropy: 1, clipFrac: 0 } }
   }
 
   async saveState(dir: string): Promise<void> {

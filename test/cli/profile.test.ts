@@ -1,0 +1,34 @@
+// `autodidact profile --device cuda` where no GPU can run: a typed error naming the cause, before
+// any work; and the device floors' binding, which answers the same way (issue 26).
+import { describe, expect, it } from 'vitest'
+import { profileCommand } from '../../src/cli/profile.js'
+import { DeviceUnavailableError } from '../../src/engine/errors.js'
+import { nativeAddon } from '../../src/native.js'
+
+const cuda = (await nativeAddon()).info().cuda
+
+describe.skipIf(cuda.available)('profile --device cuda without a usable GPU', () => {
+  it('rejects with DeviceUnavailableError naming why (no plugin, driver or device)', async () => {
+    const error = await profileCommand(['--device', 'cuda', '--no-train', '--decode-tokens', '1']).then(
+      () => null,
+      (e: unknown) => e,
+    )
+    expect(error).toBeInstanceOf(DeviceUnavailableError)
+    const e = error as DeviceUnavailableError
+    expect(e.reason).toBeTruthy()
+    expect(e.message).toContain(cuda.reason)
+  })
+
+  it("measureDeviceFloors: null for the CPU backend, ERR_AD_DEVICE_UNAVAILABLE for cuda with the backend's reason", async () => {
+    const p = (await nativeAddon()).profiler
+    expect(p.measureDeviceFloors('cpu', 0)).toBeNull()
+    let thrown: (Error & { code?: string; kind?: string }) | null = null
+    try {
+      p.measureDeviceFloors('cuda', 0)
+    } catch (e) {
+      thrown = e as Error & { code?: string; kind?: string }
+    }
+    expect(thrown?.code).toBe('ERR_AD_DEVICE_UNAVAILABLE')
+    expect(thrown?.kind).toBe(cuda.kind)
+  })
+})
