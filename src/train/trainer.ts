@@ -96,6 +96,7 @@ export interface TrainerOptions {
 interface StepShare {
   loss: number
   tokens: number
+  flops: number
   metricSums: Record<string, number>
   metricCount: number
   nonFinite: string | null
@@ -155,6 +156,7 @@ async function gatherShares(parallel: Collective, mine: StepShare): Promise<Step
   return {
     loss: shares.reduce((a, s) => a + s.loss, 0),
     tokens: shares.reduce((a, s) => a + s.tokens, 0),
+    flops: shares.reduce((a, s) => a + s.flops, 0),
     metricSums,
     metricCount: shares.reduce((a, s) => a + s.metricCount, 0),
     nonFinite: shares.find((s) => s.nonFinite !== null)?.nonFinite ?? null,
@@ -330,7 +332,7 @@ export class Trainer {
       if (!(error instanceof NonFiniteError)) throw error
       nonFinite = error.message
     }
-    if (parallel) ({ loss, tokens, metricSums, metricCount, nonFinite } = await gatherShares(parallel, { loss, tokens, metricSums, metricCount, nonFinite }))
+    if (parallel) ({ loss, tokens, flops, metricSums, metricCount, nonFinite } = await gatherShares(parallel, { loss, tokens, flops, metricSums, metricCount, nonFinite }))
     if (nonFinite !== null) {
       this.train.zeroGrad(this.model.handle)
       return this.report(NaN, 0, NaN, true, `non-finite ${nonFinite}`, tokens, flops, started, metricSums, metricCount)
@@ -451,8 +453,10 @@ export class Trainer {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9
     const objective: Record<string, number | null> = {}
     for (const [k, v] of Object.entries(sums)) objective[k] = v / Math.max(1, count)
-    trainingMeter.add(flops, seconds, this.peakFlops)
-    return { step: this.stepCount, loss, lr, gradNorm, skipped, ...(skipReason ? { skipReason } : {}), tokens, tokensPerSecond: tokens / seconds, flops, mfu: mfuOf(flops, seconds, this.peakFlops), objective }
+    // data parallel: the step's FLOPs are every rank's, over every rank's peak
+    const peak = this.peakFlops === null ? null : this.peakFlops * (this.options.collective?.worldSize ?? 1)
+    trainingMeter.add(flops, seconds, peak)
+    return { step: this.stepCount, loss, lr, gradNorm, skipped, ...(skipReason ? { skipReason } : {}), tokens, tokensPerSecond: tokens / seconds, flops, mfu: mfuOf(flops, seconds, peak), objective }
   }
 
   private normalizerOf(seqs: TrainSequence[], pairs: number): BatchNormalizer {
