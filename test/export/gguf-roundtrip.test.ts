@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { loadModel, type Model } from '../../src/index.js'
 import { exportGguf, ggufTensorName, readGguf, readGgufTensor } from '../../src/export/gguf.js'
-import { writeSafetensors, readTensorFloat32 } from '../../src/engine/hf/safetensors.js'
+import { writeSafetensors } from '../../src/engine/hf/safetensors.js'
 import { readModelFolder } from '../../src/engine/hf/folder.js'
 import { evalSet } from '../../src/worlds/arith/evalset.js'
 import { judgePrompt, solverPrompt, validatorPrompt } from '../../src/worlds/arith/formats.js'
@@ -141,16 +141,6 @@ async function ourGreedy(model: Model, prompts: number[][], n: number): Promise<
   return res.map(([c]) => Array.from(c.tokens))
 }
 
-/** An HF folder whose weights are the source's rounded to f16 (what an f16 GGUF holds), for a like-for-like comparison. */
-async function f16Folder(src: string, dst: string): Promise<string> {
-  cpSync(src, dst, { recursive: true })
-  const folder = await readModelFolder(src)
-  const tensors = []
-  for (const t of folder.tensors) tensors.push({ name: t.name, dtype: t.shape.length >= 2 ? ('F16' as const) : ('F32' as const), shape: t.shape, data: await readTensorFloat32(t) })
-  await writeSafetensors(join(dst, 'model.safetensors'), tensors)
-  return dst
-}
-
 /** An HF folder whose weights are what a GGUF file decodes to (f32), for a like-for-like comparison with a quantized file. */
 async function ggufWeightsFolder(src: string, ggufFile: string, dst: string): Promise<string> {
   cpSync(src, dst, { recursive: true })
@@ -160,6 +150,21 @@ async function ggufWeightsFolder(src: string, ggufFile: string, dst: string): Pr
   for (const t of folder.tensors) tensors.push({ name: t.name, dtype: 'F32' as const, shape: t.shape, data: await readGgufTensor(g, ggufTensorName(t.name)) })
   await writeSafetensors(join(dst, 'model.safetensors'), tensors)
   return dst
+}
+
+/** llama.cpp on the bundled model's GGUF at `dtype` against our engine on the weights that file decodes to (f16: the f16-rounded weights). */
+async function bundledRoundTrip(dtype: 'f16' | 'q8_0', tol: { p: number; entropy: number }): Promise<void> {
+  const gguf = join(root, `toy-${dtype}.gguf`)
+  await exportGguf(BUNDLED, gguf, { dtype })
+  const ours = await loadModel(await ggufWeightsFolder(BUNDLED, gguf, join(root, `toy-${dtype}`)), { threads: 1 })
+  const lm = await llama.loadModel({ modelPath: gguf })
+  try {
+    const d = await compareAlongGreedy(ours, lm, arithPrompts(ours).ids, TOKENS, tol)
+    console.log(`[gguf round trip] bundled ${dtype}: max |Δp| ${d.maxDp.toExponential(2)}, max |ΔH| ${d.maxDh.toExponential(2)} nats`)
+  } finally {
+    ours.dispose()
+    await lm.dispose()
+  }
 }
 
 function arithPrompts(model: Model): { texts: string[]; ids: number[][] } {
@@ -199,36 +204,12 @@ describe.skipIf(!available)(`GGUF round trip through llama.cpp (node-llama-cpp 3
   })
 
   it('bundled model, f16: llama.cpp on the f16 file vs our engine on the same f16-rounded weights', async () => {
-    const gguf = join(root, 'toy-f16.gguf')
-    await exportGguf(BUNDLED, gguf, { dtype: 'f16' })
-    const dir = await f16Folder(BUNDLED, join(root, 'toy-f16'))
-    const ours = await loadModel(dir, { threads: 1 })
-    const lm = await llama.loadModel({ modelPath: gguf })
-    try {
-      const { ids } = arithPrompts(ours)
-      const d = await compareAlongGreedy(ours, lm, ids, TOKENS, F16_TOL)
-      console.log(`[gguf round trip] bundled f16: max |Δp| ${d.maxDp.toExponential(2)}, max |ΔH| ${d.maxDh.toExponential(2)} nats`)
-    } finally {
-      ours.dispose()
-      await lm.dispose()
-    }
+    await bundledRoundTrip('f16', F16_TOL)
   })
 
   it('bundled model, q8_0: llama.cpp on the Q8_0 file vs our engine on the weights that file decodes to', async () => {
-    const gguf = join(root, 'toy-q8.gguf')
-    await exportGguf(BUNDLED, gguf, { dtype: 'q8_0' })
-    const dir = await ggufWeightsFolder(BUNDLED, gguf, join(root, 'toy-q8'))
-    const ours = await loadModel(dir, { threads: 1 })
-    const lm = await llama.loadModel({ modelPath: gguf })
-    try {
-      const { ids } = arithPrompts(ours)
-      // llama.cpp also rounds the activations to Q8_0 blocks before its Q8_0 dot products: a wider tolerance than f16's
-      const d = await compareAlongGreedy(ours, lm, ids, TOKENS, Q8_TOL)
-      console.log(`[gguf round trip] bundled q8_0: max |Δp| ${d.maxDp.toExponential(2)}, max |ΔH| ${d.maxDh.toExponential(2)} nats`)
-    } finally {
-      ours.dispose()
-      await lm.dispose()
-    }
+    // llama.cpp also rounds the activations to Q8_0 blocks before its Q8_0 dot products: a wider tolerance than f16's
+    await bundledRoundTrip('q8_0', Q8_TOL)
   })
 
   it.each([
