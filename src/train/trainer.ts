@@ -9,7 +9,7 @@ import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../e
 import { adapterIndex, attachAdapter, defaultAdapter, resolveAdapterOptions, DEFAULT_ADAPTER, type AdapterOptions } from '../engine/adapters.js'
 import { checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
 import type { LoraInfo } from '../engine/persistence.js'
-import { assertFits, trainingMemoryPlan, type MemoryPlan, type MemoryPlanOptions, type TrainingShape } from '../engine/memory-plan.js'
+import { assertFits, trainingMemoryPlan, type MemoryPlan, type MemoryPlanOptions, type PlannedAdapter, type TrainingShape } from '../engine/memory-plan.js'
 import type { ModelConfig } from '../engine/types.js'
 import { nativeAddon, type NativeAddon, type NativeModel, type NativeTrain } from '../native.js'
 import {
@@ -226,18 +226,18 @@ export class Trainer {
 
   /** What the memory plan needs of this trainer's options (src/engine/memory-plan.ts). */
   private planOptions(): MemoryPlanOptions {
-    // Several adapters: planned as one of their summed ranks on all their targets (an upper bound).
-    const infos = this.trained.map((name) => this.model.adapters.get(name)).filter((a) => a !== undefined)
-    const lora =
-      this.options.lora ??
-      (infos.length ? { rank: infos.reduce((r, a) => r + a.rank, 0), targets: [...new Set(infos.flatMap((a) => a.targets))] } : null)
+    // Every adapter on the model at its own rank and targets (the trained ones with their gradients
+    // and moments), and the one the trainer's `lora` attaches when it is not attached yet.
+    const adapters: PlannedAdapter[] = [...this.model.adapters].map(([name, a]) => ({ name, rank: a.rank, targets: a.targets, trained: this.trained.includes(name), attached: true }))
+    const lora = this.options.lora
+    if (lora && !this.model.adapters.has(this.trained[0])) adapters.push({ name: this.trained[0], rank: lora.rank, targets: lora.targets, trained: true, attached: false })
     const needsReference = this.needsReference()
     return {
-      lora: lora ? { rank: lora.rank, targets: lora.targets } : null,
+      adapters,
       gradientCheckpointing: this.options.gradientCheckpointing ?? false,
       scoreLabels: this.model.scoreLabels,
       // a frozen copy is its own model (its load is checked on its own); 'lora-off' runs on this one
-      reference: needsReference && lora && (this.options.reference ?? 'lora-off') === 'lora-off' ? 'lora-off' : 'none',
+      reference: needsReference && adapters.length && (this.options.reference ?? 'lora-off') === 'lora-off' ? 'lora-off' : 'none',
     }
   }
 

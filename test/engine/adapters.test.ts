@@ -14,6 +14,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, loadModel, type Completion, type Model } from '../../src/index.js'
 import { nativeAddon, type NativeTrain } from '../../src/native.js'
+import { loraElements, trainingMemoryPlan } from '../../src/engine/memory-plan.js'
 import { forward64 } from '../reference/model64.js'
 import { randomTokens } from '../helpers/random-tokens.js'
 import { seededUniform, writeTinyModel, type TinyModel } from '../helpers/tiny-model.js'
@@ -321,6 +322,24 @@ describe('per-sequence adapters: training', () => {
     a.dispose()
     b.dispose()
   }, 120_000)
+
+  it("the trainer's memory plan counts each adapter at its own rank and targets, gradients and moments for the trained ones", async () => {
+    const m = await loadModel(tiny.dir, { threads: 2 })
+    await m.addAdapter('proposer', { rank: 2, alpha: 4, seed: 1 })
+    await m.addAdapter('solver', { rank: 3, alpha: 6, targets: ['q_proj', 'v_proj'], seed: 2 })
+    await m.addAdapter('judge', { rank: 1, alpha: 2, targets: ['down_proj'], seed: 3 })
+    const t = await m.trainer({ objective: { name: 'policy', klCoef: 0.05 }, optimizer: { lr: 1e-2 }, adapter: ['proposer', 'solver'] })
+    const plan = trainingMemoryPlan(m.config, { batch: 2, sequenceLength: 8 }, t['planOptions']())
+    const bytes = (name: string) => plan.items.find((i) => i.name === name)?.bytes
+    // element counts per adapter (loraElements is checked against a hand count in memory-plan.test.ts)
+    const [P, S, J] = [loraElements(m.config, 2), loraElements(m.config, 3, ['q_proj', 'v_proj']), loraElements(m.config, 1, ['down_proj'])]
+    expect(bytes('attached-adapters')).toBe((P + S + J) * 6)
+    expect(bytes('gradients')).toBe((P + S) * 4)
+    expect(bytes('optimizer')).toBe((P + S) * 8)
+    expect(bytes('adapter-scratch')).toBe(2 * 2 * 7 * 3 * 2) // u and du: T = 2·7 rows at the largest rank, 3, bf16
+    expect(bytes('reference-kv-cache')).toBe(bytes('kv-cache')) // KL against the base with the adapters off
+    m.dispose()
+  })
 })
 
 describe('per-sequence adapters: PEFT folders', () => {
