@@ -12,7 +12,7 @@ import { rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { InvalidArgumentError, loadModel, type Completion, type Model } from '../../src/index.js'
+import { InvalidArgumentError, loadModel, SeveralAdaptersError, type Completion, type Model } from '../../src/index.js'
 import { nativeAddon, type NativeTrain } from '../../src/native.js'
 import { loraElements, trainingMemoryPlan } from '../../src/engine/memory-plan.js'
 import { forward64 } from '../reference/model64.js'
@@ -343,6 +343,40 @@ describe('per-sequence adapters: training', () => {
 })
 
 describe('per-sequence adapters: PEFT folders', () => {
+  it('merging a model of several adapters is a SeveralAdaptersError naming them that changes nothing; merging one attached alone folds in exactly it', async () => {
+    const m = await twoAdapters()
+    const before = await train.exportTensors(m.handle)
+    const refused = await m.mergeLora().catch((e: unknown) => e)
+    expect(refused).toBeInstanceOf(SeveralAdaptersError)
+    expect(refused).toBeInstanceOf(InvalidArgumentError)
+    expect((refused as SeveralAdaptersError).adapters).toEqual(['default', 'solver'])
+    expect((refused as Error).message).toMatch(/'default', 'solver'/)
+    expect((refused as Error).message).toMatch(/model\.loadAdapter\(DIR\/NAME\)/)
+    const merged = join(root, 'merged-two')
+    await expect(m.save(merged, { adapterOnly: false })).rejects.toThrow(SeveralAdaptersError)
+    expect(existsSync(merged)).toBe(false) // nothing written
+    const after = await train.exportTensors(m.handle)
+    expect(after.map((t) => t.name)).toEqual(before.map((t) => t.name))
+    after.forEach((t, i) => expect(Array.from(t.data), t.name).toEqual(Array.from(before[i].data)))
+
+    // the recipe the error gives: save, attach 'solver' alone on the base, merge — equals the float64 W + α/r·B·A of 'solver'
+    const saved = join(root, 'merge-recipe')
+    await m.save(saved)
+    const one = await loadModel(tiny.dir, { threads: 2 })
+    await one.loadAdapter(join(saved, 'solver'), { name: 'solver' })
+    const want = await mergedWeights(m, 'solver')
+    await one.mergeLora()
+    const got = new Map((await train.exportTensors(one.handle)).map((t) => [t.name, t.data]))
+    let worst = 0
+    for (const [name, W] of want) {
+      const g = got.get(name)!
+      for (let i = 0; i < W.length; i++) worst = Math.max(worst, Math.abs(g[i] - W[i]) / Math.max(1, Math.abs(W[i])))
+    }
+    expect(worst).toBeLessThan(1e-6) // f32 accumulation of a rank-3 product
+    m.dispose()
+    one.dispose()
+  })
+
   it('save writes the default adapter at the root and the others in sub-folders; loadAdapters reloads them equal', async () => {
     const m = await twoAdapters()
     const dir = join(root, 'saved')
