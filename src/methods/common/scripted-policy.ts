@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { adapterIndices, attachAdapterName, DEFAULT_ADAPTER, resolveAdapterOptions, type AdapterChoice, type AdapterOptions } from '../../engine/adapters.js'
-import { InvalidArgumentError } from '../../engine/errors.js'
+import { InvalidArgumentError, SeveralAdaptersError } from '../../engine/errors.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../../engine/hf/safetensors.js'
 import type { Completion, GenerateOptions, Prompt, ScorePair, Scored } from '../../engine/model.js'
 import { adapterFolder } from '../../engine/persistence.js'
@@ -286,7 +286,7 @@ export class ScriptedPolicy implements Policy {
       }
       return
     }
-    if (adapters.size > 1) throw new InvalidArgumentError('adapterOnly', `a merged save folds one adapter into the base; this model has ${adapters.size} (${[...adapters.keys()].join(', ')}): save them as adapters`)
+    if (adapters.size > 1) throw new SeveralAdaptersError('adapterOnly', 'a merged save (adapterOnly: false)', [...adapters.keys()])
     const bias = Float32Array.from({ length: VOCAB }, (_, t) => this.weights.at(t, this.weights.defaultAdapter))
     await writeSafetensors(join(dir, 'model.safetensors'), [{ name: PARAM, dtype: 'F32', shape: [VOCAB], data: bias }])
     await writeJsonAtomic(join(dir, 'config.json'), { model_type: MARKER, vocab_size: VOCAB, num_labels: this.scoreLabels }, 2)
