@@ -4,14 +4,14 @@
 // the trained roles' adapters (Proposer by r_P, Solver by r_S; the Judge's and the base stay
 // bit for bit), and checkpoint → resume → more steps equals the uninterrupted run bit for bit.
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { rm } from 'node:fs/promises'
+import { rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { DEFAULT_MODEL } from '../../src/cli/evolve.js'
 import { CheckpointError, ConfigError, InvalidArgumentError } from '../../src/engine/errors.js'
 import type { GenerateOptions, Prompt } from '../../src/engine/model.js'
-import { readSafetensorsHeader } from '../../src/engine/hf/safetensors.js'
+import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../../src/engine/hf/safetensors.js'
 import { nativeAddon } from '../../src/native.js'
 import { checkpointDir, drive } from '../../src/methods/common/driver.js'
 import { EnginePolicy, openPolicy, type OpenPolicy } from '../../src/methods/common/policy.js'
@@ -135,16 +135,27 @@ describe('COSE role adapters on the scripted policy', () => {
     expect(readFileSync(join(checkpointDir(splitDir, 2), 'model-state', 'optimizer.safetensors'))).toEqual(readFileSync(join(checkpointDir(straightDir, 2), 'model-state', 'optimizer.safetensors')))
   })
 
-  it('a checkpoint missing a role adapter is a CheckpointError before anything is opened', async () => {
+  it('a checkpoint with a short moment of a role adapter, or missing one, is a CheckpointError before anything is opened', async () => {
     const open = scriptedPolicies(script)
     const dir = join(root, 'scripted-missing')
     const a = await CoseRun.start(BASE, { ...config, steps: 1 }, arithWorld, { openPolicy: open })
     await drive(a, driveOptions(dir, 1))
     a.dispose()
-    await rm(join(checkpointDir(dir, 1), 'model', 'judge'), { recursive: true })
+    const ckpt = checkpointDir(dir, 1)
     const opened = open.policies.length
-    await expect(CoseRun.resume(checkpointDir(dir, 1), arithWorld, { openPolicy: open })).rejects.toThrow(CheckpointError)
-    await expect(CoseRun.resume(checkpointDir(dir, 1), arithWorld, { openPolicy: open })).rejects.toThrow(/no adapter 'judge'/)
+    // a named adapter's moment that does not fit its parameter (the sub-folder's B) is caught like any other
+    const optimizer = join(ckpt, 'model-state', 'optimizer.safetensors')
+    const good = readFileSync(optimizer)
+    const tensors = await Promise.all((await readSafetensorsHeader(optimizer)).tensors.map(async (t) => ({ name: t.name, dtype: 'F32' as const, shape: t.shape, data: await readTensorFloat32(t) })))
+    await writeSafetensors(optimizer, tensors.map((t) => (t.name === 'scripted.lora_B.solver.weight::v' ? { ...t, shape: [3], data: new Float32Array(3) } : t)))
+    const short = await CoseRun.resume(ckpt, arithWorld, { openPolicy: open }).catch((e: unknown) => e)
+    expect(short).toBeInstanceOf(CheckpointError)
+    expect((short as CheckpointError).field).toBe('scripted.lora_B.solver.weight::v')
+    expect((short as CheckpointError).reason).toBe('moment')
+    await writeFile(optimizer, good)
+    await rm(join(ckpt, 'model', 'judge'), { recursive: true })
+    await expect(CoseRun.resume(ckpt, arithWorld, { openPolicy: open })).rejects.toThrow(CheckpointError)
+    await expect(CoseRun.resume(ckpt, arithWorld, { openPolicy: open })).rejects.toThrow(/no adapter 'judge'/)
     expect(open.policies.length).toBe(opened)
   })
 })
