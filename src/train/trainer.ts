@@ -200,6 +200,9 @@ export class Trainer {
     this.trained = named.length ? [...named] : options.lora ? [DEFAULT_ADAPTER] : []
     if (new Set(this.trained).size !== this.trained.length) throw new InvalidArgumentError('adapter', 'adapter lists a name twice')
     if (options.lora && this.trained.length !== 1) throw new InvalidArgumentError('adapter', 'lora attaches one adapter: name one in adapter')
+    // refused here, before a run samples its first step: a rank's share could leave one of them untouched (checkDataParallelStep)
+    if (options.collective && this.trained.length > 1)
+      throw new InvalidArgumentError('adapter', `data-parallel training of several adapters at once (${this.trained.join(', ')}) is not supported: train one adapter per trainer`)
   }
 
   static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
@@ -435,12 +438,12 @@ export class Trainer {
    * Every rank must reduce the same gradient tensors: a rank without a micro-batch, or a share
    * that leaves one of several trained adapters untouched, would hold a different set (the ranks'
    * all-reduce would then wait for one another until the timeout). Refused before any work, on
-   * every rank alike (each sees the whole batch).
+   * every rank alike (each sees the whole batch); several trained adapters are refused when the
+   * trainer is created.
    */
   private checkDataParallelStep(microBatches: number, ranks: number): void {
     if (microBatches < ranks)
       throw new InvalidArgumentError('microBatchSize', `this step has ${microBatches} micro-batch${microBatches === 1 ? '' : 'es'} for ${ranks} ranks: every rank needs at least one (lower microBatchSize, or use fewer ranks)`)
-    if (this.trained.length > 1) throw new InvalidArgumentError('adapter', `data-parallel training of several adapters at once (${this.trained.join(', ')}) is not supported: train one adapter per trainer`)
   }
 
   /** The engine's adapter column of a micro-batch (absent on a model without adapters). */

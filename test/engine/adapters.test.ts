@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { InvalidArgumentError, loadModel, SeveralAdaptersError, type Completion, type Model } from '../../src/index.js'
 import { nativeAddon, type NativeTrain } from '../../src/native.js'
 import { loraElements, trainingMemoryPlan } from '../../src/engine/memory-plan.js'
+import { openCollective } from '../../src/parallel/collective.js'
 import { forward64 } from '../reference/model64.js'
 import { randomTokens } from '../helpers/random-tokens.js'
 import { seededUniform, writeTinyModel, type TinyModel } from '../helpers/tiny-model.js'
@@ -319,6 +320,10 @@ describe('per-sequence adapters: training', () => {
     await expect(tb.step({ sequences: [{ ...seqOf(9, 'solver'), adapter: undefined }] })).rejects.toThrow(InvalidArgumentError)
     await expect(tb.step({ sequences: [{ ...seqOf(9, 'solver'), adapter: 'judge' }] })).rejects.toThrow(/'judge'/)
     await expect(b.trainer({ ...options, adapter: ['proposer', 'judge'] })).rejects.toThrow(/'judge'/)
+    // data-parallel training of several adapters is refused when the trainer is created, not at its first step
+    const single = await openCollective({ backend: 'single' })
+    await expect(b.trainer({ ...options, collective: single })).rejects.toThrow(/data-parallel training of several adapters/)
+    await single.close()
     a.dispose()
     b.dispose()
   }, 120_000)
