@@ -107,6 +107,15 @@ describe('COSE role adapters on the scripted policy', () => {
       expect(after.get('proposer')!.b[t]).toBe(before.get('proposer')![t])
       expect(after.get('solver')!.b[t]).not.toBe(before.get('solver')![t])
     }
+    // the held-out evaluation is the Solver's: greedy answers through its adapter
+    const calls = policy.calls.length
+    await run.evaluate()
+    const evals = policy.calls.slice(calls)
+    expect(evals.length).toBeGreaterThan(0)
+    for (const e of evals) {
+      expect(e.prompts.every((p) => p.startsWith('Solve: '))).toBe(true)
+      expect(e.adapters).toEqual(e.prompts.map(() => 'solver'))
+    }
     run.dispose()
     expect(policy.isDisposed).toBe(true)
   })
