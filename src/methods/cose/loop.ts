@@ -122,7 +122,7 @@ export class CoseRun {
     checkLevels(world, config.proposer.levels, 'proposer.levels')
     const base = resolve(baseModel)
     const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
-    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: trainingPlan(config) })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: trainingPlan(config), frozenWeights: config.frozenWeights })
     return new CoseRun(config, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base)
   }
 
@@ -136,7 +136,7 @@ export class CoseRun {
     })
     const replay = await loadReplay(join(dir, REPLAY_FILE))
     const { state } = ckpt
-    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: trainingPlan(state.config) })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: trainingPlan(state.config), frozenWeights: state.config.frozenWeights })
     return new CoseRun(state.config, world, policy, trainer, replay, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 

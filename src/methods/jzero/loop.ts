@@ -220,7 +220,7 @@ export class JzeroRun {
     const challengerPlan = stagePlan(c.challenger, c)
     const solverPlan = stagePlan(c.solver, c)
     // one frozen copy of the initial policy is the KL reference of both (they share the initialization)
-    const reference = await openReference(set, s.baseModel, challengerPlan, solverPlan)
+    const reference = await openReference(set, { base: s.baseModel, weights: c.frozenWeights }, challengerPlan, solverPlan)
     const challenger = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('challenger'), threads: o.threads, plan: challengerPlan, reference })
     const solver = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('solver'), threads: o.threads, plan: solverPlan, reference })
     return new JzeroRun(c, world, challenger.policy, solver.policy, judge, challenger.trainer, solver.trainer, judgeTrainer, set, s.rng, s.step, s.baseModel, s.judgeModel, s.judgeAccuracy)
