@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -23,7 +24,52 @@ void read_exact(int fd, void* dst, int64_t nbytes, int64_t offset, const TensorS
     offset += got;
   }
 }
+
+// IEEE bits whose exponent is all ones (NaN, ±Inf). A block is tested with no early exit (the
+// compiler vectorizes it into an OR), and only a block with a hit is searched element by element.
+template <typename Bits, Bits kExponent>
+int64_t first_all_ones_exponent(const Bits* v, int64_t n) {
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    unsigned hit = 0;
+    for (int64_t i = start; i < end; ++i) hit |= (v[i] & kExponent) == kExponent;
+    if (!hit) continue;
+    for (int64_t i = start; i < end; ++i)
+      if ((v[i] & kExponent) == kExponent) return i;
+  }
+  return -1;
+}
+
+using AliasedBits32 = uint32_t __attribute__((may_alias));  // a float's bits, read in place
+
+// Widens 16-bit values to f32 a block at a time, each block scanned for NaN/Inf while it is in cache.
+template <float (*Widen)(uint16_t), int64_t (*FirstNonFinite)(const uint16_t*, int64_t)>
+void widen_checked(const uint16_t* raw, float* out, int64_t numel, const TensorSource& src) {
+  constexpr int64_t kBlock = 1 << 14;
+  for (int64_t start = 0; start < numel; start += kBlock) {
+    const int64_t n = std::min(kBlock, numel - start);
+    const int64_t bad = FirstNonFinite(raw + start, n);
+    if (bad >= 0) throw NonFiniteTensor(src, start + bad, numel, Widen(raw[start + bad]));
+    for (int64_t i = 0; i < n; ++i) out[start + i] = Widen(raw[start + i]);
+  }
+}
 }  // namespace
+
+NonFiniteTensor::NonFiniteTensor(const TensorSource& src, int64_t index_, int64_t numel_, float value_)
+    : std::runtime_error("tensor " + src.name + " in " + src.file + " holds " + (value_ != value_ ? std::string("NaN") : value_ > 0 ? "Infinity" : "-Infinity") +
+                         " at element " + std::to_string(index_) + " (of " + std::to_string(numel_) + "): the weights are corrupt or come from a diverged run"),
+      file(src.file),
+      tensor(src.name),
+      index(index_),
+      numel(numel_),
+      value(value_) {}
+
+int64_t first_non_finite(const float* v, int64_t n) {
+  return first_all_ones_exponent<uint32_t, 0x7f800000u>(reinterpret_cast<const AliasedBits32*>(v), n);
+}
+int64_t first_non_finite_bf16(const uint16_t* v, int64_t n) { return first_all_ones_exponent<uint16_t, 0x7f80>(v, n); }
+int64_t first_non_finite_f16(const uint16_t* v, int64_t n) { return first_all_ones_exponent<uint16_t, 0x7c00>(v, n); }
 
 Tensor read_tensor(const TensorSource& src) {
   int64_t numel = 1;
@@ -45,13 +91,15 @@ Tensor read_tensor(const TensorSource& src) {
   try {
     if (src.dtype == DType::F32) {
       read_exact(fd, t.buf.data, src.nbytes, src.offset, src);
+      const int64_t bad = first_non_finite(t.buf.data, numel);
+      if (bad >= 0) throw NonFiniteTensor(src, bad, numel, t.buf.data[bad]);
     } else {
       std::vector<uint16_t> raw(static_cast<size_t>(numel));
       read_exact(fd, raw.data(), src.nbytes, src.offset, src);
       if (src.dtype == DType::BF16)
-        for (int64_t i = 0; i < numel; ++i) t.buf.data[i] = bf16_to_f32(raw[i]);
+        widen_checked<bf16_to_f32, first_non_finite_bf16>(raw.data(), t.buf.data, numel, src);
       else
-        for (int64_t i = 0; i < numel; ++i) t.buf.data[i] = f16_to_f32(raw[i]);
+        widen_checked<f16_to_f32, first_non_finite_f16>(raw.data(), t.buf.data, numel, src);
     }
   } catch (...) {
     ::close(fd);
