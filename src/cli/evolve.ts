@@ -53,8 +53,9 @@ ${WORLD_USAGE}
   --keep N          checkpoints kept in the run folder (default ${DEFAULT_KEEP}; the latest is never removed)
   --threads N       CPU threads for the engine
   --frozen-weights f32|bf16|int8   how the run's frozen models keep their weights in memory
-                    (the config's frozenWeights): the KL reference copy of full fine-tuning and
-                    R-Zero's second ensemble model. f32 (default) keeps the run's numbers; bf16
+                    (the config's frozenWeights): the KL reference copy of full fine-tuning,
+                    R-Zero's second ensemble model, a frozen J-Zero Judge folder (--frozen-judge)
+                    and the offline methods' pool scorer. f32 (default) keeps the run's numbers; bf16
                     halves their bytes, int8 (Q8_0-style) takes about a quarter. CPU only: with
                     --device cuda anything but f32 is refused (the CUDA backend keeps f32).
                     A resumed run keeps its checkpoint's value

@@ -11,9 +11,12 @@
 //    weights' error, no more and no less (measured on 188 tokens: bf16 KL 1.867e-6, upper bound
 //    1.880e-6; int8 6.213e-5, bound 6.221e-5);
 //  - max_t δ_t itself is bounded: bf16 ≤ 0.05, int8 ≤ 0.3 (measured 0.016 and 0.135);
+//  - J-Zero with a frozen Judge: the Judge folder is opened with the run's frozenWeights, its
+//    checkpoint role folder is a byte copy of that folder (a model kept below f32 cannot write
+//    its weights back), and a resumed run's Judge is kept the same way and scores the same bits;
 //  - a bad value is a ConfigError naming the field, from a config file and from --frozen-weights;
 //    on --device cuda anything but f32 is refused before anything loads.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -22,6 +25,9 @@ import { ConfigError, loadModel, type Model } from '../../src/index.js'
 import { EnginePolicy, openPolicy, type OpenPolicy, type Policy, type PolicyRef } from '../../src/methods/common/policy.js'
 import { resolveGrpoConfig } from '../../src/methods/grpo/config.js'
 import { GrpoRun } from '../../src/methods/grpo/loop.js'
+import { resolveJzeroConfig } from '../../src/methods/jzero/config.js'
+import { JzeroRun } from '../../src/methods/jzero/loop.js'
+import { DEFAULT_TOY_JUDGE_DIR } from '../../src/toymodel/judge.js'
 import { spec as grpoSpec } from '../../src/methods/grpo/spec.js'
 import type { FrozenWeights } from '../../src/engine/options.js'
 import type { TrainSequence } from '../../src/train/trainer.js'
@@ -156,6 +162,42 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('frozenWe
       }
     }, 120_000)
   }
+})
+
+describe.skipIf(!existsSync(join(DEFAULT_TOY_JUDGE_DIR, 'model.safetensors')))('frozenWeights: a frozen J-Zero Judge', () => {
+  const root = mkdtempSync(join(tmpdir(), 'ad-frozen-judge-'))
+  afterAll(() => rmSync(root, { recursive: true, force: true }))
+
+  it('is opened with the run\'s frozenWeights, checkpointed as a copy of its folder, and resumed the same way', async () => {
+    const config = resolveJzeroConfig({
+      steps: 1,
+      frozenWeights: 'int8',
+      switches: { trainJudge: false },
+      eval: { every: 1, size: 4, benchmarks: [], judgePairs: 4 },
+    })
+    const input = arithWorld.jzero.judgeInput('(12+7)*3', '<think>12+7=19; 19*3=57</think><answer>57</answer>')
+    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, config, arithWorld, { threads: 2 })
+    const dir = join(root, 'step-0')
+    let scores: Float32Array
+    try {
+      expect(engineModel(run.judge).handle.describe().weights).toBe('int8')
+      expect(engineModel(run.solver).handle.describe().weights).toBe('f32')
+      scores = await run.judge.rewardScores([input])
+      expect(Number.isFinite(scores[0])).toBe(true)
+      await run.checkpoint(dir)
+    } finally {
+      run.dispose()
+    }
+    for (const file of readdirSync(DEFAULT_TOY_JUDGE_DIR, { withFileTypes: true }).filter((e) => e.isFile()))
+      expect(readFileSync(join(dir, 'judge', file.name)).equals(readFileSync(join(DEFAULT_TOY_JUDGE_DIR, file.name))), file.name).toBe(true)
+    const resumed = await JzeroRun.resume(dir, arithWorld, { threads: 2 })
+    try {
+      expect(engineModel(resumed.judge).handle.describe().weights).toBe('int8')
+      expect(Array.from(await resumed.judge.rewardScores([input]))).toEqual(Array.from(scores))
+    } finally {
+      resumed.dispose()
+    }
+  }, 300_000)
 })
 
 describe('frozenWeights: checked values', () => {

@@ -92,7 +92,7 @@ export const frozenWeights = () =>
   oneOf(FROZEN_WEIGHTS)
     .optional()
     .describe(
-      "in-memory weights of the run's frozen models — the KL reference copy, R-Zero's second ensemble model, a frozen J-Zero Judge: " +
+      "in-memory weights of the run's frozen models — the KL reference copy, R-Zero's second ensemble model, a frozen J-Zero Judge folder, the offline methods' pool scorer: " +
         "f32 (default), bf16 (half the bytes, widened in registers) or int8 (Q8_0-style blocks of 32 with an f16 scale); CPU only (refused on --device cuda)",
     )
 /** The run fields every method carries (the driver's conventions). */
