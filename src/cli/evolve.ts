@@ -58,7 +58,7 @@ ${WORLD_USAGE}
                     and the offline methods' pool scorer. f32 (default) keeps the run's numbers; bf16
                     halves their bytes, int8 (Q8_0-style) takes about a quarter. CPU only: with
                     --device cuda anything but f32 is refused (the CUDA backend keeps f32).
-                    A resumed run keeps its checkpoint's value
+                    A resumed run keeps its checkpoint's value (--resume refuses the flag)
   --device cpu|cuda where every model of the run is loaded (default cpu; AUTODIDACT_DEVICE too).
                     On cuda every method runs: full fine-tuning, LoRA adapters (TTRL's and
                     the offline methods' presets) and J-Zero's score-head Judge; a run that
@@ -172,6 +172,8 @@ async function evolve(argv: string[]): Promise<number> {
   let session: Session
   let outDir: string
   if (options.resume) {
+    if (options['frozen-weights'] !== undefined)
+      throw new InvalidArgumentError('frozen-weights', '--frozen-weights starts a run: a resumed run keeps the frozenWeights of its checkpoint\'s config')
     outDir = resolve(String(options.resume))
     const latest = await readLatest(outDir, (name) => methodNamed(name) !== undefined)
     method = methodOf(latest.method)

@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { DEFAULT_MODEL, evolveCommand } from '../../src/cli/evolve.js'
-import { ConfigError, loadModel, type Model } from '../../src/index.js'
+import { ConfigError, InvalidArgumentError, loadModel, type Model } from '../../src/index.js'
 import { EnginePolicy, openPolicy, type OpenPolicy, type Policy, type PolicyRef } from '../../src/methods/common/policy.js'
 import { resolveGrpoConfig } from '../../src/methods/grpo/config.js'
 import { GrpoRun } from '../../src/methods/grpo/loop.js'
@@ -222,7 +222,7 @@ describe('frozenWeights: checked values', () => {
     expect(grpoSpec.configure({}).config.frozenWeights).toBeUndefined() // the presets keep f32
   })
 
-  it('on --device cuda anything but f32 is refused before the run loads anything', async () => {
+  it('on --device cuda anything but f32 is refused before the run loads anything; --resume refuses the flag', async () => {
     const out = join(root, 'cuda-run')
     const saved = process.env.AUTODIDACT_DEVICE
     try {
@@ -234,6 +234,12 @@ describe('frozenWeights: checked values', () => {
       expect((e as ConfigError).field).toBe('frozenWeights')
       expect((e as Error).message).toMatch(/CPU backend only/)
       expect(existsSync(out)).toBe(false)
+      const resumed = await evolveCommand(['--resume', out, '--frozen-weights', 'int8']).then(
+        () => null,
+        (err: unknown) => err,
+      )
+      expect(resumed).toBeInstanceOf(InvalidArgumentError)
+      expect((resumed as Error).message).toMatch(/resumed run keeps the frozenWeights/)
     } finally {
       if (saved === undefined) delete process.env.AUTODIDACT_DEVICE
       else process.env.AUTODIDACT_DEVICE = saved
