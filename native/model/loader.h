@@ -22,10 +22,8 @@ class NonFiniteTensor : public std::runtime_error {
   float value;
 };
 
-// Index of the first NaN or ±Inf among `n` values (their IEEE bits), or -1.
+// Index of the first NaN or ±Inf among `n` f32 values, or -1 (bf16/f16 are tested as they widen).
 int64_t first_non_finite(const float* v, int64_t n);
-int64_t first_non_finite_bf16(const uint16_t* v, int64_t n);
-int64_t first_non_finite_f16(const uint16_t* v, int64_t n);
 
 // Throws std::runtime_error naming the file and tensor on any I/O failure, NonFiniteTensor on a
 // NaN or ±Inf.

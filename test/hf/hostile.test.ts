@@ -13,7 +13,7 @@ import { parseModelConfig } from '../../src/engine/hf/config.js'
 import { readModelFolder } from '../../src/engine/hf/folder.js'
 import { decodeToFloat32, f32ToBf16Bits, f32ToF16Bits, findDuplicateKey, firstNonFinite, readSafetensorsHeader, writeSafetensors } from '../../src/engine/hf/safetensors.js'
 import { loadModel } from '../../src/engine/model.js'
-import { isNativeError } from '../../src/native.js'
+import { isNativeError, nativeAddon } from '../../src/native.js'
 import { Tokenizer } from '../../src/engine/tokenizer.js'
 import { seededUniform, tinyTokenizerFiles, writeTinyModel } from '../helpers/tiny-model.js'
 
@@ -290,6 +290,31 @@ describe('finding 5: NaN/Inf weights are a typed error; unused checkpoint tensor
       expect((e as SafetensorsError).file, what).toBe(join(dir, 'model.safetensors'))
       expect(e.message, what).toContain(`holds ${value} at element ${element} (of ${numel})`)
       expect(isNativeError(e.cause, 'ERR_AD_NON_FINITE'), `${what}: found by the native loader, not a JavaScript scan`).toBe(true)
+    }
+  })
+
+  it('the native loader widens bf16 and f16 exactly: every loaded tensor has the bits of the file decoded in JavaScript (subnormals, extremes, signed zeros)', async () => {
+    const special = { BF16: [0x0001, 0x8001, 0x007f, 0x7f7f, 0xff7f, 0x8000, 0x0000, 0x0080], F16: [0x0001, 0x8001, 0x03ff, 0x7bff, 0xfbff, 0x8000, 0x0000, 0x0400] }
+    for (const dtype of ['BF16', 'F16'] as const) {
+      const tiny = await writeTinyModel(fresh(), { family: 'qwen3', dtype, seed: 11, hiddenSize: 64 })
+      const file = tiny.weightFiles[0]
+      const header = await readSafetensorsHeader(file)
+      const bytes = readFileSync(file)
+      const embed = header.tensors.find((t) => t.name === 'model.embed_tokens.weight')!
+      special[dtype].forEach((bits, k) => bytes.writeUInt16LE(bits, embed.offset + (4095 + k) * 2)) // across the first block edge
+      writeFileSync(file, bytes)
+      const model = await loadModel(tiny.dir, { threads: 2 })
+      try {
+        const loaded = new Map((await (await nativeAddon()).train.exportTensors(model.handle)).map((t) => [t.name, t.data]))
+        for (const ref of header.tensors) {
+          const want = decodeToFloat32(dtype, bytes.subarray(ref.offset, ref.offset + ref.nbytes))
+          const got = loaded.get(ref.name)!
+          expect(got.length, ref.name).toBe(want.length)
+          for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) expect.fail(`${dtype} ${ref.name}[${i}]: loaded ${got[i]}, the file holds ${want[i]}`)
+        }
+      } finally {
+        model.dispose()
+      }
     }
   })
 
