@@ -50,6 +50,7 @@ export type NativeErrorCode =
   | 'ERR_AD_COLLECTIVE_TIMEOUT'
   | 'ERR_AD_COLLECTIVE'
   | 'ERR_AD_COLLECTIVE_UNAVAILABLE'
+  | 'ERR_AD_NON_FINITE'
   | 'ERR_AD_NATIVE'
 
 export interface NativeError extends Error {
@@ -65,6 +66,12 @@ export interface NativeError extends Error {
   /** ERR_AD_COLLECTIVE_TIMEOUT: the operation ('all-reduce', 'broadcast', 'all-gather', 'barrier') and its timeout. */
   operation?: string
   timeoutMs?: number
+  /** ERR_AD_NON_FINITE: the safetensors file and tensor, the first NaN/±Inf element's flat index, the tensor's element count and that value. */
+  file?: string
+  tensor?: string
+  index?: number
+  numel?: number
+  value?: number
 }
 
 /** Whether `e` came from the addon's exception wrapper (and which case). */

@@ -6,6 +6,7 @@
 
 #include "collective/collective.h"
 #include "model/engine.h"
+#include "model/loader.h"
 
 namespace ad::addon {
 
@@ -42,6 +43,14 @@ Napi::Error js_error(Napi::Env env, std::exception_ptr e) {
     Napi::Error out = with_code(Napi::Error::New(env, err.what()), "ERR_AD_COLLECTIVE_UNAVAILABLE");
     out.Set("backend", err.backend);
     out.Set("kind", err.kind);
+    return out;
+  } catch (const model::NonFiniteTensor& err) {
+    Napi::Error out = with_code(Napi::Error::New(env, err.what()), "ERR_AD_NON_FINITE");
+    out.Set("file", err.file);
+    out.Set("tensor", err.tensor);
+    out.Set("index", static_cast<double>(err.index));
+    out.Set("numel", static_cast<double>(err.numel));
+    out.Set("value", static_cast<double>(err.value));
     return out;
   } catch (const std::bad_alloc&) {
     return with_code(Napi::RangeError::New(env, "out of memory: the request needs more memory than this machine can give"),

@@ -13,6 +13,7 @@
 //   ERR_AD_COLLECTIVE_TIMEOUT Error      collective::CollectiveTimeout (+ `rank`, `operation`, `timeoutMs`)
 //   ERR_AD_COLLECTIVE        Error       collective::CollectiveError (+ `rank`)
 //   ERR_AD_COLLECTIVE_UNAVAILABLE Error  collective::CollectiveUnavailable (+ `backend`, `kind`)
+//   ERR_AD_NON_FINITE        Error       model::NonFiniteTensor: a loaded tensor holds NaN/±Inf (+ `file`, `tensor`, `index`, `numel`, `value`)
 //   ERR_AD_NATIVE            Error       anything else
 // Errors raised on purpose by the binding code itself (Napi::TypeError, …) pass through as they are.
 #pragma once

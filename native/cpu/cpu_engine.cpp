@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <string>
@@ -593,7 +594,7 @@ class CpuBackend final : public model::Backend {
     auto engine = std::make_unique<CpuEngine>(r.config, r.threads);
     Transformer& m = engine->transformer();
     std::vector<model::Tensor> tensors(r.sources.size());
-    std::vector<std::string> errors(r.sources.size());
+    std::vector<std::exception_ptr> errors(r.sources.size());  // each tensor's, rethrown as it is (a NonFiniteTensor stays one)
     std::map<std::string, model::TensorId> table_ids;
     for (const model::ModelTensor& t : model::model_tensors(r.config)) table_ids[t.name] = t.spec->id;
     // Each tensor's type under r.weights: Linear weights, LM head and embedding (tensor_table) only.
@@ -605,15 +606,13 @@ class CpuBackend final : public model::Backend {
       for (int64_t i = a; i < b; ++i) {
         try {
           tensors[i] = model::read_tensor_as(r.sources[i], type_of(r.sources[i]));
-        } catch (const std::exception& e) {
-          errors[i] = e.what();
         } catch (...) {
-          errors[i] = "reading tensor " + r.sources[i].name + " failed";
+          errors[i] = std::current_exception();
         }
       }
     });
     for (const auto& e : errors)
-      if (!e.empty()) throw std::runtime_error(e);
+      if (e) std::rethrow_exception(e);  // the first tensor's error, in the order the sources came
     for (size_t i = 0; i < r.sources.size(); ++i) m.set_tensor(r.sources[i].name, std::move(tensors[i]));
     m.finalize();
     return engine;

@@ -2,7 +2,11 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -23,7 +27,71 @@ void read_exact(int fd, void* dst, int64_t nbytes, int64_t offset, const TensorS
     offset += got;
   }
 }
+
+// IEEE bits whose exponent is all ones (NaN, ±Inf). A block is tested with no early exit (the
+// compiler vectorizes it into an OR), and only a block with a hit is searched element by element.
+template <typename Bits, Bits kExponent>
+int64_t first_all_ones_exponent(const Bits* v, int64_t n) {
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    unsigned hit = 0;
+    for (int64_t i = start; i < end; ++i) hit |= (v[i] & kExponent) == kExponent;
+    if (!hit) continue;
+    for (int64_t i = start; i < end; ++i)
+      if ((v[i] & kExponent) == kExponent) return i;
+  }
+  return -1;
+}
+
+using AliasedBits32 = uint32_t __attribute__((may_alias));  // a float's bits, read in place
+
+// bf16 is the high half of an f32; f16 widens exactly in hardware where F16C is there.
+inline float widen_bf16(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline float widen_f16(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+
+// Widens 16-bit values to f32 and tests their exponents in the same pass, a block at a time (no
+// early exit inside a block, so the loop vectorizes); a block with a hit is searched for the first.
+template <float (*Widen)(uint16_t), uint16_t kExponent>
+void widen_checked(const uint16_t* raw, float* out, int64_t numel, const TensorSource& src) {
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < numel; start += kBlock) {
+    const int64_t end = std::min(numel, start + kBlock);
+    unsigned hit = 0;
+    for (int64_t i = start; i < end; ++i) {
+      out[i] = Widen(raw[i]);
+      hit |= (raw[i] & kExponent) == kExponent;
+    }
+    if (!hit) continue;
+    for (int64_t i = start; i < end; ++i)
+      if ((raw[i] & kExponent) == kExponent) throw NonFiniteTensor(src, i, numel, out[i]);
+  }
+}
 }  // namespace
+
+NonFiniteTensor::NonFiniteTensor(const TensorSource& src, int64_t index_, int64_t numel_, float value_)
+    : std::runtime_error("tensor " + src.name + " in " + src.file + " holds " + (value_ != value_ ? std::string("NaN") : value_ > 0 ? "Infinity" : "-Infinity") +
+                         " at element " + std::to_string(index_) + " (of " + std::to_string(numel_) + "): the weights are corrupt or come from a diverged run"),
+      file(src.file),
+      tensor(src.name),
+      index(index_),
+      numel(numel_),
+      value(value_) {}
+
+int64_t first_non_finite(const float* v, int64_t n) {
+  return first_all_ones_exponent<uint32_t, 0x7f800000u>(reinterpret_cast<const AliasedBits32*>(v), n);
+}
 
 Tensor read_tensor(const TensorSource& src) {
   int64_t numel = 1;
@@ -45,13 +113,15 @@ Tensor read_tensor(const TensorSource& src) {
   try {
     if (src.dtype == DType::F32) {
       read_exact(fd, t.buf.data, src.nbytes, src.offset, src);
+      const int64_t bad = first_non_finite(t.buf.data, numel);
+      if (bad >= 0) throw NonFiniteTensor(src, bad, numel, t.buf.data[bad]);
     } else {
       std::vector<uint16_t> raw(static_cast<size_t>(numel));
       read_exact(fd, raw.data(), src.nbytes, src.offset, src);
       if (src.dtype == DType::BF16)
-        for (int64_t i = 0; i < numel; ++i) t.buf.data[i] = bf16_to_f32(raw[i]);
+        widen_checked<widen_bf16, 0x7f80>(raw.data(), t.buf.data, numel, src);
       else
-        for (int64_t i = 0; i < numel; ++i) t.buf.data[i] = f16_to_f32(raw[i]);
+        widen_checked<widen_f16, 0x7c00>(raw.data(), t.buf.data, numel, src);
     }
   } catch (...) {
     ::close(fd);

@@ -1,10 +1,11 @@
 // `autodidact evolve --method NAME [--world W] [--model DIR] [--config FILE] [--out DIR] [--resume DIR] …`
 import { join, resolve } from 'node:path'
-import { InvalidArgumentError } from '../engine/errors.js'
+import { ConfigError, InvalidArgumentError } from '../engine/errors.js'
+import { defaultDevice, type Device } from '../engine/options.js'
 import { COLLAPSE_ACTIONS, DEFAULT_COLLAPSE_WINDOW, type CollapseAction } from '../methods/common/collapse.js'
 import type { DriveResult } from '../methods/common/driver.js'
 import { DEFAULT_KEEP, readLatest } from '../methods/common/run-folder.js'
-import type { Method, Session } from '../methods/common/method.js'
+import type { BaseMethodConfig, Method, Session } from '../methods/common/method.js'
 import { readConfigFile } from '../methods/common/schema.js'
 import { METHODS, methodNamed } from '../methods/index.js'
 import { formatSignalHelp, shellQuote } from '../report/index.js'
@@ -24,7 +25,7 @@ const PARALLEL_OPTIONS: OptionSpec = { ranks: 'number', gpus: 'number', nodes: '
 
 const COMMON_OPTIONS: OptionSpec = {
   method: 'string', model: 'string', config: 'string', 'config-schema': 'boolean', preset: 'string', out: 'string', steps: 'number', seed: 'number',
-  resume: 'string', keep: 'number', threads: 'number', device: 'string', help: 'boolean', json: 'boolean', 'on-collapse': 'string', 'collapse-window': 'number',
+  resume: 'string', keep: 'number', threads: 'number', device: 'string', 'frozen-weights': 'string', help: 'boolean', json: 'boolean', 'on-collapse': 'string', 'collapse-window': 'number',
   ...WORLD_OPTIONS,
   ...PARALLEL_OPTIONS,
 }
@@ -51,6 +52,13 @@ ${WORLD_USAGE}
   --resume DIR      continue a run folder from its latest checkpoint (the method and the world are read from it)
   --keep N          checkpoints kept in the run folder (default ${DEFAULT_KEEP}; the latest is never removed)
   --threads N       CPU threads for the engine
+  --frozen-weights f32|bf16|int8   how the run's frozen models keep their weights in memory
+                    (the config's frozenWeights): the KL reference copy of full fine-tuning,
+                    R-Zero's second ensemble model, a frozen J-Zero Judge folder (--frozen-judge)
+                    and the offline methods' pool scorer. f32 (default) keeps the run's numbers; bf16
+                    halves their bytes, int8 (Q8_0-style) takes about a quarter. CPU only: with
+                    --device cuda anything but f32 is refused (the CUDA backend keeps f32).
+                    A resumed run keeps its checkpoint's value (--resume refuses the flag)
   --device cpu|cuda where every model of the run is loaded (default cpu; AUTODIDACT_DEVICE too).
                     On cuda every method runs: full fine-tuning, LoRA adapters (TTRL's and
                     the offline methods' presets) and J-Zero's score-head Judge; a run that
@@ -164,6 +172,8 @@ async function evolve(argv: string[]): Promise<number> {
   let session: Session
   let outDir: string
   if (options.resume) {
+    if (options['frozen-weights'] !== undefined)
+      throw new InvalidArgumentError('frozen-weights', '--frozen-weights starts a run: a resumed run keeps the frozenWeights of its checkpoint\'s config')
     outDir = resolve(String(options.resume))
     const latest = await readLatest(outDir, (name) => methodNamed(name) !== undefined)
     method = methodOf(latest.method)
@@ -183,7 +193,9 @@ async function evolve(argv: string[]): Promise<number> {
       flags,
       steps: options.steps as number | undefined,
       seed: options.seed as number | undefined,
+      frozenWeights: options['frozen-weights'] === undefined ? undefined : String(options['frozen-weights']),
     })
+    checkFrozenWeightsDevice(configured.config, device ?? defaultDevice(), file ?? '(preset)')
     outDir = options.out === undefined ? defaultOutDir(method.name) : resolve(String(options.out))
     progress = new Progress(mode, method.name, err, out)
     progress.setup(`loading the world and the model ${String(options.model ?? BUNDLED_MODEL)}`)
@@ -233,6 +245,13 @@ async function evolve(argv: string[]): Promise<number> {
     process.off('SIGINT', onSigint)
     session.dispose()
   }
+}
+
+/** The CUDA backend keeps f32 weights: a run whose frozen models would be kept below f32 there is refused before anything loads. */
+function checkFrozenWeightsDevice(config: BaseMethodConfig, device: Device, file: string): void {
+  const weights = config.frozenWeights ?? 'f32'
+  if (device === 'cuda' && weights !== 'f32')
+    throw new ConfigError(file, 'frozenWeights', `${file}: frozenWeights: '${weights}' is kept in memory by the CPU backend only; on --device cuda frozen models keep f32 (leave frozenWeights out, or 'f32')`)
 }
 
 /** The output of a rank other than 0. */

@@ -37,6 +37,13 @@ export function defaultDevice(): Device {
 export type WeightStorage = 'f32' | 'bf16' | 'f16' | 'int8' | 'checkpoint'
 export const WEIGHT_STORAGES: readonly WeightStorage[] = ['f32', 'bf16', 'f16', 'int8', 'checkpoint']
 
+/**
+ * The weight storages a run's frozen models may take (a run config's `frozenWeights`): f32, bf16
+ * (any checkpoint's values fit bf16's range; f16 could overflow) and int8.
+ */
+export type FrozenWeights = Extract<WeightStorage, 'f32' | 'bf16' | 'int8'>
+export const FROZEN_WEIGHTS: readonly FrozenWeights[] = ['f32', 'bf16', 'int8']
+
 export interface LoadOptions {
   /** 'cpu' (and 'auto', for now) run on the CPU engine; 'cuda' on the CUDA plugin, or a DeviceUnavailableError says why not. Default: defaultDevice(). */
   device?: Device

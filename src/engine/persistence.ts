@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { DEFAULT_ADAPTER, attachAdapter, checkAdapterName, isAdapterName, type LoraInfo } from './adapters.js'
-import { DeviceUnavailableError, InvalidArgumentError, MissingTensorError, SeveralAdaptersError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
+import { DeviceUnavailableError, InvalidArgumentError, MissingTensorError, SeveralAdaptersError, NativeAddonError, SafetensorsError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
 import { writeFileAtomic } from '../util/atomic.js'
 import { readAdapterConfig } from './hf/adapter.js'
 import { readModelFolder } from './hf/folder.js'
@@ -48,7 +48,7 @@ export async function loadFolder(dir: string, options: LoadOptions): Promise<Loa
   const { device, threads, deviceIndex, weights } = resolveLoad(options)
   const addon = await nativeAddon()
   if (device === 'cuda') assertCudaAvailable(addon.info().cuda, deviceIndex)
-  const folder = await readModelFolder(dir)
+  const folder = await readModelFolder(dir, { checkFinite: false }) // the native loader refuses NaN/Inf as it converts the tensors
   const extra = new Set(folder.extraTensors)
   const scoreLabels = folder.head.kind === 'sequence-classification' ? folder.head.numLabels : 0
   const placed = device === 'cuda' ? 'cuda' : 'cpu'
@@ -60,9 +60,24 @@ export async function loadFolder(dir: string, options: LoadOptions): Promise<Loa
   const native = await Promise.resolve()
     .then(() => addon.loadModel({ ...folder.config, scoreLabels }, folder.tensors.filter((t) => !extra.has(t.name)), threads, { device: placed, deviceIndex, weights }))
     .catch((e: Error) => {
-      throw cudaUnavailable(e) ?? new NativeAddonError(`loading ${dir} on ${placed} failed: ${e.message}`, { cause: e })
+      throw nonFiniteTensor(e) ?? cudaUnavailable(e) ?? new NativeAddonError(`loading ${dir} on ${placed} failed: ${e.message}`, { cause: e })
     })
   return { config: folder.config, tokenizer: folder.tokenizer, generationConfig: folder.generationConfig as Record<string, unknown> | null, device: placed, native, scoreLabels }
+}
+
+/**
+ * The native loader's NaN/±Inf refusal as the SafetensorsError('non-finite') a folder read throws
+ * (same wording as checkFiniteTensors), else null.
+ */
+function nonFiniteTensor(e: Error): SafetensorsError | null {
+  if (!isNativeError(e, 'ERR_AD_NON_FINITE') || e.file === undefined || e.tensor === undefined) return null
+  return new SafetensorsError(
+    e.file,
+    e.tensor,
+    'non-finite',
+    `${e.file}: tensor "${e.tensor}" holds ${e.value} at element ${e.index} (of ${e.numel}): the weights are corrupt or come from a diverged run`,
+    { cause: e },
+  )
 }
 
 /** What saving and adapters need of a model (a Model is one). */

@@ -12,6 +12,8 @@ import { ConfigError, InvalidArgumentError, ResourceLimitError, SafetensorsError
 import { parseModelConfig } from '../../src/engine/hf/config.js'
 import { readModelFolder } from '../../src/engine/hf/folder.js'
 import { decodeToFloat32, f32ToBf16Bits, f32ToF16Bits, findDuplicateKey, firstNonFinite, readSafetensorsHeader, writeSafetensors } from '../../src/engine/hf/safetensors.js'
+import { loadModel } from '../../src/engine/model.js'
+import { isNativeError, nativeAddon } from '../../src/native.js'
 import { Tokenizer } from '../../src/engine/tokenizer.js'
 import { seededUniform, tinyTokenizerFiles, writeTinyModel } from '../helpers/tiny-model.js'
 
@@ -237,17 +239,25 @@ describe('finding 5: safetensors framing as the reference implementation checks 
 })
 
 describe('finding 5: NaN/Inf weights are a typed error; unused checkpoint tensors a warning naming them', () => {
-  async function corrupt(value: number, dtype: 'F32' | 'BF16' | 'F16'): Promise<Error> {
-    const tiny = await writeTinyModel(fresh(), { family: 'qwen3', dtype, seed: 7 })
+  /** A tiny model folder whose tensor `name` holds `value` at `element` (negative: from the end). */
+  async function corruptFolder(value: number, dtype: 'F32' | 'BF16' | 'F16', name = 'model.layers.0.mlp.down_proj.weight', element = 3): Promise<{ dir: string; element: number; numel: number }> {
+    const tiny = await writeTinyModel(fresh(), { family: 'qwen3', dtype, seed: 7, hiddenSize: 64 }) // embedding: 320 × 64 = 20480 elements
     const file = tiny.weightFiles[0]
     const header = await readSafetensorsHeader(file)
-    const ref = header.tensors.find((t) => t.name === 'model.layers.0.mlp.down_proj.weight')!
+    const ref = header.tensors.find((t) => t.name === name)!
+    const width = dtype === 'F32' ? 4 : 2
+    const numel = ref.nbytes / width
+    const index = element < 0 ? numel + element : element
+    if (index >= numel) throw new Error(`${name} has ${numel} elements, not ${index + 1}`)
     const bytes = readFileSync(file)
-    const at = ref.offset + 3 * (dtype === 'F32' ? 4 : 2)
+    const at = ref.offset + index * width
     if (dtype === 'F32') bytes.writeFloatLE(value, at)
     else bytes.writeUInt16LE(dtype === 'BF16' ? (value !== value ? 0x7fc0 : value > 0 ? 0x7f80 : 0xff80) : value !== value ? 0x7e00 : value > 0 ? 0x7c00 : 0xfc00, at)
     writeFileSync(file, bytes)
-    return rejection(readModelFolder(tiny.dir))
+    return { dir: tiny.dir, element: index, numel }
+  }
+  async function corrupt(value: number, dtype: 'F32' | 'BF16' | 'F16'): Promise<Error> {
+    return rejection(readModelFolder((await corruptFolder(value, dtype)).dir))
   }
 
   it('NaN and ±Inf in a used tensor name the tensor, element and value, in every dtype', async () => {
@@ -257,6 +267,54 @@ describe('finding 5: NaN/Inf weights are a typed error; unused checkpoint tensor
       expect((e as SafetensorsError).tensor).toBe('model.layers.0.mlp.down_proj.weight')
       expect(e.message).toContain('at element 3')
       expect(e.message).toContain(String(value))
+    }
+  })
+
+  it('loadModel refuses them in its native conversion loop with the same error, in every dtype and weight storage, at any element', async () => {
+    const embed = 'model.embed_tokens.weight' // the largest tensor: elements past the scan's blocks of 4096 and 16384
+    const cases = [
+      [NaN, 'F32', 'f32', 'model.layers.0.mlp.down_proj.weight', 3],
+      [Infinity, 'BF16', 'bf16', 'model.layers.0.mlp.down_proj.weight', 3],
+      [-Infinity, 'F16', 'int8', 'model.layers.0.mlp.down_proj.weight', 3],
+      [NaN, 'BF16', 'checkpoint', embed, 4096],
+      [Infinity, 'F32', 'int8', embed, 16384 + 5],
+      [NaN, 'F16', 'f32', embed, -1],
+      [-Infinity, 'F32', 'bf16', 'model.norm.weight', -1], // a norm: kept f32 under every storage
+    ] as const
+    for (const [value, dtype, weights, tensor, at] of cases) {
+      const { dir, element, numel } = await corruptFolder(value, dtype, tensor, at)
+      const e = await rejection(loadModel(dir, { threads: 2, weights }))
+      const what = `${value} in ${dtype} ${tensor}[${element}], weights ${weights}`
+      expect(reasonOf(e), what).toBe('non-finite')
+      expect((e as SafetensorsError).tensor, what).toBe(tensor)
+      expect((e as SafetensorsError).file, what).toBe(join(dir, 'model.safetensors'))
+      expect(e.message, what).toContain(`holds ${value} at element ${element} (of ${numel})`)
+      expect(isNativeError(e.cause, 'ERR_AD_NON_FINITE'), `${what}: found by the native loader, not a JavaScript scan`).toBe(true)
+    }
+  })
+
+  it('the native loader widens bf16 and f16 exactly: every loaded tensor has the bits of the file decoded in JavaScript (subnormals, extremes, signed zeros)', async () => {
+    const special = { BF16: [0x0001, 0x8001, 0x007f, 0x7f7f, 0xff7f, 0x8000, 0x0000, 0x0080], F16: [0x0001, 0x8001, 0x03ff, 0x7bff, 0xfbff, 0x8000, 0x0000, 0x0400] }
+    for (const dtype of ['BF16', 'F16'] as const) {
+      const tiny = await writeTinyModel(fresh(), { family: 'qwen3', dtype, seed: 11, hiddenSize: 64 })
+      const file = tiny.weightFiles[0]
+      const header = await readSafetensorsHeader(file)
+      const bytes = readFileSync(file)
+      const embed = header.tensors.find((t) => t.name === 'model.embed_tokens.weight')!
+      special[dtype].forEach((bits, k) => bytes.writeUInt16LE(bits, embed.offset + (4095 + k) * 2)) // across the first block edge
+      writeFileSync(file, bytes)
+      const model = await loadModel(tiny.dir, { threads: 2 })
+      try {
+        const loaded = new Map((await (await nativeAddon()).train.exportTensors(model.handle)).map((t) => [t.name, t.data]))
+        for (const ref of header.tensors) {
+          const want = decodeToFloat32(dtype, bytes.subarray(ref.offset, ref.offset + ref.nbytes))
+          const got = loaded.get(ref.name)!
+          expect(got.length, ref.name).toBe(want.length)
+          for (let i = 0; i < want.length; i++) if (!Object.is(got[i], want[i])) expect.fail(`${dtype} ${ref.name}[${i}]: loaded ${got[i]}, the file holds ${want[i]}`)
+        }
+      } finally {
+        model.dispose()
+      }
     }
   })
 

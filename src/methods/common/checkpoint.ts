@@ -19,7 +19,7 @@
 // both moments present). A short or NaN moment is a CheckpointError naming the tensor, never a
 // buffer overrun in the native optimizer.
 import { existsSync } from 'node:fs'
-import { mkdir, readdir, rename, rm } from 'node:fs/promises'
+import { copyFile, mkdir, readdir, rename, rm } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { DEFAULT_ADAPTER, isAdapterName } from '../../engine/adapters.js'
 import { AutodidactError, CheckpointError } from '../../engine/errors.js'
@@ -55,6 +55,17 @@ export interface CheckpointRole {
   name: string
   policy: Policy
   trainer: PolicyTrainer | null
+  /**
+   * A frozen policy kept below f32 in memory (a run's frozenWeights) cannot write its weights back
+   * exactly: its role folder is a copy of the model folder it was read from (its weights never change).
+   */
+  copyOf?: string
+}
+
+/** The model folder `from`'s files (its top level: config, weights, tokenizer) copied into `to`. */
+async function copyModelFolder(from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true })
+  for (const entry of await readdir(from, { withFileTypes: true })) if (entry.isFile()) await copyFile(join(from, entry.name), join(to, entry.name))
 }
 
 /** Where a role's files lie in a checkpoint folder. */
@@ -82,7 +93,8 @@ export async function checkpointRun(dir: string, o: { state: BaseRunState; roles
     await mkdir(tmp, { recursive: true })
     for (const role of o.roles) {
       const paths = rolePaths(tmp, role.name)
-      await role.policy.save(paths.model)
+      if (role.copyOf !== undefined) await copyModelFolder(role.copyOf, paths.model)
+      else await role.policy.save(paths.model)
       if (role.trainer) {
         await mkdir(paths.trainer, { recursive: true })
         await role.trainer.saveState(paths.trainer)

@@ -77,6 +77,8 @@ export interface ConfigureOptions {
   flags?: FlagValues
   steps?: number
   seed?: number
+  /** --frozen-weights (the config's frozenWeights). */
+  frozenWeights?: string
 }
 
 /** A method as the registry holds it. */
@@ -92,7 +94,7 @@ export interface Method {
   describe(record: Record<string, unknown>): string
   /** The JSON Schema of a --config file (defaults: the preset's values). */
   configSchema(preset?: string): Record<string, unknown>
-  /** The run config of a preset, a config file, flags, --steps and --seed; throws ConfigError. */
+  /** The run config of a preset, a config file, flags, --steps, --seed and --frozen-weights; throws ConfigError. */
   configure(o: ConfigureOptions): { config: BaseMethodConfig; start(options: StartOptions): Promise<Session> }
   resume(checkpointDir: string, options: ResumeOptions): Promise<Session>
 }
@@ -147,6 +149,7 @@ export function defineMethod<C extends BaseMethodConfig, R extends BaseStepRecor
       if (fromFlags !== undefined) config = resolveConfig(fromFlags, config, 'command line')
       if (o.steps !== undefined) config = resolveConfig({ steps: o.steps }, config, '--steps')
       if (o.seed !== undefined) config = resolveConfig({ seed: o.seed }, config, '--seed')
+      if (o.frozenWeights !== undefined) config = resolveConfig({ frozenWeights: o.frozenWeights }, config, '--frozen-weights')
       return { config, start: async (options) => session(await spec.start(config, options)) }
     },
     resume: async (dir, options) => session(await spec.resume(dir, options)),

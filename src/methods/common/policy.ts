@@ -4,7 +4,7 @@
 // logic — rewards, advantages, buffers, checkpoints — is testable without the engine.
 import type { AdapterOptions } from '../../engine/adapters.js'
 import { InvalidArgumentError } from '../../engine/errors.js'
-import { loadModel, type Completion, type GenerateOptions, type Model, type Prompt, type SaveOptions, type ScoreOptions, type ScorePair, type Scored } from '../../engine/model.js'
+import { loadModel, type Completion, type GenerateOptions, type Model, type Prompt, type SaveOptions, type ScoreOptions, type ScorePair, type Scored, type WeightStorage } from '../../engine/model.js'
 import type { StepMetrics, TrainBatch, TrainerOptions } from '../../train/trainer.js'
 
 /** What a method needs of a policy's tokenizer. */
@@ -62,6 +62,8 @@ export interface PolicyRef {
   /** A folder of named adapters as save() writes them (the root's as 'default', each sub-folder's under its name), all attached. */
   adapters?: string
   threads?: number
+  /** How a frozen policy keeps its weights in memory (loadModel's `weights`; default 'f32'). Only a policy that never trains takes another. */
+  weights?: WeightStorage
   /** Attach a fresh one-label score head (a scalar reward model on the model's base, JZ §3.1), seeded. */
   scoreHead?: { seed: number }
 }
@@ -122,7 +124,7 @@ function engineModelOf(p: Policy): Model {
 
 /** The engine's OpenPolicy: loads the folder (and attaches the adapter) on the default device. */
 export const openPolicy: OpenPolicy = async (ref) => {
-  const model = await loadModel(ref.model, { threads: ref.threads })
+  const model = await loadModel(ref.model, { threads: ref.threads, weights: ref.weights })
   try {
     if (ref.adapter) await model.loadAdapter(ref.adapter)
     if (ref.adapters) await model.loadAdapters(ref.adapters)

@@ -1,4 +1,5 @@
 // The shape of a method's run, as the driver sees it.
+import type { FrozenWeights } from '../../engine/options.js'
 
 /** Every method config carries these (the driver's conventions). */
 export interface BaseMethodConfig {
@@ -6,6 +7,8 @@ export interface BaseMethodConfig {
   steps: number
   eval: { every: number }
   checkpointEvery: number
+  /** How the run's frozen models keep their weights in memory (default 'f32'). */
+  frozenWeights?: FrozenWeights
 }
 
 /** What the driver reads of every metrics line. */

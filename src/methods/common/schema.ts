@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
 import { ConfigError } from '../../engine/errors.js'
 import type { Registry } from '../../util/registry.js'
+import { FROZEN_WEIGHTS } from '../../engine/options.js'
 
 export { z }
 
@@ -86,8 +87,16 @@ export const benchmarksShape = {
 }
 /** Greedy held-out accuracy every N steps on the world's benchmarks. */
 export const greedyEvalSchema = () => z.strictObject({ every: intAtLeast(1), ...benchmarksShape })
+/** How the run's frozen models keep their weights in memory (FROZEN_WEIGHTS, src/methods/common/training.ts). */
+export const frozenWeights = () =>
+  oneOf(FROZEN_WEIGHTS)
+    .optional()
+    .describe(
+      "in-memory weights of the run's frozen models — the KL reference copy, R-Zero's second ensemble model, a frozen J-Zero Judge folder, the offline methods' pool scorer: " +
+        "f32 (default), bf16 (half the bytes, widened in registers) or int8 (Q8_0-style blocks of 32 with an f16 scale); CPU only (refused on --device cuda)",
+    )
 /** The run fields every method carries (the driver's conventions). */
-export const runShape = { seed: z.number().int({ error: 'must be an integer' }), steps: intAtLeast(1), checkpointEvery: intAtLeast(1) }
+export const runShape = { seed: z.number().int({ error: 'must be an integer' }), steps: intAtLeast(1), checkpointEvery: intAtLeast(1), frozenWeights: frozenWeights() }
 
 // ---------------------------------------------------------------------------------------------
 // Resolving a config

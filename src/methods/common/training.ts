@@ -3,6 +3,7 @@
 // right KL reference, and opening a trained role from the base model or from its checkpoint.
 import { CheckpointError, InvalidArgumentError } from '../../engine/errors.js'
 import type { Completion } from '../../engine/model.js'
+import type { FrozenWeights } from '../../engine/options.js'
 import type { LoraOptions, OptimizerOptions, TrainSequence } from '../../train/trainer.js'
 import type { ScheduleOptions } from '../../train/schedule.js'
 import type { ObjectiveSpec, PolicyObjectiveConfig } from '../../train/objectives.js'
@@ -102,9 +103,12 @@ export async function openTrainee(
   return { policy, trainer }
 }
 
-/** The frozen reference copy of `base` that full fine-tuning plans need (one copy for all; one thread: it only scores), else null. */
-export async function openReference(set: PolicySet, base: string, ...plans: TrainingPlan[]): Promise<Policy | null> {
-  return plans.some(needsFrozenReference) ? set.open({ model: base, threads: 1 }) : null
+/**
+ * The frozen reference copy of `o.base` that full fine-tuning plans need (one copy for all; one
+ * thread: it only scores), its weights kept as `o.weights` (a run's frozenWeights), else null.
+ */
+export async function openReference(set: PolicySet, o: { base: string; weights?: FrozenWeights }, ...plans: TrainingPlan[]): Promise<Policy | null> {
+  return plans.some(needsFrozenReference) ? set.open({ model: o.base, threads: 1, weights: o.weights }) : null
 }
 
 /** A sampled completion and the prompt's token ids it continues. */
@@ -125,10 +129,18 @@ export function sampledSequence(prompt: readonly number[], c: Completion, advant
  * The one trained policy of a run, and the frozen reference its plan needs, in a PolicySet the run
  * disposes (on failure everything opened is disposed). From the base model, or a checkpoint's role.
  */
-export async function openTrainedPolicy(o: { openPolicy?: OpenPolicy; base: string; checkpoint?: { model: string; trainer: string }; threads?: number; plan: TrainingPlan }): Promise<{ policies: PolicySet; policy: Policy; trainer: PolicyTrainer }> {
+export async function openTrainedPolicy(o: {
+  openPolicy?: OpenPolicy
+  base: string
+  checkpoint?: { model: string; trainer: string }
+  threads?: number
+  plan: TrainingPlan
+  /** The reference's weights (the run's frozenWeights). */
+  frozenWeights?: FrozenWeights
+}): Promise<{ policies: PolicySet; policy: Policy; trainer: PolicyTrainer }> {
   const set = new PolicySet(o.openPolicy ?? openPolicy)
   return set.build(async () => {
-    const reference = await openReference(set, o.base, o.plan)
+    const reference = await openReference(set, { base: o.base, weights: o.frozenWeights }, o.plan)
     return { policies: set, ...(await openTrainee(set, { ...o, reference })) }
   })
 }

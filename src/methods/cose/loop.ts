@@ -136,7 +136,7 @@ export class CoseRun {
     const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
     const { policies, policy, trainer } = config.roleAdapters
       ? await openRoleAdapters({ ...o, base, plan: trainingPlan(config), roles: COSE_ROLE_ADAPTERS, seed: config.seed })
-      : await openTrainedPolicy({ ...o, base, plan: trainingPlan(config) })
+      : await openTrainedPolicy({ ...o, base, plan: trainingPlan(config), frozenWeights: config.frozenWeights })
     return new CoseRun(config, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base)
   }
 
@@ -153,7 +153,7 @@ export class CoseRun {
     const opened = { ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: trainingPlan(state.config) }
     const { policies, policy, trainer } = state.config.roleAdapters
       ? await openRoleAdapters({ ...opened, roles: COSE_ROLE_ADAPTERS, seed: state.config.seed })
-      : await openTrainedPolicy(opened)
+      : await openTrainedPolicy({ ...opened, frozenWeights: state.config.frozenWeights })
     return new CoseRun(state.config, world, policy, trainer, replay, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 

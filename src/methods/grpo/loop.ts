@@ -66,7 +66,7 @@ export class GrpoRun {
   }
 
   private static async open(c: GrpoConfig, world: TaskWorld, base: string, checkpoint: { model: string; trainer: string } | null, step: number, o: { threads?: number; openPolicy?: OpenPolicy }): Promise<GrpoRun> {
-    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, checkpoint: checkpoint ?? undefined, plan: ppoPlan(c.ppo, c.steps) })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, checkpoint: checkpoint ?? undefined, plan: ppoPlan(c.ppo, c.steps), frozenWeights: c.frozenWeights })
     return new GrpoRun(c, world, policy, trainer, policies, step, base)
   }
 

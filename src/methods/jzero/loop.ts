@@ -163,6 +163,8 @@ export class JzeroRun {
     readonly baseModel: string,
     readonly judgeModel: string | null,
     private judgeAccuracy: number,
+    /** The folder a frozen Judge kept below f32 was read from (its checkpoint copies it), else null. */
+    private readonly frozenJudgeFolder: string | null,
   ) {
     this.heldOutPreferences = world.data.heldOutPreferences?.(config.eval.judgePairs) ?? []
     this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
@@ -213,17 +215,25 @@ export class JzeroRun {
   ): Promise<JzeroRun> {
     // the Judge first: a folder that is not a reward model fails before the policies load
     const judgePaths = s.checkpoint?.('judge')
-    const judgeRef = judgePaths ? { model: judgePaths.model } : s.judgeModel !== null ? { model: s.judgeModel } : { model: s.baseModel, scoreHead: { seed: c.seed } }
+    // a frozen Judge folder takes the run's frozenWeights, read from the run's judgeModel (a checkpoint's copy of it may be pruned later); a fresh score head on the base stays f32
+    const frozenJudgeFolder = !c.switches.trainJudge && (c.frozenWeights ?? 'f32') !== 'f32' && s.judgeModel !== null ? s.judgeModel : null
+    const judgeRef = frozenJudgeFolder
+      ? { model: frozenJudgeFolder, weights: c.frozenWeights }
+      : judgePaths
+        ? { model: judgePaths.model }
+        : s.judgeModel !== null
+          ? { model: s.judgeModel }
+          : { model: s.baseModel, scoreHead: { seed: c.seed } }
     const judge = await openJudge(set, { ...judgeRef, threads: o.threads })
     const judgeTrainer = c.switches.trainJudge ? await judge.trainer(trainerOptions(judgePlan(c), null)) : null
     if (judgeTrainer && judgePaths) await judgeTrainer.loadState(judgePaths.trainer)
     const challengerPlan = stagePlan(c.challenger, c)
     const solverPlan = stagePlan(c.solver, c)
     // one frozen copy of the initial policy is the KL reference of both (they share the initialization)
-    const reference = await openReference(set, s.baseModel, challengerPlan, solverPlan)
+    const reference = await openReference(set, { base: s.baseModel, weights: c.frozenWeights }, challengerPlan, solverPlan)
     const challenger = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('challenger'), threads: o.threads, plan: challengerPlan, reference })
     const solver = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('solver'), threads: o.threads, plan: solverPlan, reference })
-    return new JzeroRun(c, world, challenger.policy, solver.policy, judge, challenger.trainer, solver.trainer, judgeTrainer, set, s.rng, s.step, s.baseModel, s.judgeModel, s.judgeAccuracy)
+    return new JzeroRun(c, world, challenger.policy, solver.policy, judge, challenger.trainer, solver.trainer, judgeTrainer, set, s.rng, s.step, s.baseModel, s.judgeModel, s.judgeAccuracy, frozenJudgeFolder)
   }
 
   get step(): number {
@@ -441,7 +451,7 @@ export class JzeroRun {
       roles: [
         { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
         { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
-        { name: 'judge', policy: this.judge, trainer: this.judgeTrainer },
+        { name: 'judge', policy: this.judge, trainer: this.judgeTrainer, ...(this.frozenJudgeFolder ? { copyOf: this.frozenJudgeFolder } : {}) },
       ],
       extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex),
     })

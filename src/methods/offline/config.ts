@@ -2,7 +2,7 @@
 // model with a calibration fitted on its own unlabeled split; DPO on max-vs-min score pairs of
 // verifier-correct responses (and the random-pair control) from a shared SFT warm start; weighted
 // SFT w = m·softmax(αq) against uniform weights on the same responses.
-import { intAtLeast, loraShape, maxTokens, nonNegative, oneOf, optimizerShape, positive, requireThat, resolveWith, topP, warmupRatioShape, z } from '../common/schema.js'
+import { frozenWeights, intAtLeast, loraShape, maxTokens, nonNegative, oneOf, optimizerShape, positive, requireThat, resolveWith, topP, warmupRatioShape, z } from '../common/schema.js'
 import { benchmarkEvalSchema, scoringSchema } from '../solving/config.js'
 
 export const DPO_ARMS = ['random', 'sc', 'uid-conj', 'uid-mix'] as const
@@ -52,6 +52,7 @@ export function offlineSchema() {
       .refine((t) => t.loraRank >= 1 && t.loraAlpha > 0, { error: 'offline runs train LoRA adapters: rank ≥ 1, alpha > 0', path: ['loraRank'] }),
     eval: benchmarkEvalSchema(),
     checkpointEvery: intAtLeast(1),
+    frozenWeights: frozenWeights(),
   })
 }
 

@@ -165,7 +165,7 @@ export class OfflineRun {
     const base = resolve(baseModel)
     const dir = poolDirOf(config, o.outDir)
     const open = o.openPolicy ?? openPolicy
-    const scorer = await open({ model: base, threads: o.threads })
+    const scorer = await open({ model: base, threads: o.threads, weights: config.frozenWeights }) // the frozen base that samples and scores the pool
     let pooled
     try {
       o.log?.(`building the response pool (${config.pool.prompts} prompts × ${config.pool.k} responses; reused when ${dir} holds it)`)

@@ -254,14 +254,14 @@ export class RzeroRun {
     return set.build(async () => {
       const challengerPlan = rolePlan(config, phaseSteps(config, 'challenger'))
       const solverPlan = rolePlan(config, phaseSteps(config, 'solver'))
-      const reference = await openReference(set, s.baseModel, solverPlan) // one frozen base serves both roles' KL
+      const reference = await openReference(set, { base: s.baseModel, weights: config.frozenWeights }, solverPlan) // one frozen base serves both roles' KL
       const trainee = (role: Role, plan: TrainingPlan) => openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.(role), threads: o.threads, plan, reference })
       const challenger = await trainee('challenger', challengerPlan)
       const solver = await trainee('solver', solverPlan)
       // a resumed run reuses its S_c folder; a built variant whose cache was cleared is rebuilt
       const stale = typeof s.secondModel === 'string' && !existsSync(join(s.secondModel, 'config.json')) && config.ensemble.second.model === ''
       const secondModel = s.secondModel === undefined || stale ? await RzeroRun.secondModelDir(config, s.baseModel, o) : s.secondModel
-      const second = secondModel && usesEnsemble(config) ? await set.open({ model: secondModel, threads: o.threads }) : null
+      const second = secondModel && usesEnsemble(config) ? await set.open({ model: secondModel, threads: o.threads, weights: config.frozenWeights }) : null // an ensemble member only samples: it takes the run's frozenWeights
       const variants = [...RzeroRun.buildVariants(config, solver.policy, second), ...(usesEnsemble(config) ? (o.extraVariants ?? []) : [])]
       return new RzeroRun(config, world, challenger.policy, solver.policy, challenger.trainer, solver.trainer, set, second, variants, s.rng, s.step, s.baseModel, secondModel ?? null)
     })

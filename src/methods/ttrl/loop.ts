@@ -106,7 +106,7 @@ export class TtrlRun {
   static async start(baseModel: string, config: TtrlConfig, world: TaskWorld, o: RunOptions = {}): Promise<TtrlRun> {
     testTimePrompts(world, config) // a config that asks for more prompts than the world has fails before any model loads
     const base = resolve(baseModel)
-    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: ttrlTrainingPlan(config) })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: ttrlTrainingPlan(config), frozenWeights: config.frozenWeights })
     return new TtrlRun(config, world, policy, trainer, policies, new Rng(`ttrl-${config.seed}`), 0, base)
   }
 
@@ -119,7 +119,7 @@ export class TtrlRun {
       roles: () => [{ name: ROLE, trained: true }],
     })
     const { state } = ckpt
-    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: ttrlTrainingPlan(state.config) })
+    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: ttrlTrainingPlan(state.config), frozenWeights: state.config.frozenWeights })
     return new TtrlRun(state.config, world, policy, trainer, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 
