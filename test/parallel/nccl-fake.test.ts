@@ -5,14 +5,19 @@
 // loader, ncclGetUniqueId on rank 0 handed out by the rendezvous (the stand-in's init refuses ranks
 // whose ids differ), the staging copies, the operations' offsets and counts, the polling, the
 // timeout with ncclCommAbort, ncclCommDestroy on close. The same checks as the MPI collective's
-// (collective-checks.ts) on 2 ranks, the 1-rank world, and an init that never completes.
+// (collective-checks.ts) on 2 ranks, an init that never completes, no driver; and a COSE run of 2
+// ranks started by `evolve --gpus`'s launcher on the CPU engine (--device cpu, which the command
+// itself refuses with --gpus) over this collective equals the 1-rank run, as on MPI.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { Writable } from 'node:stream'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { freeLocalPort } from '../../src/parallel/launcher.js'
+import { freeLocalPort, launchGpuRanks } from '../../src/parallel/launcher.js'
 import { expectOps, expectTimeout } from './collective-checks.js'
+import { CLI } from './mpi.js'
+import { COSE_CONFIG, differences, metrics, step, tensorDifferences } from './run-compare.js'
 
 const FIXTURE = join(import.meta.dirname, 'fixtures', 'collective-ranks.mjs')
 const root = mkdtempSync(join(tmpdir(), 'ad-nccl-fake-'))
@@ -97,4 +102,41 @@ describe.skipIf(lib === null)('the NCCL collective over a stand-in library', () 
     const { results } = await ranks('ops', 1, 5000, () => ({ LD_LIBRARY_PATH: '/nonexistent' }))
     expect(results[0]).toMatchObject({ rank: 0, openError: { code: 'ERR_AD_COLLECTIVE_UNAVAILABLE', message: expect.stringMatching(/the NCCL collective needs the CUDA driver: libcuda\.so\.1 did not load/) } })
   }, 90_000)
+
+  it('COSE, 2 steps on 2 ranks of the --gpus launcher over this collective (CPU engine): the metrics and checkpoint of the 1-rank run', async () => {
+    const dir = mkdtempSync(join(root, 'cose-'))
+    const exchange = join(dir, 'exchange')
+    mkdirSync(exchange)
+    const cfg = join(dir, 'cose.json')
+    writeFileSync(cfg, JSON.stringify(COSE_CONFIG))
+    const [one, two] = [join(dir, 'one'), join(dir, 'two')]
+    const base = ['--threads', '1', '--method', 'cose', '--config', cfg, '--steps', '2', '--device', 'cpu']
+    const single = spawnSync(process.execPath, [CLI, 'evolve', ...base, '--out', one], { encoding: 'utf8', timeout: 200_000 })
+    expect(single.status, single.stderr).toBe(0)
+    let stderr = ''
+    const sink = new Writable({ write: (chunk, _enc, done) => ((stderr += String(chunk)), done()) })
+    const code = await launchGpuRanks({
+      gpus: 2,
+      command: [process.execPath, CLI], // dist/'s, as a user's install runs it
+      args: [...base, '--out', two],
+      timeoutMs: 60_000,
+      checkWeightsEvery: 1,
+      env: { ...process.env, AUTODIDACT_NCCL: join(lib!, 'fake.so'), LD_LIBRARY_PATH: lib!, FAKE_NCCL_DIR: exchange, CUDA_VISIBLE_DEVICES: undefined },
+      stdout: new Writable({ write: (_c, _e, done) => done() }),
+      stderr: sink,
+    }).catch((e: Error) => {
+      throw new Error(`${e.message}\n${stderr}`)
+    })
+    expect(code).toBe(0)
+    const [ma, mb] = [metrics(one), metrics(two)]
+    expect(mb.map((r) => r.step)).toEqual([0, 1, 2])
+    expect(ma.flatMap((row, i) => differences(row, mb[i], `step ${row.step}`))).toEqual([])
+    for (const row of mb.slice(1)) expect((row.train as { tokens: number }).tokens).toBeGreaterThan(0) // a policy update on both ranks' shares
+    const tensors = await tensorDifferences(join(one, 'checkpoints', step(2)), join(two, 'checkpoints', step(2)))
+    expect(tensors.compared).toBeGreaterThan(1000)
+    expect(tensors.failures).toEqual([])
+    // every collective of the run went through the stand-in NCCL, and each rank closed its communicator
+    expect(readdirSync(exchange).filter((f) => /^op-\d+-rank-1$/.test(f)).length).toBeGreaterThan(10)
+    expect(['destroy-rank-0', 'destroy-rank-1'].every((f) => existsSync(join(exchange, f)))).toBe(true)
+  }, 300_000)
 })
