@@ -76,6 +76,16 @@ const where = (a: RendezvousAddress) => (a.host.includes(':') ? `[${a.host}]:${a
 
 const line = (value: object) => JSON.stringify(value) + '\n'
 
+/** A line's JSON object, or null when it is not one. */
+function parseObject(text: string): Record<string, unknown> | null {
+  try {
+    const v: unknown = JSON.parse(text)
+    return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null
+  } catch {
+    return null
+  }
+}
+
 /** Calls `onLine` with each complete line a socket receives. */
 function readLines(socket: Socket, onLine: (text: string) => void): void {
   let buffered = ''
@@ -114,13 +124,8 @@ function serve(o: RendezvousOptions, id: Uint8Array): Promise<RendezvousResult> 
     }, o.timeoutMs)
 
     function hello(socket: Socket, text: string): void {
-      let m: { rank?: unknown; worldSize?: unknown }
-      try {
-        m = JSON.parse(text) as typeof m
-      } catch {
-        socket.destroy() // not one of our ranks
-        return
-      }
+      const m = parseObject(text) as { rank?: unknown; worldSize?: unknown } | null
+      if (!m) return void socket.destroy() // not one of our ranks
       const rank = m.rank
       if (typeof rank !== 'number' || !Number.isInteger(rank) || typeof m.worldSize !== 'number') return void socket.destroy()
       if (m.worldSize !== o.worldSize)
@@ -196,12 +201,8 @@ function join(o: RendezvousOptions): Promise<RendezvousResult> {
       s.on('connect', () => s.write(line({ rank: o.rank, worldSize: o.worldSize })))
       readLines(s, (text) => {
         answered = true
-        let m: { id?: unknown; worldSize?: unknown; error?: unknown; kind?: unknown; missing?: unknown }
-        try {
-          m = JSON.parse(text) as typeof m
-        } catch {
-          return settle(new RendezvousError('closed', `rank ${o.rank}: the rendezvous at ${where(o.address)} answered something that is not rank 0's: ${text.slice(0, 80)}`))
-        }
+        const m = parseObject(text) as { id?: unknown; worldSize?: unknown; error?: unknown; kind?: unknown; missing?: unknown } | null
+        if (!m) return settle(new RendezvousError('closed', `rank ${o.rank}: the rendezvous at ${where(o.address)} answered something that is not rank 0's: ${text.slice(0, 80)}`))
         if (typeof m.error === 'string') return settle(new RendezvousError((m.kind as RendezvousFailure) ?? 'closed', m.error, Array.isArray(m.missing) ? (m.missing as number[]) : []))
         if (typeof m.id !== 'string' || m.worldSize !== o.worldSize)
           return settle(new RendezvousError('world-size', `rank ${o.rank}: rank 0 answered for a world of ${String(m.worldSize)} ranks, this rank was started for ${o.worldSize}`))

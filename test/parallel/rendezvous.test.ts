@@ -1,11 +1,12 @@
 // The TCP rendezvous (src/parallel/rendezvous.ts, from dist/) with each rank a process of its own:
 // 3 ranks exchange a random 128-byte id (the others started before rank 0, so they retry); a rank
 // that never joins makes rank 0 and the joined ranks fail within the timeout, naming it; a rank said
-// twice and a wrong world size are refused at once on every rank present; a rank without rank 0
+// twice and a wrong world size are refused at once on every rank present; a stray connection is
+// dropped; a rank without rank 0
 // fails within its timeout; HOST:PORT is parsed or refused with a typed error.
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { createServer } from 'node:net'
+import { connect, createServer } from 'node:net'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { parseRendezvous } from '../../src/parallel/rendezvous.js'
@@ -59,6 +60,26 @@ describe('the TCP rendezvous', () => {
       expect(res).toMatchObject({ rank: r, worldSize: 3, id })
     }
     expect(id).toHaveLength(256)
+  }, 60_000)
+
+  it('a stray connection that is not a rank (not JSON, JSON null, no rank) is dropped: the ranks still meet', async () => {
+    const port = await freePort()
+    const id = randomBytes(128).toString('hex')
+    const r0 = rank([0, 2, port, 20_000, id])
+    for (const text of ['not json\n', 'null\n', '[1]\n', '{"hello":1}\n']) {
+      await new Promise<void>((resolve) => {
+        const tryOnce = () => {
+          const s = connect(port, '127.0.0.1')
+          s.on('connect', () => s.write(text))
+          s.on('close', () => resolve()) // rank 0 hangs up on it
+          s.on('error', () => setTimeout(tryOnce, 50)) // rank 0 not listening yet
+        }
+        tryOnce()
+      })
+    }
+    const [a, b] = await Promise.all([r0, rank([1, 2, port, 20_000])])
+    expect(a).toMatchObject({ rank: 0, worldSize: 2, id })
+    expect(b).toMatchObject({ rank: 1, worldSize: 2, id })
   }, 60_000)
 
   it('a rank that never joins: rank 0 and the joined rank fail within the timeout, naming it', async () => {
