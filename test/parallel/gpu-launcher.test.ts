@@ -17,7 +17,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }))
 class Sink extends Writable {
   text = ''
   writes: string[] = []
-  _write(chunk: Buffer, _enc: string, done: () => void) {
+  override _write(chunk: Buffer, _enc: string, done: () => void) {
     this.text += chunk.toString()
     this.writes.push(chunk.toString())
     done()
