@@ -2,7 +2,9 @@
 // (fixtures/fake-rank.mjs) in place of `node <cli> evolve … --rank-child`: each rank's global rank,
 // world size, GPU (CUDA_VISIBLE_DEVICES), rendezvous address and arguments; rank 0's stdout and
 // every rank's stderr in whole lines; a rank that fails or dies stops the others (SIGTERM, then
-// SIGKILL for one that ignores it) and the error names it; rank 0's Ctrl-C exit is not a failure.
+// SIGKILL for one that ignores it) and the error names it; rank 0's Ctrl-C exit is not a failure;
+// a Ctrl-C reaches every rank once.
+import { spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -156,5 +158,19 @@ describe('launchGpuRanks (stand-in ranks)', () => {
     const r = await launch('missing', { command: ['/nonexistent/node'] })
     expect(r.error).toBeInstanceOf(ParallelLaunchError)
     expect((r.error as Error).message).toMatch(/--gpus starts its ranks with \/nonexistent\/node, which was not found/)
+  }, 30_000)
+
+  it('Ctrl-C to the launcher\'s process group reaches every rank once (they run in groups of their own), and rank 0\'s 130 is the exit code', async () => {
+    const out = mkdtempSync(join(root, 'sigint-'))
+    const child = spawn(process.execPath, [join(import.meta.dirname, 'fixtures', 'gpu-launch.mjs'), out], { detached: true, stdio: ['ignore', 'pipe', 'inherit'] })
+    let printed = ''
+    child.stdout.on('data', (d: Buffer) => (printed += d.toString()))
+    const closed = new Promise<number | null>((resolve) => child.on('close', resolve))
+    const deadline = Date.now() + 20_000
+    while (!(existsSync(join(out, 'rank-0.json')) && existsSync(join(out, 'rank-1.json'))) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    process.kill(-child.pid!, 'SIGINT') // as a terminal's Ctrl-C: the whole foreground group
+    expect(await closed).toBe(0)
+    expect(printed.trim().split('\n')).toEqual(['stdout of rank 0', JSON.stringify({ code: 130 })])
+    for (const r of [0, 1]) expect(readFileSync(join(out, `rank-${r}.sigint`), 'utf8')).toBe('SIGINT\n')
   }, 30_000)
 })
