@@ -11,7 +11,8 @@
 // starts this node's N rank processes itself (no mpirun), each `node <cli> evolve … --rank-child`
 // with its global rank, CUDA_VISIBLE_DEVICES set to its one GPU and the rendezvous address in its
 // environment (RANK_ENV); the NCCL collective opens in each (src/parallel/rendezvous.ts hands out
-// rank 0's unique id). A rank that fails or dies stops the others, and RankFailedError names it.
+// rank 0's unique id). A rank that fails or dies stops the others, and RankFailedError names it;
+// the ranks stop by themselves when the launcher is killed outright (stopWithLauncher).
 import { spawn } from 'node:child_process'
 import { createServer, type AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
@@ -231,6 +232,16 @@ export function gpuRankProcesses(o: GpuLaunchOptions & { rendezvous: string }): 
   })
 }
 
+/** In a rank the --gpus launcher started: exit when the launcher is gone (its IPC channel closes), instead of running on orphaned. */
+export function stopWithLauncher(rank: string): void {
+  if (!process.channel) return // not started by launchGpuRanks (mpirun's ranks have no channel)
+  process.channel.unref() // the channel alone keeps no rank alive
+  process.on('disconnect', () => {
+    process.stderr.write(`autodidact: rank ${rank}: the launcher is gone (its channel closed); stopping\n`)
+    process.exit(1)
+  })
+}
+
 /** A TCP port free on 127.0.0.1 now (the one-node rendezvous). */
 export function freeLocalPort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -262,7 +273,8 @@ export async function launchGpuRanks(o: GpuLaunchOptions): Promise<number> {
   let failed: { rank: number; pid: number | undefined; device: string; code: number | null; signal: NodeJS.Signals | null } | null = null
   let launchError: Error | null = null
   let killTimer: NodeJS.Timeout | undefined
-  const children = plan.map((p) => ({ p, child: spawn(p.command, p.args, { env: p.env, stdio: ['ignore', p.rank === 0 ? 'pipe' : 'ignore', 'pipe'], detached: true }) }))
+  // 'ipc': a channel the ranks watch, so that they stop when the launcher is killed outright (their own process groups keep them from its signals)
+  const children = plan.map((p) => ({ p, child: spawn(p.command, p.args, { env: p.env, stdio: ['ignore', p.rank === 0 ? 'pipe' : 'ignore', 'pipe', 'ipc'], detached: true }) }))
   const stopOthers = () => {
     for (const { p, child } of children) if (!exits.has(p.rank) && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
     killTimer ??= setTimeout(() => {

@@ -139,4 +139,46 @@ describe.skipIf(lib === null)('the NCCL collective over a stand-in library', () 
     expect(readdirSync(exchange).filter((f) => /^op-\d+-rank-1$/.test(f)).length).toBeGreaterThan(10)
     expect(['destroy-rank-0', 'destroy-rank-1'].every((f) => existsSync(join(exchange, f)))).toBe(true)
   }, 300_000)
+
+  it('the launcher killed outright (SIGKILL): its 2 evolve ranks notice the closed channel and stop, not run on orphaned', async () => {
+    const dir = mkdtempSync(join(root, 'orphans-'))
+    const exchange = join(dir, 'exchange')
+    mkdirSync(exchange)
+    const run = join(dir, 'run')
+    const env = { ...process.env, AUTODIDACT_NCCL: join(lib!, 'fake.so'), LD_LIBRARY_PATH: lib!, FAKE_NCCL_DIR: exchange, CUDA_VISIBLE_DEVICES: undefined }
+    const launcher = spawn(process.execPath, [join(import.meta.dirname, 'fixtures', 'gpu-launch.mjs'), dir, 'evolve', '--threads', '1', '--method', 'cose', '--steps', '200', '--device', 'cpu', '--out', run], { env, stdio: 'ignore' })
+    const ranksOf = () => rankPids(run)
+    const deadline = Date.now() + 60_000
+    while (!existsSync(join(run, 'metrics.jsonl')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100)) // both ranks past their start
+    const pids = ranksOf()
+    expect(pids).toHaveLength(2)
+    launcher.kill('SIGKILL')
+    const stopBy = Date.now() + 15_000
+    while (pids.some(alive) && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 100))
+    expect(pids.filter(alive)).toEqual([])
+  }, 120_000)
 })
+
+/** The pids of the --rank-child processes writing `outDir` (found through /proc). */
+function rankPids(outDir: string): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((pid) => {
+      try {
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+        return cmdline.includes('--rank-child') && cmdline.includes(outDir)
+      } catch {
+        return false // it ended while we looked
+      }
+    })
+    .map(Number)
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ') // a zombie has stopped
+  } catch {
+    return false
+  }
+}
