@@ -14,7 +14,7 @@ import { deviceOption, hasWorldOptions, parseArgs, WORLD_OPTIONS, WORLD_USAGE, w
 import { Progress, progressMode } from './progress.js'
 import { isNativeError } from '../native.js'
 import { endRun, followRun, leaderRun, openRank, RANK_ENV, type RankContext } from '../parallel/ranks.js'
-import { launchGpuRanks, launchRanks, ParallelLaunchError, type GpuLaunchOptions } from '../parallel/launcher.js'
+import { launchGpuRanks, launchRanks, ParallelLaunchError, stopWithLauncher, type GpuLaunchOptions } from '../parallel/launcher.js'
 import { parseRendezvous } from '../parallel/rendezvous.js'
 
 /** The model an evolve run starts from unless --model says otherwise. */
@@ -160,6 +160,7 @@ async function evolve(argv: string[]): Promise<number> {
     })
     return 0
   }
+  if (options['rank-child']) stopWithLauncher(process.env[RANK_ENV.rank] ?? process.env.OMPI_COMM_WORLD_RANK ?? '?')
   const rank: RankContext | null = options['rank-child'] ? await openRank() : null
   const follower = rank !== null && rank.collective.rank !== 0
   const threads = options.threads as number | undefined

@@ -14,6 +14,7 @@
 // rank 0's unique id). A rank that fails or dies stops the others, and RankFailedError names it;
 // the ranks stop by themselves when the launcher is killed outright (stopWithLauncher).
 import { spawn } from 'node:child_process'
+import { writeSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { AutodidactError } from '../engine/errors.js'
@@ -237,8 +238,14 @@ export function stopWithLauncher(rank: string): void {
   if (!process.channel) return // not started by launchGpuRanks (mpirun's ranks have no channel)
   process.channel.unref() // the channel alone keeps no rank alive
   process.on('disconnect', () => {
-    process.stderr.write(`autodidact: rank ${rank}: the launcher is gone (its channel closed); stopping\n`)
-    process.exit(1)
+    try {
+      writeSync(2, `autodidact: rank ${rank}: the launcher is gone (its channel closed); stopping\n`)
+    } catch {
+      // its stderr went with it (EPIPE): nothing to tell
+    }
+    // not process.exit: it waits for the worker threads, and one may be inside a collective that
+    // now waits for its timeout (checkpoints are renamed into place whole: none is left half-written)
+    process.kill(process.pid, 'SIGKILL')
   })
 }
 
