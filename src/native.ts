@@ -227,9 +227,14 @@ export interface NativeCollectiveLibrary {
 }
 
 export interface NativeCollectives {
-  open(options: { backend: 'mpi' | 'nccl' | 'single'; timeoutMs: number; rank?: number; worldSize?: number; rendezvous?: string }): Promise<NativeCollective>
+  /** nccl: `uniqueId` is rank 0's ncclUniqueId(), the same on every rank (src/parallel/rendezvous.ts hands it out). */
+  open(options: { backend: 'mpi' | 'nccl' | 'single'; timeoutMs: number; rank?: number; worldSize?: number; uniqueId?: Uint8Array }): Promise<NativeCollective>
   /** Loads each library once (nothing is initialized). */
   libraries(): { mpi: NativeCollectiveLibrary; nccl: NativeCollectiveLibrary }
+  /** Throws ERR_AD_COLLECTIVE_UNAVAILABLE (kind 'no-library') unless the backend's library was found. */
+  requireLibrary(backend: 'mpi' | 'nccl' | 'single'): void
+  /** Rank 0's NCCL unique id (128 bytes); NCCL's bootstrap root starts listening in this process. */
+  ncclUniqueId(): Uint8Array
 }
 
 export interface NativeDeviceMemory {

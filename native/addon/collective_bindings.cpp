@@ -158,7 +158,8 @@ class OpenWorker : public PromiseWorker {
   std::shared_ptr<Collective> collective_;
 };
 
-// open({ backend: 'mpi' | 'nccl' | 'single', timeoutMs, rank?, worldSize?, rendezvous? }) → Promise<NativeCollective>
+// open({ backend: 'mpi' | 'nccl' | 'single', timeoutMs, rank?, worldSize?, uniqueId? }) → Promise<NativeCollective>
+// (nccl: uniqueId is rank 0's ncclUniqueId(), handed out by the rendezvous)
 Napi::Value Open(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object o = object_arg(env, info[0], "options");
@@ -167,7 +168,10 @@ Napi::Value Open(const Napi::CallbackInfo& info) {
   opts.timeout_ms = int_field(o, "timeoutMs", 1, int64_t(1) << 40);
   if (!absent(field(o, "rank"))) opts.rank = static_cast<int>(int_field(o, "rank", 0, 1 << 20));
   if (!absent(field(o, "worldSize"))) opts.world_size = static_cast<int>(int_field(o, "worldSize", 1, 1 << 20));
-  if (!absent(field(o, "rendezvous"))) opts.rendezvous = string_field(o, "rendezvous");
+  if (!absent(field(o, "uniqueId"))) {
+    std::vector<uint8_t> id = bytes_arg(env, field(o, "uniqueId"), "field 'uniqueId'");
+    opts.unique_id.assign(id.begin(), id.end());
+  }
   return PromiseWorker::Start(std::make_unique<OpenWorker>(env, std::move(opts)));
 }
 
@@ -181,6 +185,20 @@ Napi::Value library_status(Napi::Env env, const collective::LibraryStatus& s) {
     o.Set("reason", s.reason);
   }
   return o;
+}
+
+// ncclUniqueId() → Uint8Array (128 bytes): rank 0's NCCL unique id; its NCCL bootstrap root now listens
+Napi::Value NcclUniqueId(const Napi::CallbackInfo& info) {
+  return bytes_value(info.Env(), collective::nccl_unique_id());
+}
+
+// requireLibrary('mpi' | 'nccl' | 'single'): throws ERR_AD_COLLECTIVE_UNAVAILABLE unless its library was found
+Napi::Value RequireLibrary(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsString()) type_error(env, "backend must be a string");
+  const std::string backend = info[0].As<Napi::String>().Utf8Value();
+  collective::require_library(backend);
+  return env.Undefined();
 }
 
 // libraries() → { mpi, nccl }: each { found, path?, version?, reason? } (loads each library once)
@@ -205,6 +223,8 @@ void RegisterCollectiveBindings(Napi::Env env, Napi::Object exports) {
   Napi::Object c = Napi::Object::New(env);
   c.Set("open", function<Open>(env, "open"));
   c.Set("libraries", function<Libraries>(env, "libraries"));
+  c.Set("ncclUniqueId", function<NcclUniqueId>(env, "ncclUniqueId"));
+  c.Set("requireLibrary", function<RequireLibrary>(env, "requireLibrary"));
   exports.Set("collective", c);
 }
 

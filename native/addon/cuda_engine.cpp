@@ -193,9 +193,10 @@ class CudaEngine final : public model::Engine {
   }
 
   // The gradients live in the plugin's device buffers, which its C ABI does not hand out yet:
-  // NCCL's all-reduce needs them (nccl_collective.cpp), so data parallelism runs on the CPU for now.
+  // NCCL's all-reduce (nccl_collective.cpp) cannot reach them, so data parallelism past one rank
+  // runs on the CPU for now (`evolve --gpus N` refuses N > 1 before starting).
   void do_reduce_gradients(collective::Collective&) override {
-    throw model::UnsupportedVerb(backend().name(), model::Verb::kGradients, "reducing gradients across ranks needs the CUDA plugin's gradient buffers (the NCCL path is not built yet); use --ranks N on the CPU");
+    throw model::UnsupportedVerb(backend().name(), model::Verb::kGradients, "reducing gradients across ranks needs the CUDA plugin's gradient buffers, which its C ABI does not hand out to the NCCL collective yet; use --ranks N on the CPU");
   }
 
   // As the CPU backend: base tensors sorted, then LoRA A and B by (adapter, layer, linear); with

@@ -37,6 +37,13 @@ std::unique_ptr<Collective> open(const OpenOptions& o) {
   throw std::invalid_argument("unknown collective backend '" + o.backend + "' (mpi | nccl | single)");
 }
 
+void require_library(const std::string& backend) {
+  if (backend == "single") return;
+  const LibraryStatus* lib = backend == "mpi" ? &mpi_library() : backend == "nccl" ? &nccl_library() : nullptr;
+  if (!lib) throw std::invalid_argument("unknown collective backend '" + backend + "' (mpi | nccl | single)");
+  if (!lib->found) throw CollectiveUnavailable(backend, "no-library", lib->reason);
+}
+
 std::string not_found(const std::string& what, const std::vector<std::string>& tried) {
   std::string out = what;
   for (size_t i = 0; i < tried.size(); ++i) out += (i ? "; " : "; tried ") + tried[i];

@@ -5,12 +5,12 @@
 // native/cuda/cublaslt_loader.cpp):
 //   - "mpi"    the CPU path: OpenMPI's libmpi.so.40 (mpi_collective.cpp), started by mpirun;
 //   - "nccl"   the GPU path: libnccl.so.2 (nccl_collective.cpp), rank 0's unique id handed to the
-//              others over a TCP rendezvous;
+//              others over a TCP rendezvous (src/parallel/rendezvous.ts);
 //   - "single" one process, world size 1: every operation is the identity, so a 1-rank run goes
 //              through the very same code above this interface.
 //
-// Buffers are host memory on "mpi" and "single"; on "nccl" all_reduce takes device memory (the
-// gradients live there). A collective that does not complete within its timeout throws
+// Buffers are host memory on every implementation ("nccl" stages them through device memory of its
+// own). A collective that does not complete within its timeout throws
 // CollectiveTimeout (ERR_AD_COLLECTIVE_TIMEOUT in JavaScript); the collective is then broken —
 // its peers can no longer be trusted to be in step — and every later call throws CollectiveError
 // at once. An implementation that cannot start (no library, no launcher) throws
@@ -87,9 +87,10 @@ struct LibraryStatus {
 struct OpenOptions {
   std::string backend;     // "mpi" | "nccl" | "single"
   int64_t timeout_ms = 600000;
-  // nccl: this process's rank, the world size, the rendezvous HOST:PORT (rank 0 listens on it).
+  // nccl: this process's rank, the world size, and rank 0's unique id (nccl_unique_id() on rank 0,
+  // handed to the others by the rendezvous).
   int rank = 0, world_size = 1;
-  std::string rendezvous;
+  std::string unique_id;
 };
 
 // For the library loaders: "no X found (…)" followed by each candidate tried and why it failed.
@@ -105,5 +106,11 @@ std::unique_ptr<Collective> open_nccl(const OpenOptions& options);
 // Library probes: found or not, and why (they load the library once; nothing is initialized).
 const LibraryStatus& mpi_library();
 const LibraryStatus& nccl_library();
+// Throws CollectiveUnavailable ("no-library") unless the backend's library was found.
+void require_library(const std::string& backend);
+
+// Rank 0's NCCL unique id (ncclGetUniqueId: 128 bytes, which also starts NCCL's bootstrap root in
+// this process), for the other ranks' open_nccl.
+std::string nccl_unique_id();
 
 }  // namespace ad::collective

@@ -59,10 +59,13 @@ export function formatDoctor(r: DoctorReport): string {
   return [...lines, ...installLines(r)].join('\n')
 }
 
+/** What a found NCCL enables today. */
+const NCCL_USE = 'evolve --gpus 1 opens it (past one GPU, runs are refused: the CUDA engine does not all-reduce its gradients yet)'
+
 /** Which collective libraries were found (MPI: `evolve --ranks N`; NCCL: the GPU path), and why not. */
 export function formatCollectives(c: NonNullable<DoctorReport['collectives']>): string[] {
   const one = (name: string, lib: NativeCollectiveLibrary, use: string) => `  ${name}: ${lib.found ? `found (${lib.version || 'version unknown'}, ${lib.path}): ${use}` : `not found: ${lib.reason}`}`
-  return ['collectives (data parallelism):', one('MPI', c.mpi, 'evolve --ranks N runs here'), one('NCCL', c.nccl, 'the NCCL path (evolve --gpus N) is not built yet')]
+  return ['collectives (data parallelism):', one('MPI', c.mpi, 'evolve --ranks N runs here'), one('NCCL', c.nccl, NCCL_USE)]
 }
 
 // ---------------------------------------------------------------- the install: ONNX, and the command that rebuilds

@@ -14,14 +14,15 @@ import { checkpointWorldSpec, loadWorld } from '../worlds/load.js'
 import { deviceOption, hasWorldOptions, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption, type OptionSpec } from './args.js'
 import { Progress, progressMode } from './progress.js'
 import { isNativeError } from '../native.js'
-import { endRun, followRun, leaderRun, openRank, type RankContext } from '../parallel/ranks.js'
-import { launchRanks, ParallelLaunchError } from '../parallel/launcher.js'
+import { endRun, followRun, leaderRun, openRank, RANK_ENV, type RankContext } from '../parallel/ranks.js'
+import { launchGpuRanks, launchRanks, ParallelLaunchError, stopWithLauncher, type GpuLaunchOptions } from '../parallel/launcher.js'
+import { parseRendezvous } from '../parallel/rendezvous.js'
 
 /** The model an evolve run starts from unless --model says otherwise. */
 export { BUNDLED_MODEL as DEFAULT_MODEL }
 
 /** Data parallelism's flags (--rank-child is internal: the launcher gives it to the ranks it starts). */
-const PARALLEL_OPTIONS: OptionSpec = { ranks: 'number', gpus: 'number', nodes: 'number', rendezvous: 'string', 'collective-timeout': 'number', 'check-weights-every': 'number', 'rank-child': 'boolean' }
+const PARALLEL_OPTIONS: OptionSpec = { ranks: 'number', gpus: 'number', nodes: 'number', 'node-rank': 'number', rendezvous: 'string', 'collective-timeout': 'number', 'check-weights-every': 'number', 'rank-child': 'boolean' }
 
 const COMMON_OPTIONS: OptionSpec = {
   method: 'string', model: 'string', config: 'string', 'config-schema': 'boolean', preset: 'string', out: 'string', steps: 'number', seed: 'number',
@@ -73,8 +74,15 @@ ${WORLD_USAGE}
   --collective-timeout S   seconds any collective operation may wait for the other ranks
                     (default 600): a stuck or dead rank fails the run within it
   --check-weights-every K  debug: every K optimizer steps, all ranks' weights hashes must agree
-  --gpus N, --nodes N, --rendezvous HOST:PORT   one process per GPU over NCCL: not built yet
-                    (refused with a clear error; the README's "More than one process")
+  --gpus N          one process per GPU over NCCL (libnccl.so.2 from the CUDA install or
+                    PyTorch's nvidia-nccl wheel, or AUTODIDACT_NCCL=path; \`autodidact doctor\`):
+                    the command starts them, each with its rank and CUDA_VISIBLE_DEVICES set to
+                    its GPU; rank 0 hands NCCL's unique id to the others over a TCP rendezvous.
+                    Runs on --device cuda. Today only --gpus 1 runs (one rank, through the same
+                    collective path): past one GPU the CUDA engine cannot yet all-reduce its
+                    gradients, and the run is refused. The README's "More than one GPU"
+  --nodes M --node-rank R --rendezvous HOST:PORT   several machines: run the same command on
+                    each, R = 0 … M−1; HOST:PORT is node 0's address, where rank 0 listens
   --json            one JSON object per event on stdout (phase, step, collapse, log, result);
                     otherwise a progress line on stderr (updated in place on a terminal, one
                     line per step when stderr is a file or a pipe)
@@ -119,7 +127,7 @@ export async function evolveCommand(argv: string[]): Promise<number> {
     return await evolve(argv)
   } catch (e) {
     // a rank's error names the rank (the launcher's own error then says how the run ended)
-    const rank = process.env.OMPI_COMM_WORLD_RANK
+    const rank = process.env.OMPI_COMM_WORLD_RANK ?? process.env[RANK_ENV.rank]
     if (argv.includes('--rank-child') && rank !== undefined && e instanceof Error) e.message = `rank ${rank}: ${isNativeError(e) ? `[${e.code}] ` : ''}${e.message}`
     throw e
   }
@@ -137,11 +145,20 @@ async function evolve(argv: string[]): Promise<number> {
     console.log(JSON.stringify(methodOf(String(options.method ?? 'cose')).configSchema(options.preset === undefined ? undefined : String(options.preset)), null, 2))
     return 0
   }
-  if (options.gpus !== undefined || options.nodes !== undefined || options.rendezvous !== undefined)
-    throw new ParallelLaunchError('--gpus, --nodes and --rendezvous need the NCCL collective, which is not built yet (its library probe is in `autodidact doctor`); use --ranks N on the CPU')
   const ranks = positiveInt('ranks', options.ranks) ?? 1
   const collectiveTimeout = options['collective-timeout'] === undefined ? undefined : positiveNumber('collective-timeout', options['collective-timeout'])
   const checkWeightsEvery = positiveInt('check-weights-every', options['check-weights-every'])
+  const gpuLaunch = gpuLaunchOptions(options)
+  if (gpuLaunch && !options['rank-child']) {
+    if (options.ranks !== undefined) throw new InvalidArgumentError('ranks', '--ranks N (CPU processes over MPI) and --gpus N (one process per GPU over NCCL) are two ways to run: choose one')
+    refuseUnbuiltGpuWorld(gpuLaunch.gpus * (gpuLaunch.nodes ?? 1))
+    return await launchGpuRanks({
+      ...gpuLaunch,
+      args: rankArgs(argv, options),
+      timeoutMs: collectiveTimeout === undefined ? undefined : Math.round(collectiveTimeout * 1000),
+      checkWeightsEvery,
+    })
+  }
   if (ranks > 1 && !options['rank-child']) {
     await launchRanks({
       ranks,
@@ -151,6 +168,7 @@ async function evolve(argv: string[]): Promise<number> {
     })
     return 0
   }
+  if (options['rank-child']) stopWithLauncher(process.env[RANK_ENV.rank] ?? process.env.OMPI_COMM_WORLD_RANK ?? '?')
   const rank: RankContext | null = options['rank-child'] ? await openRank() : null
   const follower = rank !== null && rank.collective.rank !== 0
   const threads = options.threads as number | undefined
@@ -257,9 +275,45 @@ function checkFrozenWeightsDevice(config: BaseMethodConfig, device: Device, file
 /** The output of a rank other than 0. */
 const SILENT = { write: () => true }
 
+/** --gpus N [--nodes M --node-rank R --rendezvous HOST:PORT], checked; null without --gpus. */
+function gpuLaunchOptions(options: Record<string, string | number | boolean>): Pick<GpuLaunchOptions, 'gpus' | 'nodes' | 'nodeRank' | 'rendezvous'> | null {
+  const gpus = positiveInt('gpus', options.gpus)
+  const nodes = positiveInt('nodes', options.nodes)
+  const nodeRank = options['node-rank'] === undefined ? undefined : nonNegativeInt('node-rank', options['node-rank'])
+  const rendezvous = options.rendezvous === undefined ? undefined : String(options.rendezvous)
+  if (gpus === undefined) {
+    if (nodes !== undefined || nodeRank !== undefined || rendezvous !== undefined) throw new InvalidArgumentError('gpus', '--nodes, --node-rank and --rendezvous go with --gpus N')
+    return null
+  }
+  const device = options.device ?? (process.env.AUTODIDACT_DEVICE || undefined)
+  if (device !== undefined && device !== 'cuda') throw new InvalidArgumentError('device', `--gpus N runs every rank on its GPU (--device cuda), not --device ${String(device)}; --ranks N runs on the CPU`)
+  if (rendezvous !== undefined) parseRendezvous(rendezvous)
+  if ((nodes ?? 1) > 1 && (rendezvous === undefined || nodeRank === undefined))
+    throw new InvalidArgumentError('nodes', `--nodes ${nodes} needs --node-rank R (0 … ${nodes! - 1}; node 0 hosts rank 0) and --rendezvous HOST:PORT (node 0's address, the same on every node)`)
+  if (nodeRank !== undefined && nodeRank >= (nodes ?? 1)) throw new InvalidArgumentError('node-rank', `--node-rank ${nodeRank} is not a node of ${nodes ?? 1} (0 … ${(nodes ?? 1) - 1})`)
+  return { gpus, nodes, nodeRank, rendezvous }
+}
+
+/**
+ * Past one GPU a step needs its gradients summed over the ranks on the device, and the CUDA
+ * plugin's C ABI does not hand out its gradient buffers yet (CudaEngine::do_reduce_gradients):
+ * such a run would sample its first step and then fail, so it is refused before any rank starts.
+ */
+function refuseUnbuiltGpuWorld(worldSize: number): void {
+  if (worldSize > 1)
+    throw new ParallelLaunchError(
+      `--gpus/--nodes for ${worldSize} GPUs: the CUDA engine cannot all-reduce its gradients across ranks yet (the CUDA plugin does not expose its gradient buffers to NCCL), so a ${worldSize}-GPU run is refused; --gpus 1 runs one rank through the NCCL collective, --ranks N runs data parallelism on the CPU`,
+    )
+}
+
+function nonNegativeInt(name: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new InvalidArgumentError(name, `--${name} must be an integer ≥ 0`)
+  return v
+}
+
 /** The evolve arguments every rank runs: the launcher's own flags removed, and a fixed run folder (each rank's clock would name its own). */
 function rankArgs(argv: readonly string[], options: Record<string, string | number | boolean>): string[] {
-  const launcherOnly = new Set(['ranks', 'collective-timeout', 'check-weights-every'])
+  const launcherOnly = new Set(['ranks', 'gpus', 'nodes', 'node-rank', 'rendezvous', 'collective-timeout', 'check-weights-every'])
   const args: string[] = []
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].startsWith('--') ? argv[i].slice(2).split('=')[0] : null
@@ -270,6 +324,7 @@ function rankArgs(argv: readonly string[], options: Record<string, string | numb
     args.push(argv[i])
   }
   if (!options.resume && options.out === undefined) args.push('--out', defaultOutDir(String(options.method ?? 'cose')))
+  if (options.gpus !== undefined && options.device === undefined) args.push('--device', 'cuda') // each rank on its one GPU
   return args
 }
 

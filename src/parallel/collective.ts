@@ -3,7 +3,9 @@
 // the order they were called — every rank must issue the same collectives in the same order, so
 // none may overtake another — plus JSON-valued gathers and broadcasts for host-side data
 // (rollouts, metrics), typed arrays included.
+import { InvalidArgumentError } from '../engine/errors.js'
 import { nativeAddon, type NativeCollective, type NativeCollectiveLibrary } from '../native.js'
+import { parseRendezvous, rendezvous } from './rendezvous.js'
 
 export type CollectiveBackend = 'mpi' | 'nccl' | 'single'
 
@@ -70,7 +72,19 @@ export class Collective {
 
 export async function openCollective(o: OpenCollectiveOptions): Promise<Collective> {
   const addon = await nativeAddon()
-  return new Collective(await addon.collective.open({ ...o, timeoutMs: o.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS }))
+  const timeoutMs = o.timeoutMs ?? DEFAULT_COLLECTIVE_TIMEOUT_MS
+  if (o.backend !== 'nccl') return new Collective(await addon.collective.open({ backend: o.backend, timeoutMs }))
+  // NCCL: rank 0's unique id reaches every rank over the TCP rendezvous, then ncclCommInitRank
+  const rank = o.rank ?? 0
+  const worldSize = o.worldSize ?? 1
+  addon.collective.requireLibrary('nccl') // every rank fails at once where there is no NCCL, none waits for the others
+  let id: Uint8Array
+  if (worldSize === 1) id = addon.collective.ncclUniqueId() // a 1-rank world meets no one
+  else {
+    if (o.rendezvous === undefined) throw new InvalidArgumentError('rendezvous', `the NCCL collective of ${worldSize} ranks needs a rendezvous HOST:PORT`)
+    ;({ id } = await rendezvous({ address: parseRendezvous(o.rendezvous), rank, worldSize, timeoutMs, id: rank === 0 ? addon.collective.ncclUniqueId() : undefined }))
+  }
+  return new Collective(await addon.collective.open({ backend: 'nccl', timeoutMs, rank, worldSize, uniqueId: id }))
 }
 
 /** Where MPI and NCCL were found, or why not (`doctor`'s collectives line). */

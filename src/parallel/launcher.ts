@@ -1,10 +1,21 @@
+// How `autodidact evolve` starts the ranks of a data-parallel run.
+//
 // `autodidact evolve … --ranks N`: the command starts its N rank processes itself, by running
 // `mpirun -np N --oversubscribe node <cli> evolve … --rank-child` (OpenMPI's launcher wires the
 // ranks together; the MPI collective opens in each). Rank 0's output is the command's output; the
 // other ranks print only their errors. When a rank dies or fails, mpirun stops the others and the
 // command fails with RankFailedError naming the rank (mpirun's own multi-line notice is folded into
 // that one line).
+//
+// `autodidact evolve … --gpus N [--nodes M --node-rank R --rendezvous HOST:PORT]`: the command
+// starts this node's N rank processes itself (no mpirun), each `node <cli> evolve … --rank-child`
+// with its global rank, CUDA_VISIBLE_DEVICES set to its one GPU and the rendezvous address in its
+// environment (RANK_ENV); the NCCL collective opens in each (src/parallel/rendezvous.ts hands out
+// rank 0's unique id). A rank that fails or dies stops the others, and RankFailedError names it;
+// the ranks stop by themselves when the launcher is killed outright (stopWithLauncher).
 import { spawn } from 'node:child_process'
+import { writeSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { AutodidactError } from '../engine/errors.js'
 import { collectiveLibraries } from './collective.js'
@@ -149,4 +160,194 @@ class MpirunNotices {
       return new RankFailedError(`rank ${improper[1]} of ${ranks} exited without closing its collective (its error is above); the other ranks were stopped`, Number(improper[1]), code, null)
     return new RankFailedError(`the ${ranks}-rank run failed (mpirun exited with ${signal ?? `code ${code}`})${text ? `:\n${text}` : ''}`, null, code, signal)
   }
+}
+
+// ---------------------------------------------------------------- evolve --gpus N: one process per GPU, NCCL
+
+export interface GpuLaunchOptions {
+  /** Rank processes on this node, one per GPU. */
+  gpus: number
+  /** Nodes in the run (default 1); each runs this command with its --node-rank. */
+  nodes?: number
+  /** This node's place (default 0): its ranks are nodeRank·gpus … nodeRank·gpus + gpus − 1; node 0 hosts rank 0. */
+  nodeRank?: number
+  /** HOST:PORT where rank 0 hands out NCCL's unique id (default on one node: 127.0.0.1 and a free port). */
+  rendezvous?: string
+  /** The evolve arguments every rank runs (the launcher's own flags removed). */
+  args: readonly string[]
+  timeoutMs?: number
+  checkWeightsEvery?: number
+  stdout?: NodeJS.WritableStream
+  stderr?: NodeJS.WritableStream
+  /** What each rank runs, before `evolve …args --rank-child` (default: this Node and this package's CLI). */
+  command?: readonly string[]
+  /** How long the other ranks have after SIGTERM, once one failed, before SIGKILL (default 10 s). */
+  graceMs?: number
+  /** The launcher's environment (default process.env): CUDA_VISIBLE_DEVICES there is the GPUs to use. */
+  env?: NodeJS.ProcessEnv
+}
+
+/** One rank process as the launcher starts it. */
+export interface RankProcess {
+  rank: number
+  /** The GPU it sees (its CUDA_VISIBLE_DEVICES): the launcher's device `localRank`. */
+  device: string
+  command: string
+  args: string[]
+  env: NodeJS.ProcessEnv
+}
+
+/** The GPUs this node's ranks take, in local-rank order: the launcher's CUDA_VISIBLE_DEVICES list (when set), else 0 … gpus − 1. */
+export function gpuDevices(gpus: number, env: NodeJS.ProcessEnv): string[] {
+  const visible = env.CUDA_VISIBLE_DEVICES?.split(',').map((d) => d.trim()).filter((d) => d !== '')
+  if (!visible) return Array.from({ length: gpus }, (_, i) => String(i))
+  if (visible.length < gpus) throw new ParallelLaunchError(`--gpus ${gpus}: CUDA_VISIBLE_DEVICES=${env.CUDA_VISIBLE_DEVICES} names only ${visible.length} GPU${visible.length === 1 ? '' : 's'}`)
+  return visible.slice(0, gpus)
+}
+
+/** This node's rank processes: each with its global rank, its one GPU, the rendezvous and the same evolve arguments. */
+export function gpuRankProcesses(o: GpuLaunchOptions & { rendezvous: string }): RankProcess[] {
+  const nodes = o.nodes ?? 1
+  const nodeRank = o.nodeRank ?? 0
+  const worldSize = o.gpus * nodes
+  const env = o.env ?? process.env
+  const [command, ...prefix] = o.command ?? [process.execPath, CLI]
+  return gpuDevices(o.gpus, env).map((device, localRank) => {
+    const rank = nodeRank * o.gpus + localRank
+    return {
+      rank,
+      device,
+      command,
+      args: [...prefix, 'evolve', ...o.args, '--rank-child'],
+      env: {
+        ...env,
+        [RANK_ENV.backend]: 'nccl',
+        [RANK_ENV.rank]: String(rank),
+        [RANK_ENV.worldSize]: String(worldSize),
+        [RANK_ENV.rendezvous]: o.rendezvous,
+        CUDA_VISIBLE_DEVICES: device,
+        ...(o.timeoutMs !== undefined ? { [RANK_ENV.timeoutMs]: String(o.timeoutMs) } : {}),
+        ...(o.checkWeightsEvery ? { [RANK_ENV.checkWeightsEvery]: String(o.checkWeightsEvery) } : {}),
+      },
+    }
+  })
+}
+
+/** In a rank the --gpus launcher started: exit when the launcher is gone (its IPC channel closes), instead of running on orphaned. */
+export function stopWithLauncher(rank: string): void {
+  if (!process.channel) return // not started by launchGpuRanks (mpirun's ranks have no channel)
+  process.channel.unref() // the channel alone keeps no rank alive
+  process.on('disconnect', () => {
+    try {
+      writeSync(2, `autodidact: rank ${rank}: the launcher is gone (its channel closed); stopping\n`)
+    } catch {
+      // its stderr went with it (EPIPE): nothing to tell
+    }
+    // not process.exit: it waits for the worker threads, and one may be inside a collective that
+    // now waits for its timeout (checkpoints are renamed into place whole: none is left half-written)
+    process.kill(process.pid, 'SIGKILL')
+  })
+}
+
+/** A TCP port free on 127.0.0.1 now (the one-node rendezvous). */
+export function freeLocalPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.on('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * Starts this node's rank processes and waits for them. Rank 0's stdout is the command's; every
+ * rank's stderr passes through, line by line. When a rank fails or dies, the others are stopped
+ * (SIGTERM, then SIGKILL after graceMs) and RankFailedError names it. Ctrl-C and SIGTERM reach
+ * every rank once (they run in process groups of their own). Returns rank 0's exit code: 0, or 130
+ * when a Ctrl-C stopped the run after a checkpoint.
+ */
+export async function launchGpuRanks(o: GpuLaunchOptions): Promise<number> {
+  const nodes = o.nodes ?? 1
+  const rendezvous = o.rendezvous ?? `127.0.0.1:${await freeLocalPort()}`
+  const plan = gpuRankProcesses({ ...o, rendezvous })
+  const worldSize = o.gpus * nodes
+  const stdout = o.stdout ?? process.stdout
+  const stderr = o.stderr ?? process.stderr
+  const graceMs = o.graceMs ?? 10_000
+  const exits = new Map<number, { code: number | null; signal: NodeJS.Signals | null }>()
+  let failed: { rank: number; pid: number | undefined; device: string; code: number | null; signal: NodeJS.Signals | null } | null = null
+  let launchError: Error | null = null
+  let killTimer: NodeJS.Timeout | undefined
+  // 'ipc': a channel the ranks watch, so that they stop when the launcher is killed outright (their own process groups keep them from its signals)
+  const children = plan.map((p) => ({ p, child: spawn(p.command, p.args, { env: p.env, stdio: ['ignore', p.rank === 0 ? 'pipe' : 'ignore', 'pipe', 'ipc'], detached: true }) }))
+  const stopOthers = () => {
+    for (const { p, child } of children) if (!exits.has(p.rank) && child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+    killTimer ??= setTimeout(() => {
+      for (const { p, child } of children) if (!exits.has(p.rank)) child.kill('SIGKILL')
+    }, graceMs)
+  }
+  const forward = (signal: NodeJS.Signals) => () => {
+    for (const { p, child } of children) if (!exits.has(p.rank)) child.kill(signal)
+  }
+  const onInt = forward('SIGINT')
+  const onTerm = forward('SIGTERM')
+  process.on('SIGINT', onInt)
+  process.on('SIGTERM', onTerm)
+  try {
+    await Promise.all(
+      children.map(
+        ({ p, child }) =>
+          new Promise<void>((done) => {
+            child.stdout?.pipe(stdout, { end: false })
+            passLines(child.stderr!, stderr)
+            child.on('error', (e: NodeJS.ErrnoException) => {
+              launchError ??= e.code === 'ENOENT' ? new ParallelLaunchError(`--gpus starts its ranks with ${p.command}, which was not found`) : e
+              exits.set(p.rank, { code: null, signal: null })
+              stopOthers()
+              done()
+            })
+            child.on('close', (code, signal) => {
+              exits.set(p.rank, { code, signal })
+              // rank 0 stopped on request (Ctrl-C) exits 130 after its checkpoint: not a failure
+              const ok = code === 0 || (p.rank === 0 && code === 130)
+              if (!ok && !failed && !launchError) {
+                failed = { rank: p.rank, pid: child.pid, device: p.device, code, signal }
+                stopOthers()
+              }
+              done()
+            })
+          }),
+      ),
+    )
+  } finally {
+    clearTimeout(killTimer)
+    process.off('SIGINT', onInt)
+    process.off('SIGTERM', onTerm)
+  }
+  if (launchError) throw launchError
+  const f = failed as { rank: number; pid: number | undefined; device: string; code: number | null; signal: NodeJS.Signals | null } | null
+  if (f) {
+    const who = `rank ${f.rank} of ${worldSize} (pid ${f.pid}, GPU ${f.device}${nodes > 1 ? `, node ${o.nodeRank ?? 0}` : ''})`
+    const others = worldSize > 1 ? `; the other ranks${nodes > 1 ? ' of this node' : ''} were stopped` : ''
+    throw f.signal
+      ? new RankFailedError(`${who} died from signal ${f.signal}${others}`, f.rank, f.code, f.signal)
+      : new RankFailedError(`${who} failed (exit code ${f.code}; its error is above)${others}`, f.rank, f.code, null)
+  }
+  return exits.get(plan[0].rank)?.code ?? 0
+}
+
+/** Copies a child's output to `out` in whole lines (ranks writing at once do not cut each other's lines). */
+function passLines(from: NodeJS.ReadableStream, out: NodeJS.WritableStream): void {
+  let partial = ''
+  from.setEncoding('utf8')
+  from.on('data', (chunk: string) => {
+    const lines = (partial + chunk).split('\n')
+    partial = lines.pop() ?? ''
+    if (lines.length) out.write(lines.join('\n') + '\n')
+  })
+  from.on('end', () => {
+    if (partial) out.write(partial + '\n')
+  })
 }

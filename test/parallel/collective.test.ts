@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { openCollective, shareOf } from '../../src/parallel/collective.js'
+import { expectOps, expectTimeout } from './collective-checks.js'
 import { mpiUnavailable, MPI_ENV } from './mpi.js'
 
 const FIXTURE = join(import.meta.dirname, 'fixtures', 'collective-ranks.mjs')
@@ -18,9 +19,6 @@ const root = mkdtempSync(join(tmpdir(), 'ad-collective-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 const unavailable = await mpiUnavailable()
 if (unavailable) console.warn(`test/parallel/collective.test.ts: 2-rank tests skipped: ${unavailable}`)
-
-// An f32 sum of 2 values is their exact sum rounded once: within 2^-24 of Σ|x| relative; stated bound 2^-23.
-const REDUCE_BOUND = 2 ** -23
 
 function ranks(mode: string, timeoutMs: number): { results: Record<string, unknown>[]; status: number | null } {
   const out = mkdtempSync(join(root, `${mode}-`))
@@ -39,41 +37,11 @@ describe.skipIf(unavailable !== null)('the MPI collective on 2 ranks', () => {
   it('all-reduce, broadcast and all-gather equal their float64 / byte references on random buffers of odd sizes', () => {
     const { results, status } = ranks('ops', 20_000)
     expect(status).toBe(0)
-    expect(results).toHaveLength(2)
-    for (const [r, res] of results.entries()) {
-      expect(res).toMatchObject({ rank: r, worldSize: 2, backend: 'mpi' })
-      const reduce = res.reduce as { n: number; length: number; worstSum: number; worstAvg: number; written: boolean; inputUntouched: boolean }[]
-      expect(reduce.map((x) => x.n)).toEqual([1, 7, 1000, 65_537])
-      for (const x of reduce) {
-        expect(x.length).toBe(x.n)
-        expect(x.written).toBe(true)
-        expect(x.inputUntouched).toBe(true)
-        expect(x.worstSum).toBeLessThanOrEqual(REDUCE_BOUND)
-        expect(x.worstAvg).toBeLessThanOrEqual(REDUCE_BOUND)
-      }
-      expect(res.broadcast).toEqual({ length: 4099, equal: true })
-      expect(res.gather).toEqual([
-        { length: 101, equal: true },
-        { length: 103, equal: true },
-      ])
-      expect(res.json).toEqual([
-        { rank: 0, typed: true, values: [String(Math.fround(0.1)), 'NaN', '-Infinity'] },
-        { rank: 1, typed: true, values: [String(Math.fround(1.1)), 'NaN', '-Infinity'] },
-      ])
-      expect(res.nan).toEqual(['NaN', '4'])
-    }
+    expectOps(results, 'mpi')
   }, 90_000)
 
   it('a rank that stays away: the other fails with ERR_AD_COLLECTIVE_TIMEOUT within its timeout, then refuses every operation', () => {
-    const timeoutMs = 1000
-    const { results } = ranks('timeout', timeoutMs)
-    const r0 = results.find((r) => r.rank === 0) as { error: Record<string, unknown>; seconds: number; after: { code: string; message: string } }
-    expect(r0.error).toMatchObject({ code: 'ERR_AD_COLLECTIVE_TIMEOUT', rank: 0, operation: 'barrier', timeoutMs })
-    expect(r0.error.message).toMatch(/barrier on rank 0 of 2 did not complete within 1000 ms/)
-    expect(r0.seconds).toBeGreaterThanOrEqual(timeoutMs / 1000)
-    expect(r0.seconds).toBeLessThan(timeoutMs / 1000 + 2)
-    expect(r0.after.code).toBe('ERR_AD_COLLECTIVE')
-    expect(r0.after.message).toMatch(/broken by an earlier failure \(barrier timed out\)/)
+    expectTimeout(ranks('timeout', 1000).results, 1000)
   }, 90_000)
 })
 

@@ -22,8 +22,14 @@ describe('doctor: collectives', () => {
     expect(doctor({ AUTODIDACT_MPI: '/nonexistent/libmpi.so.40' })).toMatch(/ {2}MPI: not found: no OpenMPI library found \(install openmpi-bin libopenmpi3, or set AUTODIDACT_MPI to a libmpi\.so\.40\); tried \/nonexistent\/libmpi\.so\.40 \(/)
   })
 
+  it('says why NCCL is not found, naming what it tried (AUTODIDACT_NCCL: that one or nothing)', () => {
+    expect(doctor({ AUTODIDACT_NCCL: '/nonexistent/libnccl.so.2' })).toMatch(
+      / {2}NCCL: not found: no libnccl\.so\.2 found \(install NCCL with the CUDA toolkit or PyTorch's nvidia-nccl wheel, or set AUTODIDACT_NCCL to the library\); tried \/nonexistent\/libnccl\.so\.2 \([^)]*\)\n/,
+    )
+  })
+
   it('formats a found NCCL and a missing one', () => {
     const lines = formatCollectives({ mpi: { found: false, reason: 'none here' }, nccl: { found: true, path: '/x/libnccl.so.2', version: '2.21.5' } })
-    expect(lines).toEqual(['collectives (data parallelism):', '  MPI: not found: none here', '  NCCL: found (2.21.5, /x/libnccl.so.2): the NCCL path (evolve --gpus N) is not built yet'])
+    expect(lines).toEqual(['collectives (data parallelism):', '  MPI: not found: none here', '  NCCL: found (2.21.5, /x/libnccl.so.2): evolve --gpus 1 opens it (past one GPU, runs are refused: the CUDA engine does not all-reduce its gradients yet)'])
   })
 })
