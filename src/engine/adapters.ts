@@ -73,11 +73,17 @@ export function resolveAdapterOptions(o: AdapterOptions, what = 'lora'): LoraInf
   return { rank: o.rank, alpha: o.alpha, targets: [...targets], seed }
 }
 
-/** Attaches adapter `name` (A from `seed`, B = 0: a no-op until trained) and records it on the model. */
-export async function attachAdapter(m: AdapterModel, name: string, options: AdapterOptions, what = 'lora'): Promise<LoraInfo> {
+/** `name`, checked as the name of one more adapter on `m`: a valid name, not yet attached, room for it (typed errors otherwise). */
+export function attachAdapterName(m: AdapterNames, name: string): string {
   checkAdapterName(name)
   if (m.adapters.has(name)) throw new InvalidArgumentError('adapter', `this model already has an adapter named '${name}'`)
   if (m.adapters.size >= MAX_ADAPTERS) throw new InvalidArgumentError('adapter', `a model holds at most ${MAX_ADAPTERS} adapters`)
+  return name
+}
+
+/** Attaches adapter `name` (A from `seed`, B = 0: a no-op until trained) and records it on the model. */
+export async function attachAdapter(m: AdapterModel, name: string, options: AdapterOptions, what = 'lora'): Promise<LoraInfo> {
+  attachAdapterName(m, name)
   const { seed, ...info } = resolveAdapterOptions(options, what)
   const index = (await nativeAddon()).train.attachLora(m.handle, { ...info, seed, name })
   if (index !== m.adapters.size) throw new Error(`adapter '${name}' got engine index ${index}, expected ${m.adapters.size}`)  // a bug, never silent

@@ -153,6 +153,25 @@ export class InvalidArgumentError extends AutodidactError {
   }
 }
 
+/**
+ * Folding LoRA into the base (mergeLora, a merged save) was asked of a model holding several
+ * adapters: which one is meant is not said. Names them, and says how to merge one.
+ */
+export class SeveralAdaptersError extends InvalidArgumentError {
+  /** The adapters attached, in attach order. */
+  readonly adapters: readonly string[]
+
+  constructor(argument: string, what: string, adapters: readonly string[]) {
+    super(
+      argument,
+      `${what} folds one adapter into the base, but this model has ${adapters.length} (${adapters.map((a) => `'${a}'`).join(', ')}). ` +
+        'To merge one: load the base model, attach only that adapter (model.loadAdapter(DIR/NAME): a multi-adapter save keeps each named adapter in its sub-folder) and merge it; ' +
+        'or keep them all as adapters (save() without adapterOnly: false)',
+    )
+    this.adapters = [...adapters]
+  }
+}
+
 /** Why a device cannot be used: the plugin is missing or broken, or the machine has no driver / GPU. */
 export type DeviceUnavailableReason =
   | 'not-built' // the CUDA plugin was not built (no nvcc at build time, or AUTODIDACT_CUDA=OFF)

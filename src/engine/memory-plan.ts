@@ -51,9 +51,28 @@ export interface TrainingShape {
   completionLength?: number
 }
 
+/** One LoRA adapter on the model, counted at its own rank and targets. */
+export interface PlannedAdapter {
+  /** Names it in the plan's details. */
+  name?: string
+  rank: number
+  /** PEFT target modules; default all seven. */
+  targets?: readonly string[]
+  /** Trained (an f32 gradient and two f32 moments per element, base frozen), else frozen: its weights only. Default true. */
+  trained?: boolean
+  /** Attached before the trainer (held from then on: phase 'load'), else attached by the trainer (phase 'trainer'). Default false. */
+  attached?: boolean
+}
+
 export interface MemoryPlanOptions {
-  /** Train LoRA adapters of this rank on these PEFT modules (default all seven) with the base frozen. */
+  /** Train one LoRA adapter of this rank on these PEFT modules (default all seven) with the base frozen: `adapters` with one trained adapter. */
   lora?: { rank: number; targets?: readonly string[] } | null
+  /**
+   * Several adapters on one base (roles, each its own adapter), each at its own rank and targets:
+   * every one's weights, and the trained ones' gradients and moments. When any trains, the base is
+   * frozen; when none does, the base trains (full fine-tuning beside frozen adapters).
+   */
+  adapters?: readonly PlannedAdapter[]
   gradientCheckpointing?: boolean
   /** A score head of this many labels (a reward model): trained in place of the LM head. */
   scoreLabels?: number
@@ -66,7 +85,7 @@ export interface MemoryPlanOptions {
 }
 
 export interface MemoryItem {
-  /** 'weights', 'gradients', 'optimizer', 'adapters', 'reference', 'activations', 'kv-cache', 'forward-scratch', 'backward-scratch', 'lm-head', 'generation-cache', 'reserve' */
+  /** 'weights', 'gradients', 'optimizer', 'attached-adapters', 'adapters', 'adapter-scratch', 'reference', 'activations', 'kv-cache', 'forward-scratch', 'backward-scratch', 'lm-head', 'generation-cache', 'reserve' */
   name: string
   bytes: number
   /** Whether the model holds it from load / trainer creation on (persistent) or from its first step. */
@@ -77,7 +96,7 @@ export interface MemoryItem {
 
 export interface MemoryPlan {
   items: MemoryItem[]
-  /** Held once the model is loaded (weights, a reference copy, a generation cache). */
+  /** Held once the model is loaded (weights, a reference copy, a generation cache, adapters attached before the trainer). */
   loadBytes: number
   /** Added by creating the trainer (gradients, moments, adapters). */
   trainerBytes: number
@@ -143,7 +162,13 @@ export function trainingMemoryPlan(config: ModelConfig, shape: TrainingShape, op
   const T = labels > 0 ? B * L : B * (L - 1)
   const R = labels > 0 ? B : B * completion
   const head: TableHead = labels > 0 ? { kind: 'sequence-classification', numLabels: labels } : { kind: 'causal-lm' }
-  const lora = options.lora ?? null
+  if (options.lora && options.adapters) throw new InvalidArgumentError('adapters', 'give lora (one trained adapter) or adapters, not both')
+  const adapters: PlannedAdapter[] = options.adapters ? [...options.adapters] : options.lora ? [{ ...options.lora, trained: true }] : []
+  const sized = adapters.map((a, i) => {
+    const rank = positive(options.lora ? 'lora.rank' : `adapters[${i}].rank`, a.rank)
+    return { ...a, rank, label: a.name ?? `rank ${rank}`, elements: loraElements(config, rank, a.targets), trained: a.trained ?? true, attached: a.attached ?? false }
+  })
+  const trainsAdapters = sized.some((a) => a.trained)
   const items: MemoryItem[] = []
   const add = (name: string, bytes: number, phase: MemoryItem['phase'], detail: string) => items.push({ name, bytes, phase, detail })
 
@@ -159,15 +184,23 @@ export function trainingMemoryPlan(config: ModelConfig, shape: TrainingShape, op
       'load', 'a frozen copy of the weights, its forward scratch and KV cache')
   }
 
+  // ---- the adapters' weights (an f32 master and a bf16 copy each), each at its own rank and targets
+  const adapterItem = (name: string, list: typeof sized, phase: MemoryItem['phase'], when: string) => {
+    if (!list.length) return
+    const n = list.reduce((a, x) => a + x.elements, 0)
+    add(name, n * (F32 + BF16), phase, `${n} LoRA parameters (${list.map((x) => `${x.label}: ${x.elements}`).join(', ')}), ${when}: f32 master + bf16 copy`)
+  }
+  adapterItem('attached-adapters', sized.filter((a) => a.attached), 'load', 'attached before the trainer')
+  adapterItem('adapters', sized.filter((a) => !a.attached), 'trainer', 'attached by the trainer')
+
   // ---- what the trainer adds: per trainable parameter an f32 gradient and two f32 moments
-  if (lora) {
-    const rank = positive('lora.rank', lora.rank)
-    const n = loraElements(c, rank, lora.targets)
+  if (trainsAdapters) {
+    const trainedAdapters = sized.filter((a) => a.trained)
     // a score head trains beside the adapters (it is new: it cannot stay frozen); its weight is in 'weights'
-    const trained = n + labels * H
-    add('adapters', n * (F32 + BF16), 'trainer', `${n} LoRA parameters (rank ${rank}): f32 master + bf16 copy`)
-    add('gradients', trained * F32, 'trainer', `f32, adapters${labels > 0 ? ' and score head' : ''} only (base frozen)`)
-    add('optimizer', trained * 2 * F32, 'trainer', `AdamW m and v in f32, adapters${labels > 0 ? ' and score head' : ''} only`)
+    const trained = trainedAdapters.reduce((a, x) => a + x.elements, 0) + labels * H
+    const which = `adapter${trainedAdapters.length > 1 ? 's' : ''} ${trainedAdapters.map((x) => x.label).join(', ')}${labels > 0 ? ' and score head' : ''}`
+    add('gradients', trained * F32, 'trainer', `f32, ${which} only (base frozen)`)
+    add('optimizer', trained * 2 * F32, 'trainer', `AdamW m and v in f32, ${which} only`)
   } else {
     add('gradients', w.elements * F32, 'trainer', 'f32, every parameter')
     add('optimizer', w.elements * 2 * F32, 'trainer', 'AdamW m and v in f32, every parameter')
@@ -180,7 +213,9 @@ export function trainingMemoryPlan(config: ModelConfig, shape: TrainingShape, op
     add('activations', c.numLayers * T * H * F32 + T * tapePerToken + finalTape, 'step',
       `checkpointed: each layer's input (f32 ${H}/token) + one layer's tape for the recompute`)
   else add('activations', c.numLayers * T * tapePerToken + finalTape, 'step', `every layer's tape (${tapePerToken} B/token/layer)`)
-  if (lora) add('adapter-scratch', 2 * T * lora.rank * BF16, 'step', 's·x·Aᵀ and s·dy·B of one linear at a time (bf16; recomputed in backward, not kept)')
+  const maxRank = Math.max(0, ...sized.map((a) => a.rank))
+  // one adapter's run of rows at a time (at most all T), so the buffers grow to the largest rank
+  if (sized.length) add('adapter-scratch', 2 * T * maxRank * BF16, 'step', `s·x·Aᵀ and s·dy·B of one linear and one adapter at a time, at the largest rank ${maxRank} (bf16; recomputed in backward, not kept)`)
   const capacity = Math.ceil(L / KV_ROUND) * KV_ROUND
   const kv = 2 * c.numLayers * B * capacity * kvd * BF16
   add('kv-cache', kv, 'step', `training KV cache: bf16 K and V, ${B} × ${capacity} positions`)

@@ -127,7 +127,7 @@ export class Model {
     return attachAdapter(this, name, options)
   }
 
-  /** Folds the LoRA adapter into the base weights (W += α/r·B·A, on the engine) and zeroes B (a model with one adapter). */
+  /** Folds the LoRA adapter into the base weights (W += α/r·B·A, on the engine) and zeroes B; a model with several is a SeveralAdaptersError naming them (merge one by attaching it alone). */
   mergeLora(): Promise<void> {
     return mergeLora(this)
   }

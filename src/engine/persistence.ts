@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { DEFAULT_ADAPTER, attachAdapter, checkAdapterName, isAdapterName, type LoraInfo } from './adapters.js'
-import { DeviceUnavailableError, InvalidArgumentError, MissingTensorError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
+import { DeviceUnavailableError, InvalidArgumentError, MissingTensorError, SeveralAdaptersError, NativeAddonError, TensorShapeError, type DeviceUnavailableReason } from './errors.js'
 import { writeFileAtomic } from '../util/atomic.js'
 import { readAdapterConfig } from './hf/adapter.js'
 import { readModelFolder } from './hf/folder.js'
@@ -134,7 +134,7 @@ export async function saveModel(m: PersistentModel, dir: string, options: SaveOp
   const adapterOnly = options.adapterOnly ?? m.adapters.size > 0
   if (adapterOnly && !m.adapters.size) throw new InvalidArgumentError('adapterOnly', 'adapterOnly needs LoRA adapters attached')
   if (!adapterOnly && m.adapters.size > 1)
-    throw new InvalidArgumentError('adapterOnly', `a merged save folds one adapter into the base; this model has ${m.adapters.size} (${[...m.adapters.keys()].join(', ')}): save them as adapters`)
+    throw new SeveralAdaptersError('adapterOnly', 'a merged save (adapterOnly: false)', [...m.adapters.keys()])
   await mkdir(dir, { recursive: true })
   if (adapterOnly) return saveAdapters(m, dir)
   const { base: all } = await exportWeights(m, true)
@@ -247,7 +247,7 @@ function checkAdapterTensors(config: ModelConfig, rank: number, targets: string[
 /** Folds the LoRA adapters into the base weights on the engine (W += α/r·B·A) and zeroes B. */
 export async function mergeLora(m: PersistentModel): Promise<void> {
   if (!m.adapters.size) throw new InvalidArgumentError('lora', 'this model has no LoRA adapters to merge')
-  if (m.adapters.size > 1) throw new InvalidArgumentError('lora', `merging folds one adapter into the base; this model has ${m.adapters.size} (${[...m.adapters.keys()].join(', ')})`)
+  if (m.adapters.size > 1) throw new SeveralAdaptersError('lora', 'mergeLora()', [...m.adapters.keys()])
   await (await nativeAddon()).train.mergeLora(m.handle)
 }
 

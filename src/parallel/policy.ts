@@ -12,6 +12,7 @@
 //   ranks before the optimizer step, so weights stay identical (checked every K steps in debug mode).
 // - save: rank 0 only (checkpoints are written once).
 import { createHash } from 'node:crypto'
+import type { AdapterOptions } from '../engine/adapters.js'
 import { AutodidactError } from '../engine/errors.js'
 import type { Completion, GenerateOptions, Prompt, SaveOptions, ScoreOptions, ScorePair, Scored } from '../engine/model.js'
 import { nativeAddon } from '../native.js'
@@ -54,6 +55,13 @@ export class ParallelPolicy implements Policy {
   }
   get scoreLabels(): number {
     return this.inner.scoreLabels
+  }
+  get adapterNames(): readonly string[] {
+    return this.inner.adapterNames
+  }
+  /** Every rank attaches the same adapter (same seed: the same A). */
+  addAdapter(name: string, options: AdapterOptions): Promise<void> {
+    return this.inner.addAdapter(name, options)
   }
   encodePrompt(prompt: Prompt): number[] {
     return this.inner.encodePrompt(prompt)

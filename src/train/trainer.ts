@@ -9,7 +9,7 @@ import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../e
 import { adapterIndex, attachAdapter, defaultAdapter, resolveAdapterOptions, DEFAULT_ADAPTER, type AdapterOptions } from '../engine/adapters.js'
 import { checkContext, checkPerToken, checkTokenIds } from '../engine/options.js'
 import type { LoraInfo } from '../engine/persistence.js'
-import { assertFits, trainingMemoryPlan, type MemoryPlan, type MemoryPlanOptions, type TrainingShape } from '../engine/memory-plan.js'
+import { assertFits, trainingMemoryPlan, type MemoryPlan, type MemoryPlanOptions, type PlannedAdapter, type TrainingShape } from '../engine/memory-plan.js'
 import type { ModelConfig } from '../engine/types.js'
 import { nativeAddon, type NativeAddon, type NativeModel, type NativeTrain } from '../native.js'
 import {
@@ -200,6 +200,9 @@ export class Trainer {
     this.trained = named.length ? [...named] : options.lora ? [DEFAULT_ADAPTER] : []
     if (new Set(this.trained).size !== this.trained.length) throw new InvalidArgumentError('adapter', 'adapter lists a name twice')
     if (options.lora && this.trained.length !== 1) throw new InvalidArgumentError('adapter', 'lora attaches one adapter: name one in adapter')
+    // refused here, before a run samples its first step: a rank's share could leave one of them untouched (checkDataParallelStep)
+    if (options.collective && this.trained.length > 1)
+      throw new InvalidArgumentError('adapter', `data-parallel training of several adapters at once (${this.trained.join(', ')}) is not supported: train one adapter per trainer`)
   }
 
   static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
@@ -226,18 +229,18 @@ export class Trainer {
 
   /** What the memory plan needs of this trainer's options (src/engine/memory-plan.ts). */
   private planOptions(): MemoryPlanOptions {
-    // Several adapters: planned as one of their summed ranks on all their targets (an upper bound).
-    const infos = this.trained.map((name) => this.model.adapters.get(name)).filter((a) => a !== undefined)
-    const lora =
-      this.options.lora ??
-      (infos.length ? { rank: infos.reduce((r, a) => r + a.rank, 0), targets: [...new Set(infos.flatMap((a) => a.targets))] } : null)
+    // Every adapter on the model at its own rank and targets (the trained ones with their gradients
+    // and moments), and the one the trainer's `lora` attaches when it is not attached yet.
+    const adapters: PlannedAdapter[] = [...this.model.adapters].map(([name, a]) => ({ name, rank: a.rank, targets: a.targets, trained: this.trained.includes(name), attached: true }))
+    const lora = this.options.lora
+    if (lora && !this.model.adapters.has(this.trained[0])) adapters.push({ name: this.trained[0], rank: lora.rank, targets: lora.targets, trained: true, attached: false })
     const needsReference = this.needsReference()
     return {
-      lora: lora ? { rank: lora.rank, targets: lora.targets } : null,
+      adapters,
       gradientCheckpointing: this.options.gradientCheckpointing ?? false,
       scoreLabels: this.model.scoreLabels,
       // a frozen copy is its own model (its load is checked on its own); 'lora-off' runs on this one
-      reference: needsReference && lora && (this.options.reference ?? 'lora-off') === 'lora-off' ? 'lora-off' : 'none',
+      reference: needsReference && adapters.length && (this.options.reference ?? 'lora-off') === 'lora-off' ? 'lora-off' : 'none',
     }
   }
 
@@ -435,12 +438,12 @@ export class Trainer {
    * Every rank must reduce the same gradient tensors: a rank without a micro-batch, or a share
    * that leaves one of several trained adapters untouched, would hold a different set (the ranks'
    * all-reduce would then wait for one another until the timeout). Refused before any work, on
-   * every rank alike (each sees the whole batch).
+   * every rank alike (each sees the whole batch); several trained adapters are refused when the
+   * trainer is created.
    */
   private checkDataParallelStep(microBatches: number, ranks: number): void {
     if (microBatches < ranks)
       throw new InvalidArgumentError('microBatchSize', `this step has ${microBatches} micro-batch${microBatches === 1 ? '' : 'es'} for ${ranks} ranks: every rank needs at least one (lower microBatchSize, or use fewer ranks)`)
-    if (this.trained.length > 1) throw new InvalidArgumentError('adapter', `data-parallel training of several adapters at once (${this.trained.join(', ')}) is not supported: train one adapter per trainer`)
   }
 
   /** The engine's adapter column of a micro-batch (absent on a model without adapters). */

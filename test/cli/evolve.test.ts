@@ -107,6 +107,21 @@ describe('autodidact evolve', () => {
     expect(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'))).toEqual({ method: 'grpo', step: 2, checkpoint: 'checkpoints/step-000002' })
   }, 120_000)
 
+  it('--role-adapters R: a COSE run whose roles each have their own rank-R adapter on one base; its checkpoint holds all three and resumes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ad-evolve-roles-'))
+    const cfg = join(dir, 'cose.json')
+    writeFileSync(cfg, JSON.stringify({ proposer: { count: 4, levels: [2, 3], temperature: 1, maxTokens: 32 }, solver: { questions: 2, freshFirst: 2, n: 2, temperature: 1, maxTokens: 40 }, eval: { every: 1, size: 4, benchmarks: [] }, checkpointEvery: 1 }))
+    const out = join(dir, 'run')
+    expect((await quiet(['--method', 'cose', '--config', cfg, '--role-adapters', '2', '--steps', '1', '--out', out, '--threads', '1'])).code).toBe(0)
+    const model = join(out, 'checkpoints', 'step-000001', 'model')
+    expect(readdirSync(model).sort()).toEqual(['judge', 'proposer', 'solver'])
+    for (const role of ['judge', 'proposer', 'solver']) expect(JSON.parse(readFileSync(join(model, role, 'adapter_config.json'), 'utf8')).r).toBe(2)
+    expect(JSON.parse(readFileSync(join(out, 'checkpoints', 'step-000001', 'run_state.json'), 'utf8')).config).toMatchObject({ roleAdapters: true, ppo: { loraRank: 2 } })
+    expect((await quiet(['--resume', out, '--steps', '2', '--threads', '1'])).code).toBe(0)
+    expect(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'))).toMatchObject({ method: 'cose', step: 2 })
+    await expect(quiet(['--method', 'cose', '--role-adapters', '0', '--steps', '1', '--out', join(dir, 'refused')])).rejects.toThrow(/roleAdapters.*ppo\.loraRank > 0/)
+  }, 120_000)
+
   it('--config-schema prints the JSON Schema of config files: every key optional, the preset as defaults, registered choices', async () => {
     const { code, out } = await quiet(['--method', 'cose', '--config-schema'])
     expect(code).toBe(0)

@@ -12,8 +12,10 @@ import { rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { InvalidArgumentError, loadModel, type Completion, type Model } from '../../src/index.js'
+import { InvalidArgumentError, loadModel, SeveralAdaptersError, type Completion, type Model } from '../../src/index.js'
 import { nativeAddon, type NativeTrain } from '../../src/native.js'
+import { loraElements, trainingMemoryPlan } from '../../src/engine/memory-plan.js'
+import { openCollective } from '../../src/parallel/collective.js'
 import { forward64 } from '../reference/model64.js'
 import { randomTokens } from '../helpers/random-tokens.js'
 import { seededUniform, writeTinyModel, type TinyModel } from '../helpers/tiny-model.js'
@@ -318,12 +320,68 @@ describe('per-sequence adapters: training', () => {
     await expect(tb.step({ sequences: [{ ...seqOf(9, 'solver'), adapter: undefined }] })).rejects.toThrow(InvalidArgumentError)
     await expect(tb.step({ sequences: [{ ...seqOf(9, 'solver'), adapter: 'judge' }] })).rejects.toThrow(/'judge'/)
     await expect(b.trainer({ ...options, adapter: ['proposer', 'judge'] })).rejects.toThrow(/'judge'/)
+    // data-parallel training of several adapters is refused when the trainer is created, not at its first step
+    const single = await openCollective({ backend: 'single' })
+    await expect(b.trainer({ ...options, collective: single })).rejects.toThrow(/data-parallel training of several adapters/)
+    await single.close()
     a.dispose()
     b.dispose()
   }, 120_000)
+
+  it("the trainer's memory plan counts each adapter at its own rank and targets, gradients and moments for the trained ones", async () => {
+    const m = await loadModel(tiny.dir, { threads: 2 })
+    await m.addAdapter('proposer', { rank: 2, alpha: 4, seed: 1 })
+    await m.addAdapter('solver', { rank: 3, alpha: 6, targets: ['q_proj', 'v_proj'], seed: 2 })
+    await m.addAdapter('judge', { rank: 1, alpha: 2, targets: ['down_proj'], seed: 3 })
+    const t = await m.trainer({ objective: { name: 'policy', klCoef: 0.05 }, optimizer: { lr: 1e-2 }, adapter: ['proposer', 'solver'] })
+    const plan = trainingMemoryPlan(m.config, { batch: 2, sequenceLength: 8 }, t['planOptions']())
+    const bytes = (name: string) => plan.items.find((i) => i.name === name)?.bytes
+    // element counts per adapter (loraElements is checked against a hand count in memory-plan.test.ts)
+    const [P, S, J] = [loraElements(m.config, 2), loraElements(m.config, 3, ['q_proj', 'v_proj']), loraElements(m.config, 1, ['down_proj'])]
+    expect(bytes('attached-adapters')).toBe((P + S + J) * 6)
+    expect(bytes('gradients')).toBe((P + S) * 4)
+    expect(bytes('optimizer')).toBe((P + S) * 8)
+    expect(bytes('adapter-scratch')).toBe(2 * 2 * 7 * 3 * 2) // u and du: T = 2·7 rows at the largest rank, 3, bf16
+    expect(bytes('reference-kv-cache')).toBe(bytes('kv-cache')) // KL against the base with the adapters off
+    m.dispose()
+  })
 })
 
 describe('per-sequence adapters: PEFT folders', () => {
+  it('merging a model of several adapters is a SeveralAdaptersError naming them that changes nothing; merging one attached alone folds in exactly it', async () => {
+    const m = await twoAdapters()
+    const before = await train.exportTensors(m.handle)
+    const refused = await m.mergeLora().catch((e: unknown) => e)
+    expect(refused).toBeInstanceOf(SeveralAdaptersError)
+    expect(refused).toBeInstanceOf(InvalidArgumentError)
+    expect((refused as SeveralAdaptersError).adapters).toEqual(['default', 'solver'])
+    expect((refused as Error).message).toMatch(/'default', 'solver'/)
+    expect((refused as Error).message).toMatch(/model\.loadAdapter\(DIR\/NAME\)/)
+    const merged = join(root, 'merged-two')
+    await expect(m.save(merged, { adapterOnly: false })).rejects.toThrow(SeveralAdaptersError)
+    expect(existsSync(merged)).toBe(false) // nothing written
+    const after = await train.exportTensors(m.handle)
+    expect(after.map((t) => t.name)).toEqual(before.map((t) => t.name))
+    after.forEach((t, i) => expect(Array.from(t.data), t.name).toEqual(Array.from(before[i].data)))
+
+    // the recipe the error gives: save, attach 'solver' alone on the base, merge — equals the float64 W + α/r·B·A of 'solver'
+    const saved = join(root, 'merge-recipe')
+    await m.save(saved)
+    const one = await loadModel(tiny.dir, { threads: 2 })
+    await one.loadAdapter(join(saved, 'solver'), { name: 'solver' })
+    const want = await mergedWeights(m, 'solver')
+    await one.mergeLora()
+    const got = new Map((await train.exportTensors(one.handle)).map((t) => [t.name, t.data]))
+    let worst = 0
+    for (const [name, W] of want) {
+      const g = got.get(name)!
+      for (let i = 0; i < W.length; i++) worst = Math.max(worst, Math.abs(g[i] - W[i]) / Math.max(1, Math.abs(W[i])))
+    }
+    expect(worst).toBeLessThan(1e-6) // f32 accumulation of a rank-3 product
+    m.dispose()
+    one.dispose()
+  })
+
   it('save writes the default adapter at the root and the others in sub-folders; loadAdapters reloads them equal', async () => {
     const m = await twoAdapters()
     const dir = join(root, 'saved')

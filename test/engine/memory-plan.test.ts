@@ -87,6 +87,42 @@ describe('trainingMemoryPlan: a hand count of a tiny Qwen3 (V 16, H 8, I 12, 2 l
     expect(lo.trainerBytes).toBe(n * 18)
   })
 
+  it('several adapters: each at its own rank and targets, gradients and moments for the trained ones only', () => {
+    // per layer: P rank 2 on q_proj (2·(8+8) = 32) and v_proj (2·(8+4) = 24) = 56; S rank 3 on down_proj (3·(12+8)) = 60;
+    // J rank 2 on all seven: q 32, k 24, v 24, o 32, gate 2·(8+12) = 40, up 40, down 40 = 232; two layers each
+    const [P, S, J] = [2 * 56, 2 * 60, 2 * 232]
+    const roles = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, {
+      adapters: [
+        { name: 'proposer', rank: 2, targets: ['q_proj', 'v_proj'], trained: true, attached: true },
+        { name: 'solver', rank: 3, targets: ['down_proj'], trained: true, attached: true },
+        { name: 'judge', rank: 2, trained: false, attached: true },
+      ],
+      reference: 'lora-off',
+    })
+    expect(item(roles, 'attached-adapters')).toBe((P + S + J) * 6)
+    expect(roles.items.some((i) => i.name === 'adapters')).toBe(false) // none attached by the trainer
+    expect(item(roles, 'gradients')).toBe((P + S) * 4)
+    expect(item(roles, 'optimizer')).toBe((P + S) * 8)
+    expect(item(roles, 'adapter-scratch')).toBe(2 * 8 * 3 * 2) // u and du of T 8 rows at the largest rank, 3
+    expect(roles.loadBytes).toBe(6752 + (P + S + J) * 6)
+    expect(roles.trainerBytes).toBe((P + S) * 12)
+    expect(roles.items.reduce((a, i) => a + i.bytes, 0)).toBe(roles.peakBytes)
+    // the count this replaces (one adapter of the trained ones' summed rank 5 on q_proj, v_proj, down_proj) was more than twice the gradients
+    expect(trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { lora: { rank: 5, targets: ['q_proj', 'v_proj', 'down_proj'] } }).items.find((i) => i.name === 'gradients')!.bytes).toBe(2 * (5 * 16 + 5 * 12 + 5 * 20) * 4)
+
+    // one trained adapter the trainer attaches is the `lora` plan, item for item
+    const one = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { adapters: [{ rank: 2, targets: ['q_proj', 'v_proj'] }] })
+    const lo = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { lora: { rank: 2, targets: ['q_proj', 'v_proj'] } })
+    expect(one.items.map((i) => [i.name, i.bytes, i.phase])).toEqual(lo.items.map((i) => [i.name, i.bytes, i.phase]))
+
+    // frozen adapters beside full fine-tuning: their weights held, every base parameter trained
+    const frozen = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { adapters: [{ rank: 2, trained: false, attached: true }] })
+    expect(item(frozen, 'attached-adapters')).toBe(J * 6)
+    expect(item(frozen, 'gradients')).toBe(1144 * 4)
+    expect(() => trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { lora: { rank: 2 }, adapters: [{ rank: 2 }] })).toThrow(InvalidArgumentError)
+    expect(() => trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { adapters: [{ rank: 0 }] })).toThrow(/adapters\[0\]\.rank/)
+  })
+
   it('a score head: whole sequences in, one row out, the head trained beside LoRA', () => {
     const sc = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { scoreLabels: 1, lora: { rank: 2, targets: ['q_proj'] } })
     // score.weight 1×8 (6 B) in the weights; T = 2·5 = 10, R = 2

@@ -2,7 +2,8 @@
 //
 // A checkpoint folder holds run_state.json (the method's state: step, RNG, config, …) and, per
 // role of the run (a policy and, when it trains, its optimizer):
-//   <role>/        the policy's folder (model weights, or a PEFT adapter with LoRA)
+//   <role>/        the policy's folder (model weights, or PEFT adapters with LoRA: 'default' at
+//                  the root, each other named adapter — a role's own on a shared base — in a sub-folder)
 //   <role>-state/  optimizer.safetensors (AdamW moments NAME::m, NAME::v) and trainer_state.json
 // plus whatever files the method adds (a replay buffer, …).
 //
@@ -18,8 +19,9 @@
 // both moments present). A short or NaN moment is a CheckpointError naming the tensor, never a
 // buffer overrun in the native optimizer.
 import { existsSync } from 'node:fs'
-import { mkdir, rename, rm } from 'node:fs/promises'
+import { mkdir, readdir, rename, rm } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
+import { DEFAULT_ADAPTER, isAdapterName } from '../../engine/adapters.js'
 import { AutodidactError, CheckpointError } from '../../engine/errors.js'
 import { readSafetensorsHeader, readSafetensorsRefs, readTensorFloat32 } from '../../engine/hf/safetensors.js'
 import type { TensorRef } from '../../engine/types.js'
@@ -110,8 +112,8 @@ export interface ResumeSpec<S extends BaseRunState> {
   format: string
   /** Checks the method's own fields (config through its schema, RNG state, paths); throws a typed error. */
   parse(state: BaseRunState & Record<string, unknown>, file: string): S
-  /** The roles the checkpoint holds, and whether each has an optimizer state. */
-  roles(state: S): { name: string; trained: boolean }[]
+  /** The roles the checkpoint holds, whether each has an optimizer state, and the named adapters its folder must hold (role adapters on one base). */
+  roles(state: S): { name: string; trained: boolean; adapters?: readonly string[] }[]
   /** The world the run resumes on: it must be the one the checkpoint was taken on. */
   world?: TaskWorld
 }
@@ -143,6 +145,10 @@ export async function resumeRun<S extends BaseRunState>(dir: string, spec: Resum
   for (const role of spec.roles(state)) {
     const paths = rolePaths(dir, role.name)
     if (!existsSync(paths.model)) throw new CheckpointError(paths.model, null, 'missing', `${dir}: the checkpoint has no ${role.name} folder`)
+    for (const name of role.adapters ?? []) {
+      const config = join(name === DEFAULT_ADAPTER ? paths.model : join(paths.model, name), 'adapter_config.json')
+      if (!existsSync(config)) throw new CheckpointError(config, null, 'missing', `${dir}: the ${role.name} folder has no adapter '${name}' (${config} is missing)`)
+    }
     if (role.trained) await checkOptimizerState(paths.trainer, await parameterSizes(paths.model))
   }
   return { dir, state, paths: (role) => rolePaths(dir, role) }
@@ -175,11 +181,27 @@ function numel(shape: readonly number[]): number {
   return shape.reduce((a, d) => a * d, 1)
 }
 
-/** Element counts of the stored parameters, by the names the optimizer uses (PEFT prefix stripped). */
+/** The PEFT adapter files of a saved folder: the root's ('default') and each named sub-folder's. */
+async function adapterFiles(modelDir: string): Promise<{ name: string; file: string }[]> {
+  const out = existsSync(join(modelDir, ADAPTER_WEIGHTS)) ? [{ name: DEFAULT_ADAPTER, file: join(modelDir, ADAPTER_WEIGHTS) }] : []
+  for (const e of await readdir(modelDir, { withFileTypes: true }))
+    if (e.isDirectory() && e.name !== DEFAULT_ADAPTER && isAdapterName(e.name) && existsSync(join(modelDir, e.name, ADAPTER_WEIGHTS))) out.push({ name: e.name, file: join(modelDir, e.name, ADAPTER_WEIGHTS) })
+  return out
+}
+
+/** A PEFT file's tensor name as the engine (and its optimizer) names it for adapter `adapter`: "….lora_A.weight", or "….lora_A.<adapter>.weight". */
+function engineParameterName(peftName: string, adapter: string): string {
+  const plain = peftName.replace(/^base_model\.model\./, '').replace(/\.lora_([AB])\.default\./, '.lora_$1.')
+  return adapter === DEFAULT_ADAPTER ? plain : plain.replace(/\.lora_([AB])\.weight$/, `.lora_$1.${adapter}.weight`)
+}
+
+/** Element counts of the stored parameters, by the names the optimizer uses (PEFT prefix stripped; a named adapter's name put back). */
 async function parameterSizes(modelDir: string): Promise<Map<string, number>> {
-  const adapter = join(modelDir, ADAPTER_WEIGHTS)
-  const refs: TensorRef[] = existsSync(adapter) ? (await readSafetensorsHeader(adapter)).tensors : await readSafetensorsRefs(modelDir)
-  return new Map(refs.map((r) => [r.name.replace(/^base_model\.model\./, '').replace(/\.lora_([AB])\.default\./, '.lora_$1.'), numel(r.shape)]))
+  const adapters = await adapterFiles(modelDir)
+  if (!adapters.length) return new Map((await readSafetensorsRefs(modelDir)).map((r: TensorRef) => [engineParameterName(r.name, DEFAULT_ADAPTER), numel(r.shape)]))
+  const sizes = new Map<string, number>()
+  for (const { name, file } of adapters) for (const r of (await readSafetensorsHeader(file)).tensors) sizes.set(engineParameterName(r.name, name), numel(r.shape))
+  return sizes
 }
 
 /** trainer_state.json and every moment of optimizer.safetensors against the parameters' sizes. */

@@ -2,6 +2,7 @@
 // through a narrow interface"): sample, score, train, save. The engine Model is one
 // implementation (openPolicy); a scripted fake (scripted-policy.ts) is another, so a method's
 // logic — rewards, advantages, buffers, checkpoints — is testable without the engine.
+import type { AdapterOptions } from '../../engine/adapters.js'
 import { InvalidArgumentError } from '../../engine/errors.js'
 import { loadModel, type Completion, type GenerateOptions, type Model, type Prompt, type SaveOptions, type ScoreOptions, type ScorePair, type Scored } from '../../engine/model.js'
 import type { StepMetrics, TrainBatch, TrainerOptions } from '../../train/trainer.js'
@@ -33,6 +34,13 @@ export interface Policy {
   readonly tokenizer: PolicyTokenizer
   /** Labels of the score head of a reward model (*ForSequenceClassification), 0 when there is none. */
   readonly scoreLabels: number
+  /** The LoRA adapters attached, by name in attach order (generate/score/train choose one with `adapter`). */
+  readonly adapterNames: readonly string[]
+  /**
+   * Attaches a LoRA adapter named `name` beside any others on the same base (A from `seed`, B = 0:
+   * a no-op until trained): several roles, each its own adapter, on one base in one process.
+   */
+  addAdapter(name: string, options: AdapterOptions): Promise<void>
   /** `n` samples per prompt, grouped per prompt, with the sampling pass's per-token statistics. */
   generate(prompts: Prompt[], options?: GenerateOptions): Promise<Completion[][]>
   encodePrompt(prompt: Prompt): number[]
@@ -41,7 +49,7 @@ export interface Policy {
   /** Reward-model scores of whole sequences (needs a score head). */
   rewardScores(pairs: ScorePair[]): Promise<Float32Array>
   trainer(options: PolicyTrainerOptions): Promise<PolicyTrainer>
-  /** A model folder (with LoRA: a PEFT adapter folder unless `adapterOnly: false`). */
+  /** A model folder (with LoRA: PEFT adapter folders — 'default' at the root, others in sub-folders — unless `adapterOnly: false`). */
   save(dir: string, options?: SaveOptions): Promise<void>
   dispose(): void
 }
@@ -49,7 +57,10 @@ export interface Policy {
 /** Where a policy comes from: a model folder, and a LoRA adapter folder to attach (a LoRA checkpoint). */
 export interface PolicyRef {
   model: string
+  /** A PEFT adapter folder, attached as 'default'. */
   adapter?: string
+  /** A folder of named adapters as save() writes them (the root's as 'default', each sub-folder's under its name), all attached. */
+  adapters?: string
   threads?: number
   /** Attach a fresh one-label score head (a scalar reward model on the model's base, JZ §3.1), seeded. */
   scoreHead?: { seed: number }
@@ -73,6 +84,12 @@ export class EnginePolicy implements Policy {
   }
   get scoreLabels(): number {
     return this.model.scoreLabels
+  }
+  get adapterNames(): readonly string[] {
+    return [...this.model.adapters.keys()]
+  }
+  async addAdapter(name: string, options: AdapterOptions): Promise<void> {
+    await this.model.addAdapter(name, options)
   }
   generate(prompts: Prompt[], options?: GenerateOptions): Promise<Completion[][]> {
     return this.model.generate(prompts, options)
@@ -108,6 +125,7 @@ export const openPolicy: OpenPolicy = async (ref) => {
   const model = await loadModel(ref.model, { threads: ref.threads })
   try {
     if (ref.adapter) await model.loadAdapter(ref.adapter)
+    if (ref.adapters) await model.loadAdapters(ref.adapters)
     if (ref.scoreHead) await model.attachScoreHead({ seed: ref.scoreHead.seed })
   } catch (e) {
     model.dispose()

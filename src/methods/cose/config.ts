@@ -64,7 +64,10 @@ export function coseSchema() {
       advantage: registered(advantageEstimators),
     }),
     eval: greedyEvalSchema(),
-  })
+    roleAdapters: z
+      .boolean()
+      .describe("true: the Proposer, the Solver (with the Validator) and the Judge each have their own LoRA adapter ('proposer', 'solver', 'judge', rank ppo.loraRank) on the one shared base; each role's update reaches only its adapter, and the Judge's (inference-only, as in COSE) stays at its init. false: one policy for every role, as in the paper"),
+  }).refine((c) => !c.roleAdapters || c.ppo.loraRank > 0, { error: 'role adapters are LoRA adapters: set ppo.loraRank > 0', path: ['roleAdapters'] })
 }
 
 export type CoseConfig = z.infer<ReturnType<typeof coseSchema>>
@@ -84,6 +87,7 @@ export const PAPER_PRESET: CoseConfig = {
   ppo: { lr: 1e-6, minLrRatio: 0, warmupSteps: 0, clip: 0.2, klCoef: 0.01, entropyCoef: 0, advantage: 'grpo', microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
   eval: { every: 20, size: 100, benchmarks: [] },
   checkpointEvery: 20,
+  roleAdapters: false,
 }
 
 /** The same loop sized for the bundled tiny model on 2 CPU cores. */

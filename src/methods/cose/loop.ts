@@ -3,9 +3,12 @@
 // confidence-prioritized replay (Eq. 6); the Solver answers n times, the Judge scores each answer
 // (p(q,a), c_J); p(q) is updated (Eq. 1); rewards (Eq. 7–8), weights (Eq. 4–5), advantages; one
 // PPO update on Proposer and Solver trajectories only (Validator and Judge are inference-only).
+// With `roleAdapters`, the roles share the base but not the update: the Proposer, the Solver (with
+// the Validator) and the Judge each run through their own LoRA adapter, and the one optimizer step
+// moves the Proposer's adapter by r_P and the Solver's by r_S.
 import { join, resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
-import type { Completion, Prompt } from '../../engine/model.js'
+import type { Completion, GenerateOptions, Prompt } from '../../engine/model.js'
 import { PrioritizedReplay } from '../../replay/index.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { coseProposerReward, coseProposerWeight, coseSolverReward, coseSolverWeight, solveRate } from '../../rl/cose.js'
@@ -18,7 +21,7 @@ import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { readJsonObject } from '../common/run-folder.js'
-import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
+import { openRoleAdapters, openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type RoleAdapter, type Sample } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
 import { checkLevels, shareTrue, verifyPosed, worldRecord } from '../common/world.js'
@@ -85,6 +88,15 @@ const REPLAY_FILE = 'replay.json'
 const ROLE = 'model'
 /** Sampling calls of a step (the seed's `call`). */
 const CALL = { proposer: 0, validator: 1, solver: 2, judge: 3 }
+type CoseRole = keyof typeof CALL
+/** With `roleAdapters`: the adapter each prompt role runs through (the Validator is the Solver's role model). */
+const ROLE_ADAPTER: Record<CoseRole, string> = { proposer: 'proposer', validator: 'solver', solver: 'solver', judge: 'judge' }
+/** The role adapters on the shared base: Proposer and Solver train (Eq. 7–8); the Judge is inference-only (§3). */
+export const COSE_ROLE_ADAPTERS: readonly RoleAdapter[] = [
+  { name: 'proposer', trained: true },
+  { name: 'solver', trained: true },
+  { name: 'judge', trained: false },
+]
 
 /** The PPO plan of Appendix C: clipped surrogate with KL to the reference, cosine schedule over the run. */
 const trainingPlan = (c: CoseConfig) => ppoPlan(c.ppo, c.steps)
@@ -122,7 +134,9 @@ export class CoseRun {
     checkLevels(world, config.proposer.levels, 'proposer.levels')
     const base = resolve(baseModel)
     const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
-    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base, plan: trainingPlan(config) })
+    const { policies, policy, trainer } = config.roleAdapters
+      ? await openRoleAdapters({ ...o, base, plan: trainingPlan(config), roles: COSE_ROLE_ADAPTERS, seed: config.seed })
+      : await openTrainedPolicy({ ...o, base, plan: trainingPlan(config) })
     return new CoseRun(config, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base)
   }
 
@@ -132,11 +146,14 @@ export class CoseRun {
       format: FORMAT,
       world,
       parse: (s, file) => ({ ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), config: resolveCoseConfig(s.config, TOY_PRESET, file) }),
-      roles: () => [{ name: ROLE, trained: true }],
+      roles: (s) => [{ name: ROLE, trained: true, ...(s.config.roleAdapters ? { adapters: COSE_ROLE_ADAPTERS.map((r) => r.name) } : {}) }],
     })
     const replay = await loadReplay(join(dir, REPLAY_FILE))
     const { state } = ckpt
-    const { policies, policy, trainer } = await openTrainedPolicy({ ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: trainingPlan(state.config) })
+    const opened = { ...o, base: state.baseModel, checkpoint: ckpt.paths(ROLE), plan: trainingPlan(state.config) }
+    const { policies, policy, trainer } = state.config.roleAdapters
+      ? await openRoleAdapters({ ...opened, roles: COSE_ROLE_ADAPTERS, seed: state.config.seed })
+      : await openTrainedPolicy(opened)
     return new CoseRun(state.config, world, policy, trainer, replay, policies, Rng.fromState(state.rng), state.step, state.baseModel)
   }
 
@@ -159,10 +176,16 @@ export class CoseRun {
     })
   }
 
-  private async sample(prompts: Prompt[], o: { n: number; temperature: number; maxTokens: number }, call: number): Promise<Sample[][]> {
+  /** The LoRA adapter `role` runs through and trains (undefined: the one shared policy). */
+  private adapterOf(role: CoseRole): string | undefined {
+    return this.config.roleAdapters ? ROLE_ADAPTER[role] : undefined
+  }
+
+  private async sample(prompts: Prompt[], o: { n: number; temperature: number; maxTokens: number }, role: CoseRole): Promise<Sample[][]> {
     if (!prompts.length) return []
     const topK = this.config.confidence === 'self-certainty-topk' ? 25 : 0
-    const out = await this.model.generate(prompts, { ...o, seed: samplingSeed(this.config.seed, this.stepIndex, call), stats: { topK } })
+    const adapter = this.adapterOf(role)
+    const out = await this.model.generate(prompts, { ...o, seed: samplingSeed(this.config.seed, this.stepIndex, CALL[role]), stats: { topK }, ...(adapter === undefined ? {} : { adapter }) })
     return out.map((group, i) => group.map((completion) => ({ prompt: this.model.encodePrompt(prompts[i]), completion })))
   }
 
@@ -181,14 +204,14 @@ export class CoseRun {
     let validatorFormatOk = 0
     if (this.stepIndex % c.proposeEvery === 0) {
       const levels = Array.from({ length: c.proposer.count }, () => c.proposer.levels[this.rng.nextInt(c.proposer.levels.length)])
-      const proposed = await this.sample(levels.map((l) => w.proposerPrompt(l)), { n: 1, temperature: c.proposer.temperature, maxTokens: c.proposer.maxTokens }, CALL.proposer)
+      const proposed = await this.sample(levels.map((l) => w.proposerPrompt(l)), { n: 1, temperature: c.proposer.temperature, maxTokens: c.proposer.maxTokens }, 'proposer')
       count(proposed)
       for (const [traj] of proposed) {
         const parsed = w.parseProposal(traj.completion.text)
         proposals.push({ traj, fP: parsed !== null, question: parsed?.question ?? null, key: parsed?.key ?? null, v: 0, cV: 0, accepted: false })
       }
       const wellFormed = proposals.filter((p) => p.fP)
-      const verdicts = await this.sample(wellFormed.map((p) => w.validatorPrompt(p.question!)), { n: 1, temperature: c.validator.temperature, maxTokens: c.validator.maxTokens }, CALL.validator)
+      const verdicts = await this.sample(wellFormed.map((p) => w.validatorPrompt(p.question!)), { n: 1, temperature: c.validator.temperature, maxTokens: c.validator.maxTokens }, 'validator')
       count(verdicts)
       wellFormed.forEach((p, i) => {
         const verdict = verdicts[i][0].completion
@@ -210,10 +233,10 @@ export class CoseRun {
     const room = Math.min(c.solver.questions - chosen.size, this.replay.size - chosen.size)
     if (room > 0) for (const e of this.replay.sample(room + chosen.size).filter((e) => !chosen.has(e.id)).slice(0, room)) chosen.set(e.id, { question: e.item.question, v: e.v, cV: e.cV })
     const questions = [...chosen]
-    const answers = await this.sample(questions.map(([, q]) => w.solverPrompt(q.question)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens }, CALL.solver)
+    const answers = await this.sample(questions.map(([, q]) => w.solverPrompt(q.question)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens }, 'solver')
     count(answers)
     const flat = answers.flatMap((group, qi) => group.map((traj) => ({ qi, traj })))
-    const judged = await this.sample(flat.map(({ qi, traj }) => w.judgePrompt(questions[qi][1].question, traj.completion.text)), { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, CALL.judge)
+    const judged = await this.sample(flat.map(({ qi, traj }) => w.judgePrompt(questions[qi][1].question, traj.completion.text)), { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, 'judge')
     count(judged)
     let judgeFormatOk = 0
     const solverRows = flat.map(({ qi, traj }, i) => {
@@ -236,8 +259,8 @@ export class CoseRun {
     const aP = computeAdvantages(c.ppo.advantage, rP, proposals.map(() => 0))
 
     const sequences: TrainSequence[] = [
-      ...proposals.map((p, i) => sampledSequence(p.traj.prompt, p.traj.completion, aP[i], wP[i])),
-      ...solverRows.map((r, i) => sampledSequence(r.traj.prompt, r.traj.completion, aS[i], wS[i])),
+      ...proposals.map((p, i) => sampledSequence(p.traj.prompt, p.traj.completion, aP[i], wP[i], this.adapterOf('proposer'))),
+      ...solverRows.map((r, i) => sampledSequence(r.traj.prompt, r.traj.completion, aS[i], wS[i], this.adapterOf('solver'))),
     ].filter((s) => s.completion.length > 0)
     const train = sequences.length ? await this.trainer.step({ sequences }) : null
 
@@ -271,10 +294,12 @@ export class CoseRun {
   /** Greedy held-out Solver accuracy (macro over the benchmarks; ground truth from the world's verifier), kept for the step's eval file. */
   async evaluate(): Promise<number> {
     const solver = { prompt: (q: string) => this.world.cose.solverPrompt(q), verifier: this.world.verifier }
-    return this.evals.add(await evaluateBenchmarks(this.model, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
+    const adapter = this.adapterOf('solver')
+    const model = { generate: (prompts: Prompt[], o: GenerateOptions) => this.model.generate(prompts, adapter === undefined ? o : { ...o, adapter }) }
+    return this.evals.add(await evaluateBenchmarks(model, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
   }
 
-  /** Writes the policy, its optimizer, the replay buffer, the RNG and the evaluations since the last checkpoint under `dir` (checkpointRun). */
+  /** Writes the policy (with role adapters: every role's adapter), its optimizer (every trained adapter's moments), the replay buffer, the RNG and the evaluations since the last checkpoint under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
     const state: CoseRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), rng: this.rng.state(), baseModel: this.baseModel, config: this.config }
     await checkpointRun(dir, {

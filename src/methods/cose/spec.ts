@@ -12,6 +12,9 @@ export const spec = defineMethod({
   defaultPreset: 'toy',
   start: (config, o) => CoseRun.start(o.model, config, o.world, o),
   resume: (dir, o) => CoseRun.resume(dir, o.world, o),
+  // --role-adapters R: the Proposer, Solver (with the Validator) and Judge each their own LoRA adapter of rank R on one base
+  flags: { 'role-adapters': 'number' },
+  flagsToOverride: (f) => (f['role-adapters'] === undefined ? undefined : { roleAdapters: true, ppo: { loraRank: f['role-adapters'] } }),
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
     { title: 'Solver reward r_S (Eq. 7)', path: 'rewardSolver.mean' },
