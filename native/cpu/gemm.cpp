@@ -1,5 +1,6 @@
 // The CPU GEMM: packed panels, cache blocking and the thread split around the micro-kernels of
-// cpu/gemm_kernels.h (the Goto/BLIS structure, blocks sized for Zen 3's 32 KiB L1 and 512 KiB L2).
+// cpu/gemm_kernels.h (the Goto/BLIS structure; blocks sized for the L1 of each SIMD build's machines —
+// Zen 3's 32 KiB, Zen 5's 48 KiB — and at least 512 KiB of L2).
 //
 //  - gemm_nt (Y = X·Wᵀ, the forward): the dot kernel. X is packed per depth block, 128 rows at a
 //    time; W (HF [out, in] weights: already depth-contiguous) is read in place, never copied: in
@@ -32,13 +33,19 @@ namespace ad::cpu {
 namespace {
 using namespace gemm;
 
-constexpr int64_t kPanelBytes = 16 << 10;  // a packed panel that stays in L1 beside the other operand's lines
-// depth of one dot block: an X panel of kDotRows rows (1024 for AVX2's 4, 512 for AVX-512's 8)
+// A packed panel that stays in L1 beside the lines of the other operand: 16 KiB of a 32 KiB L1
+// (AVX2 machines, Zen 3), 32 KiB of the 48 KiB L1 of the AVX-512 machines this is tuned on (Zen 5).
+#if defined(AD_GEMM_AVX512)
+constexpr int64_t kPanelBytes = 32 << 10;
+#else
+constexpr int64_t kPanelBytes = 16 << 10;
+#endif
+// depth of one dot block: an X panel of kDotRows rows (1024 for AVX2's 4 and AVX-512's 8)
 constexpr int64_t kDotDepthBlock = kPanelBytes / (kDotRows * int64_t(sizeof(float)));
-constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB (AVX2)
+constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
 constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
 constexpr int64_t kDotRowChunk = 128;     // rows of X packed at once (512 KiB): X panels stream past the W block
-// depth of one outer block: a B panel of kOuterCols columns (256 for AVX2's 16, 128 for AVX-512's 32)
+// depth of one outer block: a B panel of kOuterCols columns (256 for AVX2's 16 and AVX-512's 32)
 constexpr int64_t kOuterDepthBlock = kPanelBytes / (kOuterCols * int64_t(sizeof(float)));
 constexpr int64_t kOuterRowBlock = 72;    // A rows packed at a time: 72 × 256 × 4 B = 72 KiB in L2
 constexpr int64_t kOuterColBlock = 256;   // B columns packed at a time: 256 × 256 × 4 B = 256 KiB in L2
