@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -144,12 +145,15 @@ class CpuEngine final : public model::Engine {
   // fn(name of A, name of B, adapter) for every adapter matrix pair, by (adapter, layer, linear).
   template <typename Fn>
   void for_each_adapter(Fn fn);
-  // Logits of hidden rows → chosen-token logprob and entropy, chunk by chunk.
-  void row_stats(const float* hidden, int64_t rows, const int32_t* targets, float* logp, float* entropy);
+  // Logits of hidden rows → chosen-token logprob and entropy, chunk by chunk; with `keep` (a
+  // training forward) all rows at once into kept_logits_ when they fit kKeptLogitsBytes, so the
+  // backward need not compute them again.
+  void row_stats(const float* hidden, int64_t rows, const int32_t* targets, float* logp, float* entropy, bool keep = false);
   void release_tape() {
     cache_.reset();
     tape_ = model::Tape();
     hidden_.clear();
+    kept_rows_ = 0;
     score_mode_ = false;
   }
 
@@ -161,6 +165,10 @@ class CpuEngine final : public model::Engine {
   std::vector<float> hidden_;
   std::vector<int32_t> targets_;
   int64_t rows_ = 0;
+  // The training forward's logits (rows × vocab), kept for its backward; grow-only, so that a step
+  // does not fault in fresh pages (at most kKeptLogitsBytes stay held between steps).
+  model::Buffer kept_logits_;
+  int64_t kept_rows_ = 0;
   bool score_mode_ = false;
   std::map<std::string, Moments> moments_;
 };
@@ -205,6 +213,29 @@ class PairLock {
 };
 
 // Vocabulary-wide work in row chunks: at most ~64 MB of logits alive at once.
+// The most logits a training forward keeps for its backward (e.g. 512 tokens × 151,936 = 311 MB).
+constexpr double kKeptLogitsBytes = 512.0 * (1 << 20);
+
+// AUTODIDACT_KEEP_LOGITS=0: no training forward keeps its logits; the backward computes them
+// again chunk by chunk (less memory, one more LM-head GEMM). Read at every training forward.
+bool keep_logits_allowed() {
+  const char* env = std::getenv("AUTODIDACT_KEEP_LOGITS");
+  return !(env && std::strcmp(env, "0") == 0);
+}
+
+// Σ x[i]² in double over fixed blocks, added in block order: the same bits whatever the threads.
+double squared_norm(ThreadPool& pool, const float* x, int64_t n) {
+  constexpr int64_t kNormBlock = 1 << 16;
+  const int64_t blocks = (n + kNormBlock - 1) / kNormBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks));
+  pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t b = b0; b < b1; ++b) partial[b] = sum_squares_f32(x + b * kNormBlock, std::min(kNormBlock, n - b * kNormBlock));
+  });
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
 int64_t logits_chunk(int64_t rows, int64_t vocab) { return std::max<int64_t>(1, std::min<int64_t>(rows, (16ll << 20) / std::max<int64_t>(vocab, 1))); }
 
 // ---------------------------------------------------------------- step
@@ -268,17 +299,21 @@ void CpuEngine::do_step(model::Cache& cache_base, const model::StepRequest& r, m
 
 // ---------------------------------------------------------------- training
 
-void CpuEngine::row_stats(const float* hidden, int64_t rows, const int32_t* targets, float* logp, float* entropy) {
+void CpuEngine::row_stats(const float* hidden, int64_t rows, const int32_t* targets, float* logp, float* entropy, bool keep) {
   const int64_t V = model_.config().vocab, H = model_.config().hidden;
-  const int64_t chunk = logits_chunk(rows, V);
-  std::vector<float> logits(chunk * V), mx(chunk), lse(chunk), ent(chunk), margin(chunk);
+  const bool keeping = keep && keep_logits_allowed() && static_cast<double>(rows) * V * sizeof(float) <= kKeptLogitsBytes;
+  const int64_t chunk = keeping ? rows : logits_chunk(rows, V);
+  if (keeping && kept_logits_.size < rows * V) kept_logits_ = model::Buffer(rows * V);
+  std::vector<float> scratch(keeping ? 0 : chunk * V), mx(chunk), lse(chunk), ent(chunk), margin(chunk);
+  float* logits = keeping ? kept_logits_.data : scratch.data();
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = std::min(chunk, rows - r0);
-    model_.lm_head(hidden + r0 * H, n, logits.data());
+    model_.lm_head(hidden + r0 * H, n, logits);
     LogitStatsOut out{mx.data(), lse.data(), entropy ? entropy + r0 : ent.data(), margin.data(), logp + r0,
                       nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-    logit_stats(model_.pool(), logits.data(), n, V, V, targets + r0, 0, nullptr, out);
+    logit_stats(model_.pool(), logits, n, V, V, targets + r0, 0, nullptr, out);
   }
+  kept_rows_ = keeping ? rows : 0;
 }
 
 void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::TrainForwardResult& out) {
@@ -312,7 +347,7 @@ void CpuEngine::do_train_forward(const model::TrainForwardRequest& r, model::Tra
     score_mode_ = false;
     out.logp.assign(R, NAN);
     out.entropy.assign(R, NAN);
-    row_stats(hidden_.data(), R, targets.data(), out.logp.data(), out.entropy.data());
+    row_stats(hidden_.data(), R, targets.data(), out.logp.data(), out.entropy.data(), /*keep=*/true);
   } catch (...) {
     release_tape();
     throw;
@@ -344,7 +379,8 @@ void CpuEngine::do_train_backward(const std::vector<float>& a, const std::vector
     if (static_cast<int64_t>(a.size()) != rows_)
       throw std::invalid_argument("a and b must have one coefficient per completion token (" + std::to_string(rows_) + ")");
     std::vector<float> dh(rows_ * model_.config().hidden);
-    model_.lm_head_backward(hidden_.data(), rows_, targets_.data(), a.data(), b.data(), dh.data());
+    model_.lm_head_backward(hidden_.data(), rows_, targets_.data(), a.data(), b.data(), dh.data(),
+                            kept_rows_ == rows_ ? kept_logits_.data : nullptr);
     model_.backward(*cache_, tape_, dh.data());
   } catch (...) {
     release_tape();
@@ -416,8 +452,7 @@ model::OptimizerResult CpuEngine::do_optimizer_step(const model::OptimizerReques
   double ss = 0;
   {
     AD_PROFILE("grad_norm", 4.0 * total, 2.0 * total);
-    for (auto& [name, g] : grads)
-      for (int64_t i = 0; i < g->grad.size; ++i) ss += static_cast<double>(g->grad.data[i]) * g->grad.data[i];
+    for (auto& [name, g] : grads) ss += squared_norm(model_.pool(), g->grad.data, g->grad.size);
   }
   res.grad_norm = std::sqrt(ss);
   res.skipped = !std::isfinite(res.grad_norm);

@@ -1,5 +1,6 @@
 // The CPU GEMM: packed panels, cache blocking and the thread split around the micro-kernels of
-// cpu/gemm_kernels.h (the Goto/BLIS structure, blocks sized for Zen 3's 32 KiB L1 and 512 KiB L2).
+// cpu/gemm_kernels.h (the Goto/BLIS structure; blocks sized for the L1 of each SIMD build's machines —
+// Zen 3's 32 KiB, Zen 5's 48 KiB — and at least 512 KiB of L2).
 //
 //  - gemm_nt (Y = X·Wᵀ, the forward): the dot kernel. X is packed per depth block, 128 rows at a
 //    time; W (HF [out, in] weights: already depth-contiguous) is read in place, never copied: in
@@ -17,12 +18,14 @@
 #include "cpu/gemm.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
 #include <type_traits>
+#include <utility>
 
 #include "cpu/gemm_kernels.h"
 
@@ -30,14 +33,24 @@ namespace ad::cpu {
 namespace {
 using namespace gemm;
 
-constexpr int64_t kDotDepthBlock = 1024;  // depth of one dot block: an X panel (16 KiB) stays in L1
+// A packed panel that stays in L1 beside the lines of the other operand: 16 KiB of a 32 KiB L1
+// (AVX2 machines, Zen 3), 32 KiB of the 48 KiB L1 of the AVX-512 machines this is tuned on (Zen 5).
+#if defined(AD_GEMM_AVX512)
+constexpr int64_t kPanelBytes = 32 << 10;
+#else
+constexpr int64_t kPanelBytes = 16 << 10;
+#endif
+// depth of one dot block: an X panel of kDotRows rows (1024 for AVX2's 4 and AVX-512's 8)
+constexpr int64_t kDotDepthBlock = kPanelBytes / (kDotRows * int64_t(sizeof(float)));
 constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
 constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
 constexpr int64_t kDotRowChunk = 128;     // rows of X packed at once (512 KiB): X panels stream past the W block
-constexpr int64_t kOuterDepthBlock = 256; // depth of one outer block: B panel 16 KiB in L1
+// depth of one outer block: a B panel of kOuterCols columns (256 for AVX2's 16 and AVX-512's 32)
+constexpr int64_t kOuterDepthBlock = kPanelBytes / (kOuterCols * int64_t(sizeof(float)));
 constexpr int64_t kOuterRowBlock = 72;    // A rows packed at a time: 72 × 256 × 4 B = 72 KiB in L2
 constexpr int64_t kOuterColBlock = 256;   // B columns packed at a time: 256 × 256 × 4 B = 256 KiB in L2
 constexpr int64_t kOuterPackedRowsMax = 1 << 17;  // floats of A packed for all rows at once (512 KiB)
+static_assert(kOuterRowBlock % kOuterRows == 0 && kOuterColBlock % kOuterCols == 0);
 constexpr double kCachedBytes = 2 << 20;  // an operand smaller than this is taken to be in cache already
 constexpr int64_t kLineFloats = 16;       // one 64-byte cache line of Y: the column split's unit
 constexpr double kSerialFlops = 1 << 17;  // below this a product runs on the calling thread alone
@@ -219,10 +232,17 @@ void dot_tile_into_y(const DotProduct<W>& p, const float* panel, int64_t m, int6
 
 template <class W>
 using DotTileFn = void (*)(const DotProduct<W>&, const float*, int64_t, int64_t, int64_t, int64_t);
-template <class W, int R>
-constexpr DotTileFn<W> kDotRowOf[kDotCols] = {dot_tile_into_y<W, R, 1>, dot_tile_into_y<W, R, 2>, dot_tile_into_y<W, R, 3>};
+// kDotTiles<W>[R − 1][C − 1]: the tile function of every edge shape R × C ≤ kDotRows × kDotCols.
+template <class W, int R, size_t... C>
+constexpr std::array<DotTileFn<W>, kDotCols> dot_row_of(std::index_sequence<C...>) {
+  return {dot_tile_into_y<W, R, static_cast<int>(C) + 1>...};
+}
+template <class W, size_t... R>
+constexpr std::array<std::array<DotTileFn<W>, kDotCols>, kDotRows> dot_tiles(std::index_sequence<R...>) {
+  return {dot_row_of<W, static_cast<int>(R) + 1>(std::make_index_sequence<kDotCols>{})...};
+}
 template <class W>
-constexpr const DotTileFn<W>* kDotTiles[kDotRows] = {kDotRowOf<W, 1>, kDotRowOf<W, 2>, kDotRowOf<W, 3>, kDotRowOf<W, 4>};
+constexpr auto kDotTiles = dot_tiles<W>(std::make_index_sequence<kDotRows>{});
 
 // Y rows `rows` × columns `cols`. Per depth block: X is packed once; a block of W rows (read in
 // place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels,
@@ -237,8 +257,7 @@ void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
   // The tile at (m, n) of the product q (p, or p over a widened W block).
   const auto tile = [&](const auto& q, int64_t m, int64_t n, int64_t ne, int64_t k0, int64_t depth) {
     using Q = typename std::decay_t<decltype(q)>::Weights;
-    const DotTileFn<Q>* row_of = kDotTiles<Q>[std::min<int64_t>(kDotRows, rows.end - m) - 1];
-    row_of[std::min<int64_t>(kDotCols, ne - n) - 1](q, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
+    kDotTiles<Q>[std::min<int64_t>(kDotRows, rows.end - m) - 1][std::min<int64_t>(kDotCols, ne - n) - 1](q, packed + (m - rows.begin) / kDotRows * panel_floats, m, n, k0, depth);
   };
   for (int64_t k0 = 0; k0 < p.depth; k0 += kDotDepthBlock) {
     const int64_t depth = std::min(kDotDepthBlock, p.depth - k0);

@@ -4,21 +4,27 @@
 //
 //  - dot_tile (Y = X·Wᵀ: both operands run along the depth; the forward, the LM head, decode).
 //    kDotRows × kDotCols accumulators of kDepthLanes lanes each: lane l sums the depth indices
-//    ≡ l (mod 8) of one depth block in order, then the lanes meet in one fixed tree (lane_sums)
+//    ≡ l (mod kDepthLanes) of one depth block in order, then the lanes meet in one fixed tree (lane_sums)
 //    and the block's sum is added to Y. The order of every sum depends only on K (the blocks are
 //    fixed by K), never on the tile, the batch or the thread, so a row's result does not depend
 //    on which rows share its batch (generate's batch invariance).
 //  - outer_tile (Y = X·W and Y = Xᵀ·W: B runs along the output columns; the backward).
 //    kOuterRows × kOuterCols accumulators, one depth index per step: a broadcast of A times a row
-//    of B (the BLIS 6×16 shape), on panels packed with zero padding to the full tile.
+//    of B (the BLIS shape), on panels packed with zero padding to the full tile.
 //
-// AVX2+FMA is the kernel this machine class runs (16 ymm registers: 12 accumulators + operands).
-// Without AVX2 a scalar version of the same arithmetic, in the same order, keeps every target
+// One source for two SIMD widths, chosen by the build's target: AVX-512 (16 lanes, 32 registers:
+// 24 accumulators per tile) where the compiler targets it (-march=native on such a machine), else
+// AVX2+FMA (8 lanes, 16 registers: 12 accumulators). The depth lanes, and so the order of the dot
+// sums, are those of the build: a row's bits are the same whatever its batch within one build.
+// Without AVX2 a scalar version of the AVX2 arithmetic, in the same order, keeps every target
 // building and correct.
 #pragma once
 #include <cmath>
 #include <cstdint>
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__)
+#include <immintrin.h>
+#define AD_GEMM_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define AD_GEMM_AVX2 1
 #elif defined(__F16C__)
@@ -30,8 +36,8 @@ namespace ad::cpu::gemm {
 constexpr int kQ8Block = 32;  // weights per scale of the int8 format (Q8_0's block)
 
 // Views of a weight matrix W [rows × depth] in the types the engine keeps it in, at (row n, depth
-// k). dot_tile reads W only through them: `lanes(c, s)` is depth [8s, 8s + 8) of row c as f32
-// lanes, `tail_lanes` the first `tail` of them (the rest zero, nothing past them read), `value`
+// k). dot_tile reads W only through them: `lanes(c, s)` is depth [L·s, L·s + L) of row c as f32
+// lanes (L = kDepthLanes), `tail_lanes` the first `tail` of them (the rest zero, nothing past them read), `value`
 // one element. Every stored value widens exactly to f32, so a product over bf16, f16 or int8
 // weights has the bits of the f32 product over the widened weights.
 inline float f32_value(float f) { return f; }
@@ -77,7 +83,7 @@ using F16Weights = DenseWeights<uint16_t, half_to_float>;
 
 // int8 (Q8_0-style): w = q · d, q ∈ [−127, 127], d the f16 scale of its block of kQ8Block along
 // the depth; scales [rows × scales_ld]. q·d is exact in f32 (8 + 11 significant bits). A view's k
-// is a multiple of kQ8Block (depth blocks are), so step s lies in block k/32 + s/4.
+// is a multiple of kQ8Block (depth blocks are), so a step (8 or 16 lanes from a multiple of its width) lies in one block.
 struct Q8Weights {
   const int8_t* q;
   const uint16_t* d;
@@ -97,44 +103,78 @@ struct WidenedBlock {
   F32Weights at(int64_t n, int64_t k) const { return {p + (n - n0) * ld + (k - k0), ld}; }
 };
 
-constexpr int kDepthLanes = 8;                 // f32 lanes of one depth step of the dot kernel
-constexpr int kDotRows = 4, kDotCols = 3;      // dot tile: rows of X × rows of W
-constexpr int kOuterRows = 6, kOuterCols = 16; // outer tile: rows × columns of Y
+#if defined(AD_GEMM_AVX512)
 
-inline const char* kernel_name() {
-#if defined(AD_GEMM_AVX2)
-  return "avx2+fma: dot 4x3x8, outer 6x16";
-#else
-  return "scalar: dot 4x3x8, outer 6x16";
-#endif
+// AVX-512 (32 zmm registers; a machine with a full 512-bit FMA path does twice the AVX2 work).
+using Vec = __m512;
+using LaneMask = __mmask16;
+constexpr int kVecLanes = 16;
+constexpr int kDotRows = 8, kDotCols = 3;       // dot tile: 24 accumulators + 3 of W + 1 of X
+constexpr int kOuterRows = 12, kOuterCols = 32; // outer tile: 24 accumulators + 2 of B + 1 broadcast
+inline const char* kernel_name() { return "avx512: dot 8x3x16, outer 12x32"; }
+
+inline Vec vec_zero() { return _mm512_setzero_ps(); }
+inline Vec vec_load(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec vec_load_aligned(const float* p) { return _mm512_load_ps(p); }
+inline void vec_store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+inline Vec vec_broadcast(const float* p) { return _mm512_set1_ps(*p); }
+inline Vec vec_fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec vec_add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+// Lanes [0, n) set (n in 0..16); masked loads read nothing past them, masked stores write nothing.
+inline LaneMask first_lanes(int n) { return static_cast<LaneMask>((1u << n) - 1u); }
+inline Vec vec_load_first(const float* p, LaneMask on) { return _mm512_maskz_loadu_ps(on, p); }
+inline void vec_store_first(float* p, LaneMask on, Vec v) { _mm512_mask_storeu_ps(p, on, v); }
+
+// GCC 12's unmasked forms of some conversions read an undefined register (a false -Wuninitialized);
+// their zero-masked forms under an all-lanes mask are the same instructions.
+constexpr LaneMask kAll = 0xffff;
+
+// The 8-lane vector of lanes l + l+8: the first level of a 16-lane sum.
+inline __m256 fold_halves(Vec v) {
+  // (GCC 12's _mm512_castps512_ps256 trips the same warning; a vector shuffle is the same extract.)
+  const __m256 low = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 high = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  return _mm256_add_ps(low, high);
 }
 
-#if defined(AD_GEMM_AVX2)
+inline Vec widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepu16_epi32(kAll, h), 16)); }
+inline Vec widen_f16(__m256i h) { return _mm512_maskz_cvtph_ps(kAll, h); }
+inline Vec widen_q8(__m128i q, float d) {
+  return _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, q)), _mm512_set1_ps(d));
+}
+inline __m256i load_halves(const uint16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256i load_first_halves(const uint16_t* p, int n) { return _mm256_maskz_loadu_epi16(first_lanes(n), p); }
+inline __m128i load_codes(const int8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m128i load_first_codes(const int8_t* p, int n) { return _mm_maskz_loadu_epi8(first_lanes(n), p); }
 
-using Sums4 = __m128;  // four lane sums of a dot tile row
+#elif defined(AD_GEMM_AVX2)
 
-// Lanes [0, n) set, for the last, partial depth step (n in 1..7).
-inline __m256i first_lanes(int n) {
+// AVX2+FMA (16 ymm registers).
+using Vec = __m256;
+using LaneMask = __m256i;
+constexpr int kVecLanes = 8;
+constexpr int kDotRows = 4, kDotCols = 3;       // dot tile: 12 accumulators + 3 of W + 1 of X
+constexpr int kOuterRows = 6, kOuterCols = 16;  // outer tile: the BLIS 6×16, 12 accumulators
+inline const char* kernel_name() { return "avx2+fma: dot 4x3x8, outer 6x16"; }
+
+inline Vec vec_zero() { return _mm256_setzero_ps(); }
+inline Vec vec_load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec vec_load_aligned(const float* p) { return _mm256_load_ps(p); }
+inline void vec_store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline Vec vec_broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+inline Vec vec_fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec vec_add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+// Lanes [0, n) set (n in 0..8); masked loads read nothing past them, masked stores write nothing.
+inline LaneMask first_lanes(int n) {
   alignas(32) static const int32_t bits[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + 8 - n));
 }
+inline Vec vec_load_first(const float* p, LaneMask on) { return _mm256_maskload_ps(p, on); }
+inline void vec_store_first(float* p, LaneMask on, Vec v) { _mm256_maskstore_ps(p, on, v); }
+inline __m256 fold_halves(Vec v) { return v; }  // already 8 lanes
 
-// [Σa, Σb, Σc, Σd], each lane set added in the tree ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
-inline __m128 lane_sums(__m256 a, __m256 b, __m256 c, __m256 d) {
-  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
-
-// An empty asm that claims to change v: the value must then live in a register at this point.
-inline void keep_in_register(__m256& v) { __asm__("" : "+x"(v)); }
-
-// The 8 lanes at depth 8s of row c of W, widened to f32 in registers; and the first `tail`.
-inline __m256 lanes(const F32Weights& w, int c, int64_t s) { return _mm256_loadu_ps(w.p + c * w.ld + 8 * s); }
-inline __m256 tail_lanes(const F32Weights& w, int c, int64_t s, int tail) {
-  return _mm256_maskload_ps(w.p + c * w.ld + 8 * s, first_lanes(tail));
-}
-inline __m256 widen_bf16(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
-inline __m256 widen_f16(__m128i h) {
+inline Vec widen_bf16(__m128i h) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); }
+inline Vec widen_f16(__m128i h) {
 #if defined(__F16C__)
   return _mm256_cvtph_ps(h);
 #else
@@ -145,27 +185,57 @@ inline __m256 widen_f16(__m128i h) {
   return _mm256_load_ps(f);
 #endif
 }
-// The first `tail` elements at p (the rest zero) in an 8-element register's worth of bytes.
+inline Vec widen_q8(__m128i q, float d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(d)); }
+// The first n elements at p (the rest zero) in a 16-byte register; nothing past them read.
 template <class T>
-inline __m128i first_elements(const T* p, int tail) {
+inline __m128i first_elements(const T* p, int n) {
   alignas(16) T b[16 / sizeof(T)] = {};
-  __builtin_memcpy(b, p, sizeof(T) * tail);
+  __builtin_memcpy(b, p, sizeof(T) * n);
   return _mm_load_si128(reinterpret_cast<const __m128i*>(b));
 }
-inline __m256 lanes(const Bf16Weights& w, int c, int64_t s) {
-  return widen_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.p + c * w.ld + 8 * s)));
+inline __m128i load_halves(const uint16_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m128i load_first_halves(const uint16_t* p, int n) { return first_elements(p, n); }
+inline __m128i load_codes(const int8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+inline __m128i load_first_codes(const int8_t* p, int n) { return first_elements(p, n); }
+
+#endif
+
+#if defined(AD_GEMM_AVX512) || defined(AD_GEMM_AVX2)
+
+constexpr int kDepthLanes = kVecLanes;  // f32 lanes of one depth step of the dot kernel
+static_assert(kDotCols <= 3 && kOuterCols % kVecLanes == 0);
+
+using Sums4 = __m128;  // four lane sums of a dot tile row
+
+// [Σa, Σb, Σc, Σd]: each vector folded to 8 lanes (lane l + lane l+8 when it has 16), then the
+// eight added in the tree ((l0+l1)+(l2+l3)) + ((l4+l5)+(l6+l7)).
+inline __m128 lane_sums(Vec va, Vec vb, Vec vc, Vec vd) {
+  const __m256 a = fold_halves(va), b = fold_halves(vb), c = fold_halves(vc), d = fold_halves(vd);
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
 }
-inline __m256 tail_lanes(const Bf16Weights& w, int c, int64_t s, int tail) { return widen_bf16(first_elements(w.p + c * w.ld + 8 * s, tail)); }
-inline __m256 lanes(const F16Weights& w, int c, int64_t s) {
-  return widen_f16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.p + c * w.ld + 8 * s)));
+
+// An empty asm that claims to change v: the value must then live in a register at this point.
+inline void keep_in_register(Vec& v) { __asm__("" : "+v"(v)); }
+
+// The lanes at depth kDepthLanes·s of row c of W, widened to f32 in registers; and the first `tail`.
+inline Vec lanes(const F32Weights& w, int c, int64_t s) { return vec_load(w.p + c * w.ld + kDepthLanes * s); }
+inline Vec tail_lanes(const F32Weights& w, int c, int64_t s, int tail) {
+  return vec_load_first(w.p + c * w.ld + kDepthLanes * s, first_lanes(tail));
 }
-inline __m256 tail_lanes(const F16Weights& w, int c, int64_t s, int tail) { return widen_f16(first_elements(w.p + c * w.ld + 8 * s, tail)); }
-inline __m256 widen_q8(__m128i q, float d) { return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(d)); }
-inline __m256 lanes(const Q8Weights& w, int c, int64_t s) {
-  return widen_q8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.q + c * w.ld + 8 * s)), w.scale(c, 8 * s));
+inline Vec lanes(const Bf16Weights& w, int c, int64_t s) { return widen_bf16(load_halves(w.p + c * w.ld + kDepthLanes * s)); }
+inline Vec tail_lanes(const Bf16Weights& w, int c, int64_t s, int tail) {
+  return widen_bf16(load_first_halves(w.p + c * w.ld + kDepthLanes * s, tail));
 }
-inline __m256 tail_lanes(const Q8Weights& w, int c, int64_t s, int tail) {
-  return widen_q8(first_elements(w.q + c * w.ld + 8 * s, tail), w.scale(c, 8 * s));
+inline Vec lanes(const F16Weights& w, int c, int64_t s) { return widen_f16(load_halves(w.p + c * w.ld + kDepthLanes * s)); }
+inline Vec tail_lanes(const F16Weights& w, int c, int64_t s, int tail) {
+  return widen_f16(load_first_halves(w.p + c * w.ld + kDepthLanes * s, tail));
+}
+inline Vec lanes(const Q8Weights& w, int c, int64_t s) {
+  return widen_q8(load_codes(w.q + c * w.ld + kDepthLanes * s), w.scale(c, kDepthLanes * s));
+}
+inline Vec tail_lanes(const Q8Weights& w, int c, int64_t s, int tail) {
+  return widen_q8(load_first_codes(w.q + c * w.ld + kDepthLanes * s, tail), w.scale(c, kDepthLanes * s));
 }
 
 // Rows [0, rows) × depth [0, depth) of a weight view widened into dst (rows `ld` apart): the
@@ -176,51 +246,51 @@ inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t 
   const int tail = static_cast<int>(depth % kDepthLanes);
   for (int c = 0; c < rows; ++c) {
     float* d = dst + c * ld;
-    for (int64_t s = 0; s < steps; ++s) _mm256_storeu_ps(d + s * kDepthLanes, lanes(w, c, s));
-    if (tail > 0) _mm256_maskstore_ps(d + steps * kDepthLanes, first_lanes(tail), tail_lanes(w, c, steps, tail));
+    for (int64_t s = 0; s < steps; ++s) vec_store(d + s * kDepthLanes, lanes(w, c, s));
+    if (tail > 0) vec_store_first(d + steps * kDepthLanes, first_lanes(tail), tail_lanes(w, c, steps, tail));
   }
 }
 
 // One depth step of an R × C dot tile: acc[r][c] += A(r, ·)·W(c, ·) lane by lane. `load_a`
-// reads 8 lanes of A (all of them, or the first few with the rest zero), `load_w(c)` those of W.
+// reads the lanes of A (all of them, or the first few with the rest zero), `load_w(c)` those of W.
 template <int R, int C, class LoadA, class LoadW>
-inline void dot_step(const float* a, int64_t a_row, const LoadA& load_a, const LoadW& load_w, __m256 (&acc)[R][C]) {
-  __m256 w[C];
+inline void dot_step(const float* a, int64_t a_row, const LoadA& load_a, const LoadW& load_w, Vec (&acc)[R][C]) {
+  Vec w[C];
 #pragma GCC unroll 4
   for (int c = 0; c < C; ++c) {
     w[c] = load_w(c);
     keep_in_register(w[c]);  // else GCC folds the loads into the FMAs: one load per FMA
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    __m256 x = load_a(a + r * a_row);
+    Vec x = load_a(a + r * a_row);
     keep_in_register(x);
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(x, w[c], acc[r][c]);
+    for (int c = 0; c < C; ++c) acc[r][c] = vec_fmadd(x, w[c], acc[r][c]);
   }
 }
 
-// sums[r][c] = Σ_k A(r, k)·W(c, k) over one depth block of `steps` full steps of 8 and a last
-// step of `tail` (0..7) lanes, for an R × C tile (R ≤ 4, C ≤ 3). Element (i, 8s + l) of A lies
-// at a[i·a_row + s·a_step + l] (packed: a_row = 8, a_step = 8·rows); W is a view (see above).
-// Lanes past the tail are zero, so nothing past the block is read.
+// sums[r][c] = Σ_k A(r, k)·W(c, k) over one depth block of `steps` full steps of kDepthLanes and
+// a last step of `tail` (0 .. kDepthLanes − 1) lanes, for an R × C tile (R ≤ kDotRows, C ≤ 3).
+// Element (i, L·s + l) of A lies at a[i·a_row + s·a_step + l] (packed: a_row = L, a_step = L·rows);
+// W is a view (see above). Lanes past the tail are zero, so nothing past the block is read.
 template <int R, int C, class W>
 inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R]) {
-  __m256 acc[R][C];
-#pragma GCC unroll 4
+  Vec acc[R][C];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-  const auto full = [](const float* p) { return _mm256_loadu_ps(p); };
+    for (int c = 0; c < C; ++c) acc[r][c] = vec_zero();
+  const auto full = [](const float* p) { return vec_load(p); };
 #pragma GCC unroll 2
   for (int64_t s = 0; s < steps; ++s, a += a_step) dot_step<R, C>(a, a_row, full, [&](int c) { return lanes(b, c, s); }, acc);
   if (tail > 0) {
-    const __m256i on = first_lanes(tail);
-    dot_step<R, C>(a, a_row, [on](const float* p) { return _mm256_maskload_ps(p, on); },
+    const LaneMask on = first_lanes(tail);
+    dot_step<R, C>(a, a_row, [on](const float* p) { return vec_load_first(p, on); },
                    [&](int c) { return tail_lanes(b, c, steps, tail); }, acc);
   }
-  const __m256 z = _mm256_setzero_ps();
-#pragma GCC unroll 4
+  const Vec z = vec_zero();
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
     sums[r] = lane_sums(acc[r][0], C > 1 ? acc[r][1] : z, C > 2 ? acc[r][2] : z, z);
 }
@@ -251,62 +321,61 @@ inline void dot_store(float* y, __m128 sums, const float* bias, bool first, bool
   store_first<C>(y, _mm_add_ps(base, sums));
 }
 
-// acc[r][·] = Σ_k a[k·6 + r] · b[k·16 + ·] over `depth` steps of packed panels (zero-padded).
+// acc[r][·] = Σ_k a[k·kOuterRows + r] · b[k·kOuterCols + ·] over `depth` steps of packed panels
+// (zero-padded): one broadcast of A times a row of B per step.
+constexpr int kOuterVecs = kOuterCols / kVecLanes;
 struct OuterAcc {
-  __m256 v[kOuterRows][2];
+  Vec v[kOuterRows][kOuterVecs];
 };
 
 inline void outer_tile(const float* a, const float* b, int64_t depth, OuterAcc& out) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  Vec acc[kOuterRows][kOuterVecs];
+#pragma GCC unroll 16
+  for (int r = 0; r < kOuterRows; ++r)
 #pragma GCC unroll 4
+    for (int j = 0; j < kOuterVecs; ++j) acc[r][j] = vec_zero();
+#pragma GCC unroll 2
   for (int64_t k = 0; k < depth; ++k) {
-    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    __m256 x = _mm256_broadcast_ss(a + 0);
-    c00 = _mm256_fmadd_ps(x, b0, c00);
-    c01 = _mm256_fmadd_ps(x, b1, c01);
-    x = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(x, b0, c10);
-    c11 = _mm256_fmadd_ps(x, b1, c11);
-    x = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(x, b0, c20);
-    c21 = _mm256_fmadd_ps(x, b1, c21);
-    x = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(x, b0, c30);
-    c31 = _mm256_fmadd_ps(x, b1, c31);
-    x = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(x, b0, c40);
-    c41 = _mm256_fmadd_ps(x, b1, c41);
-    x = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(x, b0, c50);
-    c51 = _mm256_fmadd_ps(x, b1, c51);
+    Vec row[kOuterVecs];
+#pragma GCC unroll 4
+    for (int j = 0; j < kOuterVecs; ++j) row[j] = vec_load_aligned(b + j * kVecLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < kOuterRows; ++r) {
+      const Vec x = vec_broadcast(a + r);
+#pragma GCC unroll 4
+      for (int j = 0; j < kOuterVecs; ++j) acc[r][j] = vec_fmadd(x, row[j], acc[r][j]);
+    }
     a += kOuterRows;
     b += kOuterCols;
   }
-  out.v[0][0] = c00, out.v[0][1] = c01, out.v[1][0] = c10, out.v[1][1] = c11, out.v[2][0] = c20, out.v[2][1] = c21;
-  out.v[3][0] = c30, out.v[3][1] = c31, out.v[4][0] = c40, out.v[4][1] = c41, out.v[5][0] = c50, out.v[5][1] = c51;
+#pragma GCC unroll 16
+  for (int r = 0; r < kOuterRows; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < kOuterVecs; ++j) out.v[r][j] = acc[r][j];
 }
 
 // Row r of an outer tile into Y[0..cols): Y = (first ? (accumulate ? Y : 0) : Y) + acc.
-inline void outer_store_row(float* y, const __m256 acc[2], int cols, bool first, bool accumulate) {
+inline void outer_store_row(float* y, const Vec acc[kOuterVecs], int cols, bool first, bool accumulate) {
   const bool load = !first || accumulate;
-  if (cols == kOuterCols) {
-    __m256 y0 = load ? _mm256_loadu_ps(y) : _mm256_setzero_ps(), y1 = load ? _mm256_loadu_ps(y + 8) : _mm256_setzero_ps();
-    _mm256_storeu_ps(y, _mm256_add_ps(y0, acc[0]));
-    _mm256_storeu_ps(y + 8, _mm256_add_ps(y1, acc[1]));
-    return;
-  }
-  for (int half = 0; half < 2; ++half) {
-    const int n = cols - 8 * half;
+  for (int j = 0; j < kOuterVecs; ++j) {
+    const int n = cols - kVecLanes * j;
     if (n <= 0) break;
-    float* p = y + 8 * half;
-    const __m256i on = n >= 8 ? _mm256_set1_epi32(-1) : first_lanes(n);
-    const __m256 base = load ? _mm256_maskload_ps(p, on) : _mm256_setzero_ps();
-    _mm256_maskstore_ps(p, on, _mm256_add_ps(base, acc[half]));
+    float* p = y + kVecLanes * j;
+    if (n >= kVecLanes) {
+      vec_store(p, load ? vec_add(vec_load(p), acc[j]) : acc[j]);
+    } else {
+      const LaneMask on = first_lanes(n);
+      vec_store_first(p, on, load ? vec_add(vec_load_first(p, on), acc[j]) : acc[j]);
+    }
   }
 }
 
-#else  // scalar: the same arithmetic, lane by lane, in the same order
+#else  // scalar: the AVX2 arithmetic, lane by lane, in the same order
+
+constexpr int kDepthLanes = 8;
+constexpr int kDotRows = 4, kDotCols = 3;
+constexpr int kOuterRows = 6, kOuterCols = 16;
+inline const char* kernel_name() { return "scalar: dot 4x3x8, outer 6x16"; }
 
 struct Sums4 {
   float v[4];

@@ -903,20 +903,59 @@ double exp_shifted(const float* x, int64_t n, float shift, float* out, float flo
   return total;
 }
 
-double sum_f32(const float* x, int64_t n) {
+// Σ term(x[i]) in f32 lanes, folded into double every kBlock elements.
+template <class Term>
+double blocked_sum(const float* x, int64_t n, const Term& term) {
   double total = 0;
   int64_t i = 0;
   while (i < n) {
     const int64_t end = std::min(n, i + kBlock);
     vf acc[2] = {splat(0.0f), splat(0.0f)};
     for (; i + 2 * kLanes <= end; i += 2 * kLanes) {
-      acc[0] += load(x + i);
-      acc[1] += load(x + i + kLanes);
+      acc[0] += term(load(x + i));
+      acc[1] += term(load(x + i + kLanes));
     }
-    for (; i < end; i += kLanes) acc[1] += load_partial(x + i, std::min(kLanes, end - i), 0.0f);
+    for (; i < end; i += kLanes) acc[1] += term(load_partial(x + i, std::min(kLanes, end - i), 0.0f));
     total += hsum(acc[0] + acc[1]);
   }
   return total;
+}
+
+double sum_f32(const float* x, int64_t n) {
+  return blocked_sum(x, n, [](vf v) { return v; });
+}
+
+double sum_squares_f32(const float* x, int64_t n) {
+  return blocked_sum(x, n, [](vf v) { return v * v; });
+}
+
+void softmax_objective_gradient(float* z, int64_t n, double a, double b, int32_t target, float* e) {
+  const float m = max_f32(z, n);
+  const double s = exp_shifted(z, n, m, e);  // e_j = e^{z_j − m}
+  const double lse = std::log(s);            // relative to m
+  double entropy = 0;
+  if (b != 0) {  // H = lse − Σ e_j (z_j − m) / s
+    double ez = 0;
+    for (int64_t i = 0; i < n;) {
+      const int64_t end = std::min(n, i + kBlock);
+      vf acc = splat(0.0f);
+      for (; i + kLanes <= end; i += kLanes) acc += load(e + i) * (load(z + i) - m);
+      for (; i < end; ++i) acc[0] += e[i] * (z[i] - m);
+      ez += hsum(acc);
+    }
+    entropy = lse - ez / s;
+  }
+  // p_j = e_j / s, log p_j = (z_j − m) − lse
+  const float inv_s = static_cast<float>(1.0 / s), shift = static_cast<float>(m + lse), fa = static_cast<float>(a),
+              fb = static_cast<float>(b), fh = static_cast<float>(entropy);
+  const auto gradient = [&](vf zj, vf ej) {
+    const vf p = ej * inv_s;
+    return -p * fa - p * fb * ((zj - shift) + fh);
+  };
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(z + i, gradient(load(z + i), load(e + i)));
+  if (i < n) store_partial(z + i, gradient(load_partial(z + i, n - i, 0.0f), load_partial(e + i, n - i, 0.0f)), n - i);
+  if (target >= 0 && target < n) z[target] += fa;
 }
 
 float max_f32(const float* x, int64_t n) {

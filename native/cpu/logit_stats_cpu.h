@@ -57,6 +57,14 @@ double exp_shifted(const float* x, int64_t n, float shift, float* out, float flo
 // Σ x[i] (f32 lanes folded into double every block).
 double sum_f32(const float* x, int64_t n);
 
+// Σ x[i]² (f32 lanes folded into double every block).
+double sum_squares_f32(const float* x, int64_t n);
+
+// One row of the LM head's loss gradient, in place: z (n logits) becomes ∂/∂z of
+// a·log p_target + b·H(p), p = softmax(z): −a·p_j − b·p_j·(log p_j + H), plus a at the target
+// (target outside [0, n): none). Sums in double; e holds n floats of scratch.
+void softmax_objective_gradient(float* z, int64_t n, double a, double b, int32_t target, float* e);
+
 // max_i x[i] (−inf for n == 0).
 float max_f32(const float* x, int64_t n);
 

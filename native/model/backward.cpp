@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cpu/gemm.h"
+#include "cpu/logit_stats_cpu.h"
 #include "cpu/profiler.h"
 #include "cpu/vec.h"
 #include "kernels/attention.h"
@@ -183,42 +184,26 @@ void Transformer::linear_backward(int l, Linear which, const float* x, int64_t T
 }
 
 void Transformer::lm_head_backward(const float* hidden, int64_t rows, const int32_t* targets, const float* a, const float* b,
-                                   float* d_hidden) {
+                                   float* d_hidden, float* logits) {
   const int64_t V = cfg_.vocab, H = cfg_.hidden;
-  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(rows, (16ll << 20) / V));
-  // Recomputed logits, their gradient, dh = dz·W and dW += dzᵀ·h: three GEMMs over the vocabulary.
+  const int64_t chunk = logits ? rows : std::max<int64_t>(1, std::min<int64_t>(rows, (16ll << 20) / V));
+  // The logits (kept, or recomputed), their gradient, dh = dz·W and dW += dzᵀ·h: two or three GEMMs over the vocabulary.
+  const double logit_passes = logits ? 0.0 : 2.0;
   AD_PROFILE("bwd.lm_head", 4.0 * (static_cast<double>(V) * H * (train_base_ ? 4 : 2) + rows * (3.0 * V + 2 * H)),
-             (train_base_ ? 6.0 : 4.0) * rows * V * H + 12.0 * rows * V);
-  std::vector<float> dz(static_cast<size_t>(chunk * V));
+             ((train_base_ ? 4.0 : 2.0) + logit_passes) * rows * V * H + 12.0 * rows * V);
+  std::vector<float> recomputed(logits ? 0 : static_cast<size_t>(chunk * V));
   Grad* g = train_base_ ? grad_for(tensor_name(cfg_.tie_embeddings ? TensorId::kEmbed : TensorId::kLmHead), lm_head_, V * H) : nullptr;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = std::min(chunk, rows - r0);
-    lm_head(hidden + r0 * H, n, dz.data());
+    float* dz = logits ? logits + r0 * V : recomputed.data();
+    if (!logits) lm_head(hidden + r0 * H, n, dz);
     pool_.parallel_for(n, 1, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i) {
-        float* z = dz.data() + i * V;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < V; ++j) m = std::max(m, z[j]);
-        double s = 0.0, sz = 0.0;
-        for (int64_t j = 0; j < V; ++j) {
-          double e = std::exp(static_cast<double>(z[j] - m));
-          s += e;
-          sz += e * (z[j] - m);
-        }
-        const double lse = std::log(s);  // relative to m
-        const double Hent = lse - sz / s;
-        const double ai = a[r0 + i], bi = b ? b[r0 + i] : 0.0;
-        for (int64_t j = 0; j < V; ++j) {
-          const double logp = (z[j] - m) - lse;
-          const double p = std::exp(logp);
-          z[j] = static_cast<float>(-ai * p - bi * p * (logp + Hent));  // a·(−p) + b·(−p(log p + H))
-        }
-        const int32_t t = targets[r0 + i];
-        if (t >= 0 && t < V) z[t] += static_cast<float>(ai);  // a·onehot
-      }
+      std::vector<float> scratch(static_cast<size_t>(V));
+      for (int64_t i = i0; i < i1; ++i)
+        cpu::softmax_objective_gradient(dz + i * V, V, a[r0 + i], b ? b[r0 + i] : 0.0, targets[r0 + i], scratch.data());
     });
-    cpu::gemm_nn(pool_, dz.data(), V, lm_head_, H, d_hidden + r0 * H, H, n, V, H, false);  // dh = dz·W
-    if (g) cpu::gemm_tn(pool_, dz.data(), V, hidden + r0 * H, H, g->grad.data, H, V, H, n, true);  // dW += dzᵀ·h
+    cpu::gemm_nn(pool_, dz, V, lm_head_, H, d_hidden + r0 * H, H, n, V, H, false);  // dh = dz·W
+    if (g) cpu::gemm_tn(pool_, dz, V, hidden + r0 * H, H, g->grad.data, H, V, H, n, true);  // dW += dzᵀ·h
   }
 }
 

@@ -139,9 +139,10 @@ class Transformer {
   // taped forward; accumulates into the gradients. `d_hidden` is [out rows × hidden].
   void backward(KVCache& cache, const Tape& tape, const float* d_hidden);
   // d hidden and d lm_head for logits rows given per-row coefficients: dz = a·(onehot − p) +
-  // b·(−p ⊙ (log p + H)), recomputing the logits chunk by chunk.
+  // b·(−p ⊙ (log p + H)). `logits` (rows × vocab, or null): the forward's logits of these rows,
+  // overwritten by dz; without them the logits are recomputed chunk by chunk.
   void lm_head_backward(const float* hidden, int64_t rows, const int32_t* targets, const float* a, const float* b,
-                        float* d_hidden);
+                        float* d_hidden, float* logits = nullptr);
 
  private:
   // Where finalize() keeps the pointer of a table entry.

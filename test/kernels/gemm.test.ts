@@ -127,14 +127,14 @@ describe(`gemm vs float64 (seed ${SEED})`, () => {
     expect(gemm.kernel).toMatch(/dot .* outer /)
   })
 
-  // Every combination of small odd sizes: edges of every tile (4×3 dot, 6×16 outer) and the
-  // 8-lane depth step, on 1 and 2 threads.
+  // Every combination of small odd sizes: edges of every tile (dot 4×3 on AVX2, 8×3 on AVX-512;
+  // outer 6×16, 12×32) and of the 8- or 16-lane depth step, on 1 and 2 threads.
   for (const v of VARIANTS) {
     it(`${v}: odd and skinny shapes, overwrite and accumulate, 1 and 2 threads`, () => {
       let seed = SEED
       for (const rows of [1, 2, 3, 4, 5, 7, 8, 13])
         for (const cols of [1, 3, 4, 16, 17, 50])
-          for (const depth of [0, 1, 7, 8, 9, 31])
+          for (const depth of [0, 1, 7, 8, 9, 15, 17, 31, 33])
             for (const threads of [1, 2])
               for (const accumulate of [false, true])
                 check({ v, rows, cols, depth, accumulate, bias: v === 'nt' && !accumulate, threads, pad: 3 }, seed++)
