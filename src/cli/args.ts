@@ -1,6 +1,7 @@
 // A small strict argument parser: --key value, --key=value, --flag; unknown options are errors.
 import { InvalidArgumentError } from '../engine/errors.js'
 import { WEIGHT_STORAGES, type WeightStorage } from '../engine/options.js'
+import { writeJsonAtomic } from '../util/atomic.js'
 import type { WorldSpec } from '../worlds/types.js'
 
 export interface OptionSpec {
@@ -59,6 +60,14 @@ export function weightsUsage(column: number): string {
     `${indent}blocks of 32 with an f16 scale) or checkpoint (the file's dtype); below f32 halves or`,
     `${indent}quarters the bytes a decode step reads`,
   ].join('\n')
+}
+
+/** Writes `report` as JSON (atomically) where --out names a file, and says so; nothing without --out. */
+export async function writeOutOption(options: Record<string, string | number | boolean>, report: unknown): Promise<void> {
+  if (options.out === undefined) return
+  const out = String(options.out)
+  await writeJsonAtomic(out, report, 2)
+  console.log(`wrote ${out}`)
 }
 
 /** The options that choose a task world (evolve, eval, select). */

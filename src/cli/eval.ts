@@ -6,14 +6,13 @@
 //     (greedy, or mean@k of k samples), as the methods evaluate; the record `autodidact compare`
 //     reads (e.g. a base model against a run).
 // Prints a table; writes JSON only where --out says (nothing is written otherwise).
-import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel, type Model } from '../engine/model.js'
 import { benchmarkAccuracy, evaluateBenchmarks, greedyProtocol, selectBenchmarks, type EvalRecord } from '../methods/common/evaluation.js'
 import { evaluateToyModel, formatToyEvalTable } from '../toymodel/eval.js'
 import { loadWorld } from '../worlds/load.js'
 import type { TaskWorld } from '../worlds/types.js'
-import { deviceOption, parseArgs, weightsOption, weightsUsage, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
+import { deviceOption, parseArgs, weightsOption, writeOutOption, weightsUsage, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
 import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const EVAL_USAGE = `usage: autodidact eval [--world arith] [--model DIR] [--levels 1,2,3,4,5] [--size 100] [--k 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]
@@ -72,11 +71,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
       for (const b of r.benchmarks) console.log(`${b.name.padEnd(w)}  ${String(b.items.length).padStart(8)}  ${(100 * benchmarkAccuracy(b)).toFixed(2).padStart(10)}`)
       report = r
     }
-    if (options.out !== undefined) {
-      const out = String(options.out)
-      await writeJsonAtomic(out, report, 2)
-      console.log(`wrote ${out}`)
-    }
+    await writeOutOption(options, report)
     return 0
   } finally {
     model.dispose()

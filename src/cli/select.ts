@@ -2,14 +2,13 @@
 // best-of-n selectors of UID §3 / A.1 (majority, SC, UID-Conj and their Borda variants) on nested
 // pools of one benchmark of the world, calibration fitted on a disjoint unlabeled split (the world's
 // training problems); prints the accuracy table, writes JSON where --out says.
-import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { EnginePolicy } from '../methods/common/policy.js'
 import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../methods/solving/selection.js'
 import { SELECTORS } from '../methods/solving/selectors.js'
 import { loadWorld } from '../worlds/load.js'
-import { deviceOption, parseArgs, weightsOption, weightsUsage, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
+import { deviceOption, parseArgs, weightsOption, writeOutOption, weightsUsage, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
 import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const SELECT_USAGE = `usage: autodidact select [--world W] [--model DIR] [--benchmark NAME] [--offset 0] [--size 100]
@@ -68,11 +67,7 @@ export async function selectCommand(argv: string[]): Promise<number> {
   try {
     const report = await runSelection(new EnginePolicy(model), world, o)
     console.log(formatSelectionTable(report))
-    if (options.out !== undefined) {
-      const out = String(options.out)
-      await writeJsonAtomic(out, report, 2)
-      console.log(`wrote ${out}`)
-    }
+    await writeOutOption(options, report)
     return 0
   } finally {
     model.dispose()
