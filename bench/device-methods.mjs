@@ -22,6 +22,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { deviceChecks, now } from './device-checks.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const load = (p) => import(pathToFileURL(join(root, p)).href)
@@ -40,26 +41,7 @@ if (device === 'cuda' && !addon.info().cuda.available) {
   process.exit(2)
 }
 const results = {}
-let failures = 0
-const now = () => Number(process.hrtime.bigint()) / 1e9
-
-function check(ok, what) {
-  console.log(`  ${ok ? 'ok  ' : 'FAIL'} ${what}`)
-  if (!ok) failures++
-  return ok
-}
-async function section(name, fn) {
-  if (only && only !== name) return
-  console.log(`── ${name}`)
-  const t0 = now()
-  try {
-    await fn()
-  } catch (e) {
-    failures++
-    console.log(`  FAIL ${name}: ${e?.stack ?? e}`)
-  }
-  console.log(`   (${(now() - t0).toFixed(1)} s)`)
-}
+const { check, section, failures } = deviceChecks({ only })
 const onDevice = (dir) => loadModel(dir, device === 'cuda' ? { device } : { device, threads: 2 })
 const onCpu = (dir) => loadModel(dir, { device: 'cpu', threads: 4 })
 
@@ -436,6 +418,6 @@ await section('adapters', async () => {
   dev.dispose()
 })
 
-writeFileSync(join(OUT, `device-methods${only ? `-${only}` : ''}.json`), JSON.stringify({ device, failures, ...results }, null, 1))
-console.log(`device-methods${only ? ` ${only}` : ''}: ${failures === 0 ? 'PASS' : `${failures} FAILURE(S)`}`)
-process.exit(failures === 0 ? 0 : 1)
+writeFileSync(join(OUT, `device-methods${only ? `-${only}` : ''}.json`), JSON.stringify({ device, failures: failures(), ...results }, null, 1))
+console.log(`device-methods${only ? ` ${only}` : ''}: ${failures() === 0 ? 'PASS' : `${failures()} FAILURE(S)`}`)
+process.exit(failures() === 0 ? 0 : 1)

@@ -16,6 +16,7 @@ import { mkdirSync, copyFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { deviceChecks, now } from './device-checks.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const { loadModel } = await import(join(root, 'dist/engine/model.js'))
@@ -26,12 +27,7 @@ const { nativeAddon } = await import(join(root, 'dist/native.js'))
 
 const device = process.env.AD_NODE_CHECK_DEVICE ?? 'cuda'
 const results = {}
-let failures = 0
-const now = () => Number(process.hrtime.bigint()) / 1e9
-function check(ok, what) {
-  console.log(`  ${ok ? 'ok  ' : 'FAIL'} ${what}`)
-  if (!ok) failures++
-}
+const { check, section, failures } = deviceChecks()
 function record(key, value) {
   results[key] = value
 }
@@ -39,18 +35,6 @@ const rel = (a, b) => Math.abs(a - b) / Math.max(1, Math.abs(b))
 // The device rounds f32 checkpoints' weights to bf16 (relative 2^-9): a token's logprob and
 // entropy then move by up to ~1% of its logit scale, so errors are measured against max(1, |max logit|).
 const logitRel = (a, b, maxLogit) => Math.abs(a - b) / Math.max(1, Math.abs(maxLogit))
-
-async function section(name, fn) {
-  console.log(`── ${name}`)
-  const t0 = now()
-  try {
-    await fn()
-  } catch (e) {
-    failures++
-    console.log(`  FAIL ${name}: ${e?.stack ?? e}`)
-  }
-  console.log(`   (${(now() - t0).toFixed(1)} s)`)
-}
 
 // ---------------------------------------------------------------- 1. the addon's report
 const addon = await nativeAddon()
@@ -303,8 +287,8 @@ if (!process.env.AD_NODE_CHECK_SKIP_EVOLVE) await section('evolve --method cose:
 finish()
 
 function finish(code) {
-  record('failures', failures)
+  record('failures', failures())
   if (process.env.OUT) writeFileSync(join(process.env.OUT, 'node-check.json'), JSON.stringify(results, null, 1))
-  console.log(`device-node-check: ${failures === 0 ? 'PASS' : `${failures} FAILURE(S)`}`)
-  process.exit(code ?? (failures === 0 ? 0 : 1))
+  console.log(`device-node-check: ${failures() === 0 ? 'PASS' : `${failures()} FAILURE(S)`}`)
+  process.exit(code ?? (failures() === 0 ? 0 : 1))
 }

@@ -24,6 +24,7 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { deviceChecks, now } from './device-checks.mjs'
 import { writeRandomModel } from './random-model.mjs'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -41,10 +42,9 @@ const N = small ? 2 : 8
 const MAX_NEW = small ? 8 : 512
 const STOP_EVERY = 128 // 1/128 of the vocabulary ends a sequence: lengths ~geometric, mean ~128, capped at MAX_NEW
 const results = { device, shape: { prompts: PROMPTS, n: N, maxNewTokens: MAX_NEW, stopEvery: STOP_EVERY }, parity: {}, peers: {} }
-let failures = 0
-const now = () => Number(process.hrtime.bigint()) / 1e9
 const startedAt = now()
 const save = () => writeFileSync(join(OUT, 'rollout.json'), JSON.stringify(results, null, 2) + '\n')
+const { check, section, failures } = deviceChecks({ afterSection: save })
 const watchdog = setTimeout(() => {
   results.watchdog = `stopped after ${budgetS} s`
   save()
@@ -52,23 +52,6 @@ const watchdog = setTimeout(() => {
   process.exit(3)
 }, budgetS * 1000)
 
-function check(ok, what) {
-  console.log(`  ${ok ? 'ok  ' : 'FAIL'} ${what}`)
-  if (!ok) failures++
-  return ok
-}
-async function section(name, fn) {
-  console.log(`── ${name}`)
-  const t0 = now()
-  try {
-    await fn()
-  } catch (e) {
-    failures++
-    console.log(`  FAIL ${name}: ${e?.stack ?? e}`)
-  }
-  console.log(`   (${(now() - t0).toFixed(1)} s)`)
-  save()
-}
 const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i])
 const tokensOf = (out) => out.flat().map((c) => Array.from(c.tokens))
 // Runs fn with the environment switches set (read by the native side at every step).
@@ -281,7 +264,7 @@ await section('weight-bandwidth floor and peers (HF transformers, vLLM)', async 
 })
 
 clearTimeout(watchdog)
-results.failures = failures
+results.failures = failures()
 save()
-console.log(`rollout: ${failures ? `${failures} FAILED` : 'all parity passed'}; generated ${results.generatedTokensPerSecond?.toFixed(0) ?? '?'} tok/s (graphs off ${results.noGraphsGeneratedTokensPerSecond?.toFixed(0) ?? '?'}); batch-8 step ${results.decodeStepMsBatch8?.toFixed(3) ?? '?'} ms (floor ${results.floorMsBatch8?.toFixed(3) ?? '?'}); peers ${Object.entries(results.peers).map(([k, v]) => `${k} ${v.tokensPerSecond?.toFixed(0) ?? v.error}`).join(', ') || 'none'}`)
-process.exit(failures ? 1 : 0)
+console.log(`rollout: ${failures() ? `${failures()} FAILED` : 'all parity passed'}; generated ${results.generatedTokensPerSecond?.toFixed(0) ?? '?'} tok/s (graphs off ${results.noGraphsGeneratedTokensPerSecond?.toFixed(0) ?? '?'}); batch-8 step ${results.decodeStepMsBatch8?.toFixed(3) ?? '?'} ms (floor ${results.floorMsBatch8?.toFixed(3) ?? '?'}); peers ${Object.entries(results.peers).map(([k, v]) => `${k} ${v.tokensPerSecond?.toFixed(0) ?? v.error}`).join(', ') || 'none'}`)
+process.exit(failures() ? 1 : 0)

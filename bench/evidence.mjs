@@ -173,6 +173,10 @@ async function evaluate(policy, world, benchmark) {
 }
 
 const accuracy = (perPrompt) => perPrompt.reduce((a, xs) => a + xs.reduce((s, x) => s + x, 0) / xs.length, 0) / perPrompt.length
+/** A cell's mean@4 and greedy accuracy (each prompt's greedy answer a pool of one). */
+const accuracies = (c) => ({ mean4: accuracy(c.mean4), greedy: accuracy(c.greedy.map((x) => [x])) })
+/** The base's answers once per seed: the shape of an arm's seeds pooled, to compare prompt by prompt. */
+const baseAsSeeds = (base, seeds) => ({ mean4: base.mean4, greedy: base.greedy.map((x) => Array(seeds).fill(x)) })
 
 /** Writes JSON atomically (a temporary file renamed into place): an interrupted run leaves no half-written cell. */
 function writeJson(file, value) {
@@ -187,7 +191,8 @@ async function cell(o, key, compute) {
   const started = Date.now()
   const value = { key, ...(await compute()), seconds: (Date.now() - started) / 1000, load: loadavg()[0] }
   writeJson(file, value)
-  o.log(`${key}: mean@4 ${accuracy(value.mean4).toFixed(3)} greedy ${accuracy(value.greedy.map((x) => [x])).toFixed(3)} (${value.seconds.toFixed(0)} s, load ${value.load.toFixed(1)})`)
+  const acc = accuracies(value)
+  o.log(`${key}: mean@4 ${acc.mean4.toFixed(3)} greedy ${acc.greedy.toFixed(3)} (${value.seconds.toFixed(0)} s, load ${value.load.toFixed(1)})`)
   return value
 }
 
@@ -263,8 +268,8 @@ async function runMethod(o, name, sp) {
     arms[arm] = {
       mean4: accuracy(pooled.mean4),
       greedy: accuracy(pooled.greedy),
-      perSeed: cells.map((c) => ({ mean4: accuracy(c.mean4), greedy: accuracy(c.greedy.map((x) => [x])) })),
-      vsBase: compare(pooled, { mean4: base.mean4, greedy: base.greedy.map((x) => Array(o.seeds.length).fill(x)) }),
+      perSeed: cells.map((c) => accuracies(c)),
+      vsBase: compare(pooled, baseAsSeeds(base, o.seeds.length)),
       diagnostics: Object.fromEntries(m.diagnostics.map((p) => [p, meanOverSeeds(cells, p)])),
       pooled,
     }
@@ -279,7 +284,7 @@ async function runMethod(o, name, sp) {
     ...head.vsBase,
     seeds: o.seeds.length,
     testItems: sp.test.problems.length,
-    base: { mean4: accuracy(base.mean4), greedy: accuracy(base.greedy.map((x) => [x])) },
+    base: accuracies(base),
     steps: o.size.steps[name],
     tuning: { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, candidates: tuning, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr },
     arms,
@@ -295,11 +300,11 @@ async function adaptationRows(o, name, arms, armCells) {
   const adapt = m.adaptation(o.world, m.resolve({ ...o.size.over[name] }))
   const base = await baseCell(o, `adapt-${name}-${adapt.problems.length}`, adapt)
   const pooled = Object.fromEntries(Object.entries(armCells).map(([arm, cells]) => [arm, pool(cells.map((c) => c.adaptation))]))
-  const baseAsSeeds = { mean4: base.mean4, greedy: base.greedy.map((x) => Array(o.seeds.length).fill(x)) }
+  const baseRepeated = baseAsSeeds(base, o.seeds.length)
   return {
     items: adapt.problems.length,
-    base: { mean4: accuracy(base.mean4), greedy: accuracy(base.greedy.map((x) => [x])) },
-    arms: Object.fromEntries(Object.keys(arms).map((arm) => [arm, { mean4: accuracy(pooled[arm].mean4), vsBase: compare(pooled[arm], baseAsSeeds) }])),
+    base: accuracies(base),
+    arms: Object.fromEntries(Object.keys(arms).map((arm) => [arm, { mean4: accuracy(pooled[arm].mean4), vsBase: compare(pooled[arm], baseRepeated) }])),
     ablations: m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(pooled[a], pooled[b]) })),
   }
 }
@@ -337,14 +342,16 @@ export async function runEvidence({ note, size = 'reduced', methods = Object.key
 export function table(r) {
   const f = (x) => (x >= 0 ? '+' : '') + x.toFixed(1)
   const ci = (c) => `[${f(c[0])}, ${f(c[1])}]`
+  // a comparison d (mean4Delta, ci95, greedyDelta, greedyCi95) as a row
+  const row = (name, label, d, seeds, items) => `| ${name} | ${label} | ${f(d.mean4Delta)} ${ci(d.ci95)} | ${f(d.greedyDelta)} ${ci(d.greedyCi95)} | ${seeds} | ${items} |`
   const lines = [`| method | arm | mean@4 Δ pp [95% CI] | greedy Δ pp [95% CI] | seeds | test items |`, '| --- | --- | --- | --- | --- | --- |']
   for (const [name, m] of Object.entries(r.methods)) {
-    for (const [arm, a] of Object.entries(m.arms)) lines.push(`| ${name} | ${arm}${arm === m.headline ? ' (headline)' : ''} | ${f(a.vsBase.mean4Delta)} ${ci(a.vsBase.ci95)} | ${f(a.vsBase.greedyDelta)} ${ci(a.vsBase.greedyCi95)} | ${m.seeds} | ${m.testItems} |`)
-    for (const ab of m.ablations) lines.push(`| ${name} | ${ab.name} | ${f(ab.mean4Delta)} ${ci(ab.ci95)} | ${f(ab.greedyDelta)} ${ci(ab.greedyCi95)} | ${m.seeds} | ${m.testItems} |`)
+    for (const [arm, a] of Object.entries(m.arms)) lines.push(row(name, `${arm}${arm === m.headline ? ' (headline)' : ''}`, a.vsBase, m.seeds, m.testItems))
+    for (const ab of m.ablations) lines.push(row(name, ab.name, ab, m.seeds, m.testItems))
     const ad = m.adaptation
     if (ad) {
-      for (const [arm, a] of Object.entries(ad.arms)) lines.push(`| ${name} | adaptation prompts: ${arm} | ${f(a.vsBase.mean4Delta)} ${ci(a.vsBase.ci95)} | ${f(a.vsBase.greedyDelta)} ${ci(a.vsBase.greedyCi95)} | ${m.seeds} | ${ad.items} |`)
-      for (const ab of ad.ablations) lines.push(`| ${name} | adaptation prompts: ${ab.name} | ${f(ab.mean4Delta)} ${ci(ab.ci95)} | ${f(ab.greedyDelta)} ${ci(ab.greedyCi95)} | ${m.seeds} | ${ad.items} |`)
+      for (const [arm, a] of Object.entries(ad.arms)) lines.push(row(name, `adaptation prompts: ${arm}`, a.vsBase, m.seeds, ad.items))
+      for (const ab of ad.ablations) lines.push(row(name, `adaptation prompts: ${ab.name}`, ab, m.seeds, ad.items))
     }
   }
   return lines.join('\n')

@@ -1,5 +1,7 @@
 // A small strict argument parser: --key value, --key=value, --flag; unknown options are errors.
 import { InvalidArgumentError } from '../engine/errors.js'
+import { WEIGHT_STORAGES, type WeightStorage } from '../engine/options.js'
+import { writeJsonAtomic } from '../util/atomic.js'
 import type { WorldSpec } from '../worlds/types.js'
 
 export interface OptionSpec {
@@ -39,6 +41,33 @@ export function deviceOption(options: Record<string, string | number | boolean>)
   const device = String(options.device)
   if (device !== 'cpu' && device !== 'cuda') throw new InvalidArgumentError('device', `--device must be cpu or cuda, got ${device}`)
   return device
+}
+
+/** The --weights value: how the CPU backend keeps the model's weights (undefined when not given). */
+export function weightsOption(options: Record<string, string | number | boolean>): WeightStorage | undefined {
+  if (options.weights === undefined) return undefined
+  const weights = String(options.weights)
+  if (!(WEIGHT_STORAGES as readonly string[]).includes(weights))
+    throw new InvalidArgumentError('weights', `--weights must be one of ${WEIGHT_STORAGES.join(', ')}, got ${weights}`)
+  return weights as WeightStorage
+}
+
+/** The help lines of --weights, the description starting at `column` (each command aligns its own). */
+export function weightsUsage(column: number): string {
+  const indent = ' '.repeat(column)
+  return [
+    `  --weights W`.padEnd(column) + `how the CPU keeps the weights in memory: f32 (default), bf16, f16, int8 (Q8_0-style`,
+    `${indent}blocks of 32 with an f16 scale) or checkpoint (the file's dtype); below f32 halves or`,
+    `${indent}quarters the bytes a decode step reads`,
+  ].join('\n')
+}
+
+/** Writes `report` as JSON (atomically) where --out names a file, and says so; nothing without --out. */
+export async function writeOutOption(options: Record<string, string | number | boolean>, report: unknown): Promise<void> {
+  if (options.out === undefined) return
+  const out = String(options.out)
+  await writeJsonAtomic(out, report, 2)
+  console.log(`wrote ${out}`)
 }
 
 /** The options that choose a task world (evolve, eval, select). */

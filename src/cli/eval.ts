@@ -6,17 +6,17 @@
 //     (greedy, or mean@k of k samples), as the methods evaluate; the record `autodidact compare`
 //     reads (e.g. a base model against a run).
 // Prints a table; writes JSON only where --out says (nothing is written otherwise).
-import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel, type Model } from '../engine/model.js'
 import { benchmarkAccuracy, evaluateBenchmarks, greedyProtocol, selectBenchmarks, type EvalRecord } from '../methods/common/evaluation.js'
 import { evaluateToyModel, formatToyEvalTable } from '../toymodel/eval.js'
 import { loadWorld } from '../worlds/load.js'
 import type { TaskWorld } from '../worlds/types.js'
-import { deviceOption, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
+import { deviceOption, parseArgs, weightsOption, writeOutOption, weightsUsage, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
 import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const EVAL_USAGE = `usage: autodidact eval [--world arith] [--model DIR] [--levels 1,2,3,4,5] [--size 100] [--k 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]
+                       [--weights f32|bf16|f16|int8|checkpoint]
        autodidact eval --world math|MODULE [--data FILE] [--benchmarks A.jsonl,B.jsonl] [--model DIR] [--size N] [--k 1]
                        [--temperature 0.6] [--max-tokens 1024] [--seed 7] [--out FILE]
 
@@ -24,7 +24,8 @@ ${WORLD_USAGE}
   --levels, --size, --k, --seed   (arith) levels, questions per level, samples for mean@k, sampling seed
   --size N          (other worlds) the first N problems of each benchmark (default: all)
   --k N             (other worlds) samples per problem: 1 = greedy (default), else mean@k at --temperature
-  --out FILE        write the report (arith) or the eval record (other worlds) as JSON`
+  --out FILE        write the report (arith) or the eval record (other worlds) as JSON
+${weightsUsage(20)}`
 
 function int(name: string, v: unknown, min: number): number | undefined {
   if (v === undefined) return undefined
@@ -43,18 +44,19 @@ async function evaluateWorld(model: Model, world: TaskWorld, options: Record<str
 }
 
 export async function evalCommand(argv: string[]): Promise<number> {
-  const { options } = parseArgs(argv, { ...WORLD_OPTIONS, model: 'string', levels: 'string', size: 'number', k: 'number', seed: 'number', temperature: 'number', 'max-tokens': 'number', out: 'string', threads: 'number', device: 'string', help: 'boolean' })
+  const { options } = parseArgs(argv, { ...WORLD_OPTIONS, model: 'string', levels: 'string', size: 'number', k: 'number', seed: 'number', temperature: 'number', 'max-tokens': 'number', out: 'string', threads: 'number', device: 'string', weights: 'string', help: 'boolean' })
   if (options.help) {
     console.log(EVAL_USAGE)
     return 0
   }
   const spec = worldSpecOption(options)
+  const weights = weightsOption(options)
   const toy = spec.world === 'arith' && spec.benchmarks === undefined
   const levels = options.levels === undefined ? undefined : String(options.levels).split(',').map(Number)
   if (levels && !toy) throw new InvalidArgumentError('levels', '--levels is the arith toy evaluation\'s; other worlds evaluate on their --benchmarks')
   if (levels && !levels.every((l) => Number.isInteger(l) && l >= 1 && l <= 5)) throw new InvalidArgumentError('levels', '--levels takes a comma-separated list of levels 1..5')
   const world = toy ? null : await loadWorld(spec)
-  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu' })
+  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu', weights })
   try {
     let report: unknown
     if (world === null) {
@@ -69,11 +71,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
       for (const b of r.benchmarks) console.log(`${b.name.padEnd(w)}  ${String(b.items.length).padStart(8)}  ${(100 * benchmarkAccuracy(b)).toFixed(2).padStart(10)}`)
       report = r
     }
-    if (options.out !== undefined) {
-      const out = String(options.out)
-      await writeJsonAtomic(out, report, 2)
-      console.log(`wrote ${out}`)
-    }
+    await writeOutOption(options, report)
     return 0
   } finally {
     model.dispose()

@@ -2,23 +2,24 @@
 // best-of-n selectors of UID §3 / A.1 (majority, SC, UID-Conj and their Borda variants) on nested
 // pools of one benchmark of the world, calibration fitted on a disjoint unlabeled split (the world's
 // training problems); prints the accuracy table, writes JSON where --out says.
-import { writeJsonAtomic } from '../util/atomic.js'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { EnginePolicy } from '../methods/common/policy.js'
 import { DEFAULT_SELECTION, runSelection, type SelectionReport } from '../methods/solving/selection.js'
 import { SELECTORS } from '../methods/solving/selectors.js'
 import { loadWorld } from '../worlds/load.js'
-import { deviceOption, parseArgs, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
+import { deviceOption, parseArgs, weightsOption, writeOutOption, weightsUsage, WORLD_OPTIONS, WORLD_USAGE, worldSpecOption } from './args.js'
 import { BUNDLED_MODEL as DEFAULT_MODEL } from '../toymodel/bundled.js'
 
 export const SELECT_USAGE = `usage: autodidact select [--world W] [--model DIR] [--benchmark NAME] [--offset 0] [--size 100]
                          [--calibration 50] [--level 3] [--n 8] [--ns 2,4,8] [--temperature 0.7] [--top-p 0.95]
                          [--max-tokens 64] [--bins 8] [--min-tokens 8] [--seed 1] [--out FILE] [--threads N] [--device cpu|cuda]
+                         [--weights f32|bf16|f16|int8|checkpoint]
 
 ${WORLD_USAGE}
   --benchmark NAME  the evaluated benchmark (default: the world's first)
-  --level L         difficulty hint of the calibration problems (worlds with levels)`
+  --level L         difficulty hint of the calibration problems (worlds with levels)
+${weightsUsage(20)}`
 
 function int(name: string, v: unknown, fallback: number, min: number): number {
   if (v === undefined) return fallback
@@ -36,13 +37,14 @@ export function formatSelectionTable(r: SelectionReport): string {
 export async function selectCommand(argv: string[]): Promise<number> {
   const { options } = parseArgs(argv, {
     ...WORLD_OPTIONS, model: 'string', benchmark: 'string', level: 'number', offset: 'number', size: 'number', calibration: 'number', n: 'number', ns: 'string',
-    temperature: 'number', 'top-p': 'number', 'max-tokens': 'number', bins: 'number', 'min-tokens': 'number', seed: 'number', out: 'string', threads: 'number', device: 'string', help: 'boolean',
+    temperature: 'number', 'top-p': 'number', 'max-tokens': 'number', bins: 'number', 'min-tokens': 'number', seed: 'number', out: 'string', threads: 'number', device: 'string', weights: 'string', help: 'boolean',
   })
   if (options.help) {
     console.log(SELECT_USAGE)
     return 0
   }
   const d = DEFAULT_SELECTION
+  const weights = weightsOption(options)
   const level = int('level', options.level, d.calibration.level, 1)
   const n = int('n', options.n, d.n, 1)
   const ns = options.ns === undefined ? d.ns.filter((x) => x <= n) : String(options.ns).split(',').map(Number)
@@ -61,15 +63,11 @@ export async function selectCommand(argv: string[]): Promise<number> {
     scoring: { ...d.scoring, bins, minTokens: int('min-tokens', options['min-tokens'], Math.max(bins, d.scoring.minTokens), bins) },
   }
   const world = await loadWorld(worldSpecOption(options))
-  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu' })
+  const model = await loadModel(String(options.model ?? DEFAULT_MODEL), { threads: options.threads as number | undefined, device: deviceOption(options) ?? 'cpu', weights })
   try {
     const report = await runSelection(new EnginePolicy(model), world, o)
     console.log(formatSelectionTable(report))
-    if (options.out !== undefined) {
-      const out = String(options.out)
-      await writeJsonAtomic(out, report, 2)
-      console.log(`wrote ${out}`)
-    }
+    await writeOutOption(options, report)
     return 0
   } finally {
     model.dispose()

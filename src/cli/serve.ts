@@ -7,10 +7,9 @@
 import { join } from 'node:path'
 import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
-import type { WeightStorage } from '../engine/options.js'
 import { packageRoot } from '../native.js'
 import { createOpenAIServer, LISTENING_PREFIX } from '../serve/server.js'
-import { deviceOption, parseArgs } from './args.js'
+import { deviceOption, parseArgs, weightsOption, weightsUsage } from './args.js'
 
 export const SERVE_USAGE = `usage: autodidact serve [options]
 
@@ -20,9 +19,7 @@ export const SERVE_USAGE = `usage: autodidact serve [options]
   --port N             port (default 8000; 0 = an ephemeral port, printed in the listening line)
   --threads N          CPU threads for the engine (default: all cores)
   --device cpu|cuda    where the model runs (default cpu)
-  --weights W          how the CPU keeps the weights in memory: f32 (default), bf16, f16, int8 (Q8_0-style
-                       blocks of 32 with an f16 scale) or checkpoint (the file's dtype); below f32 halves or
-                       quarters the bytes a decode step reads
+${weightsUsage(23)}
   --max-batch N        most sequences decoded together / merged into one engine call (default 256)
   --batch-window-ms N  how long a request waits for others to batch with (default 2)
   --max-inflight N     unstreamed engine calls running at once (default: no cap; every request joins the running batch)
@@ -87,8 +84,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const dir = String(options.model ?? join(packageRoot, 'models', 'arith-qwen3-tiny'))
   if (options.name !== undefined && String(options.name).length === 0) throw new InvalidArgumentError('name', '--name must not be empty')
 
-  const weights = options.weights === undefined ? undefined : (String(options.weights) as WeightStorage) // resolveLoad checks it
-  const model = await loadModel(dir, { threads, device: deviceOption(options) ?? 'cpu', weights })
+  const model = await loadModel(dir, { threads, device: deviceOption(options) ?? 'cpu', weights: weightsOption(options) })
   const server = createOpenAIServer({
     model,
     name: options.name === undefined ? undefined : String(options.name),

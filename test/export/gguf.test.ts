@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { InvalidArgumentError, TokenizerError, UnsupportedArchitectureError } from '../../src/engine/errors.js'
-import { expectedTensors } from '../../src/engine/hf/config.js'
+import { expectedTensors, type ExpectedTensor } from '../../src/engine/hf/config.js'
 import { readModelFolder } from '../../src/engine/hf/folder.js'
 import { f16BitsToF32, readTensorFloat32, writeSafetensors } from '../../src/engine/hf/safetensors.js'
 import {
@@ -25,6 +25,7 @@ import {
   readGguf,
   readGgufTensor,
   type GgufFile,
+  type GgufTensorInfo,
   type GgufValue,
 } from '../../src/export/gguf.js'
 import { writeTinyModel, type TinyModel } from '../helpers/tiny-model.js'
@@ -52,6 +53,29 @@ function array(g: GgufFile, key: string): unknown[] {
   const v = typed(g, key)
   if (v.type !== GgufValueType.ARRAY) throw new Error(`${key} is not an array`)
   return v.values
+}
+
+interface ExportedMatrix {
+  e: ExpectedTensor
+  info: GgufTensorInfo
+  src: Float32Array
+  got: Float32Array
+}
+/** Every tensor of a GGUF export of the bundled model beside its source: 1-D tensors (norms) must be exact f32
+ *  copies; each 2-D tensor goes to `check`. */
+async function forEachBundledMatrix(g: GgufFile, check: (m: ExportedMatrix) => void): Promise<void> {
+  const folder = await readModelFolder(BUNDLED)
+  for (const e of expectedTensors(folder.config)) {
+    const info = g.tensors.find((t) => t.name === ggufTensorName(e.name))!
+    const src = await readTensorFloat32(folder.tensors.find((t) => t.name === e.name)!)
+    const got = await readGgufTensor(g, info.name)
+    if (e.shape.length === 1) {
+      expect(info.type).toBe(GgmlType.F32)
+      expect(Array.from(got)).toEqual(Array.from(src))
+      continue
+    }
+    check({ e, info, src, got })
+  }
 }
 
 /** Independent float16 decode of the stored f16 rounding error bound: |x − f16(x)| ≤ 2^-11·|x| for normal values. */
@@ -162,21 +186,12 @@ describe('bundled model (Qwen3, character tokenizer)', () => {
     checkLayout(g)
     expect(scalar(g, 'general.file_type')).toBe(1)
     expect(r.bytes).toBeLessThan(0.51 * statSync(join(BUNDLED, 'model.safetensors')).size)
-    const folder = await readModelFolder(BUNDLED)
-    for (const e of expectedTensors(folder.config)) {
-      const info = g.tensors.find((t) => t.name === ggufTensorName(e.name))!
-      const src = await readTensorFloat32(folder.tensors.find((t) => t.name === e.name)!)
-      const got = await readGgufTensor(g, info.name)
-      if (e.shape.length === 1) {
-        expect(info.type).toBe(GgmlType.F32)
-        expect(Array.from(got)).toEqual(Array.from(src))
-        continue
-      }
+    await forEachBundledMatrix(g, ({ e, info, src, got }) => {
       expect(info.type).toBe(GgmlType.F16)
       let worst = 0
       for (let i = 0; i < src.length; i++) worst = Math.max(worst, Math.abs(got[i] - src[i]) - f16RelativeBound(src[i]))
       expect(worst, e.name).toBeLessThanOrEqual(0)
-    }
+    })
     // the f16 bits decode independently to the same values readGgufTensor returns
     const emb = g.tensors.find((t) => t.name === 'token_embd.weight')!
     const raw = readFileSync(out).subarray(g.dataOffset + emb.offset, g.dataOffset + emb.offset + 16)
@@ -194,21 +209,12 @@ describe('q8_0', () => {
     expect(scalar(g, 'general.file_type')).toBe(7)
     // ~1.06 bytes per weight, but down_proj (rows of 432 = 13.5 blocks) at 2: about a third of the f32 file
     expect(r.bytes).toBeLessThan(0.35 * statSync(join(BUNDLED, 'model.safetensors')).size)
-    const folder = await readModelFolder(BUNDLED)
     const bytes = readFileSync(out)
     let q8 = 0
-    for (const e of expectedTensors(folder.config)) {
-      const info = g.tensors.find((t) => t.name === ggufTensorName(e.name))!
-      const src = await readTensorFloat32(folder.tensors.find((t) => t.name === e.name)!)
-      const got = await readGgufTensor(g, info.name)
-      if (e.shape.length === 1) {
-        expect(info.type).toBe(GgmlType.F32)
-        expect(Array.from(got)).toEqual(Array.from(src))
-        continue
-      }
+    await forEachBundledMatrix(g, ({ e, info, src, got }) => {
       if (e.shape[1] % 32 !== 0) {
         expect(info.type, e.name).toBe(GgmlType.F16) // convert_hf_to_gguf.py's fallback for rows that are not whole blocks
-        continue
+        return
       }
       expect(info.type, e.name).toBe(GgmlType.Q8_0)
       q8++
@@ -232,7 +238,7 @@ describe('q8_0', () => {
         if (!sawFull) bad++
       }
       expect(bad, e.name).toBe(0)
-    }
+    })
     expect(q8).toBeGreaterThan(0)
   })
 

@@ -4,29 +4,22 @@ import { request } from 'node:http'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadModel, type Completion, type Model } from '../../src/engine/model.js'
 import { Batcher } from '../../src/serve/batcher.js'
 import { createOpenAIServer, type OpenAIServer } from '../../src/serve/server.js'
 import { writeTinyModel } from '../helpers/tiny-model.js'
-import { get, post, send, until } from './helpers.js'
+import { get, post, send, serveBundledModel, type ServedModel, stopServing, until } from './helpers.js'
 
-const MODEL_DIR = fileURLToPath(new URL('../../models/arith-qwen3-tiny', import.meta.url))
-
+let served: ServedModel | undefined
 let model: Model
-let server: OpenAIServer
 let base: string
 
 beforeAll(async () => {
-  model = await loadModel(MODEL_DIR, { threads: 1 })
-  server = createOpenAIServer({ model, maxBodyBytes: 4096, limits: { maxN: 16 } })
-  base = (await server.listen(0)).url
+  served = await serveBundledModel({ maxBodyBytes: 4096, limits: { maxN: 16 } })
+  ;({ model, base } = served)
 })
-afterAll(async () => {
-  await server?.close()
-  model?.dispose()
-})
+afterAll(() => stopServing(served))
 
 const C = '/v1/completions'
 const CHAT = '/v1/chat/completions'

@@ -1,6 +1,36 @@
-// HTTP helpers for the serve tests: JSON requests, raw requests, and a server-sent-events reader.
+// Helpers for the serve tests: the bundled model behind a server, JSON requests, raw requests, and a
+// server-sent-events reader.
 import { request } from 'node:http'
+import { fileURLToPath } from 'node:url'
 import { expect } from 'vitest'
+import { loadModel, type Model } from '../../src/engine/model.js'
+import { createOpenAIServer, type OpenAIServer, type ServeOptions } from '../../src/serve/server.js'
+
+const BUNDLED_MODEL_DIR = fileURLToPath(new URL('../../models/arith-qwen3-tiny', import.meta.url))
+
+export interface ServedModel {
+  model: Model
+  server: OpenAIServer
+  base: string
+}
+
+/** The bundled model (one thread) served with `options` on a free loopback port. */
+export async function serveBundledModel(options: Omit<ServeOptions, 'model'> = {}): Promise<ServedModel> {
+  const model = await loadModel(BUNDLED_MODEL_DIR, { threads: 1 })
+  try {
+    const server = createOpenAIServer({ ...options, model })
+    return { model, server, base: (await server.listen(0)).url }
+  } catch (e) {
+    model.dispose()
+    throw e
+  }
+}
+
+/** Closes the server, then frees its model; nothing to do where set-up failed before serving. */
+export async function stopServing(served: ServedModel | undefined): Promise<void> {
+  await served?.server.close()
+  served?.model.dispose()
+}
 
 export interface Reply {
   status: number

@@ -1,27 +1,20 @@
 // `serve` requests join the model's running batch (src/engine/scheduler.ts): a streamed and an
 // unstreamed request that arrive while a long request decodes share its engine steps, and each
 // still gets exactly the samples it gets alone.
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { loadModel, type Model } from '../../src/engine/model.js'
-import { createOpenAIServer, type OpenAIServer } from '../../src/serve/server.js'
-import { parseSse, post, until } from './helpers.js'
+import type { Model } from '../../src/engine/model.js'
+import { createOpenAIServer } from '../../src/serve/server.js'
+import { parseSse, post, serveBundledModel, type ServedModel, stopServing, until } from './helpers.js'
 
-const MODEL_DIR = fileURLToPath(new URL('../../models/arith-qwen3-tiny', import.meta.url))
-
+let served: ServedModel | undefined
 let model: Model
-let server: OpenAIServer
 let base: string
 
 beforeAll(async () => {
-  model = await loadModel(MODEL_DIR, { threads: 1 })
-  server = createOpenAIServer({ model, maxBodyBytes: 4096, limits: { maxN: 16 } })
-  base = (await server.listen(0)).url
+  served = await serveBundledModel({ maxBodyBytes: 4096, limits: { maxN: 16 } })
+  ;({ model, base } = served)
 })
-afterAll(async () => {
-  await server?.close()
-  model?.dispose()
-})
+afterAll(() => stopServing(served))
 
 const C = '/v1/completions'
 

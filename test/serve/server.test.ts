@@ -1,28 +1,23 @@
 // `autodidact serve` in-process on the bundled toy model: OpenAI shapes of both endpoints, seeded
 // equality with Model.generate, logprobs against Model.score, streaming, models/health, and a load
 // of concurrent requests.
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { loadModel, type Model } from '../../src/engine/model.js'
-import { createOpenAIServer, type OpenAIServer } from '../../src/serve/server.js'
-import { get, parseSse, post } from './helpers.js'
+import type { Model } from '../../src/engine/model.js'
+import type { OpenAIServer } from '../../src/serve/server.js'
+import { get, parseSse, post, serveBundledModel, type ServedModel, stopServing } from './helpers.js'
 
-const MODEL_DIR = fileURLToPath(new URL('../../models/arith-qwen3-tiny', import.meta.url))
 const PROMPTS = ['Solve: 3+4\n', 'Solve: 12*3-5\n']
 
+let served: ServedModel | undefined
 let model: Model
 let server: OpenAIServer
 let base: string
 
 beforeAll(async () => {
-  model = await loadModel(MODEL_DIR, { threads: 1 })
-  server = createOpenAIServer({ model })
-  base = (await server.listen(0)).url
+  served = await serveBundledModel()
+  ;({ model, server, base } = served)
 })
-afterAll(async () => {
-  await server?.close()
-  model?.dispose()
-})
+afterAll(() => stopServing(served))
 
 /** OpenAI's common envelope. */
 function expectEnvelope(body: any, object: string): void {
