@@ -2,14 +2,13 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+
+#include "cpu/gemm_kernels.h"  // bf16_value, half_to_float: inline, so the widening loop vectorizes
 
 namespace ad::model {
 
@@ -45,21 +44,6 @@ int64_t first_all_ones_exponent(const Bits* v, int64_t n) {
 }
 
 using AliasedBits32 = uint32_t __attribute__((may_alias));  // a float's bits, read in place
-
-// bf16 is the high half of an f32; f16 widens exactly in hardware where F16C is there.
-inline float widen_bf16(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-inline float widen_f16(uint16_t h) {
-#if defined(__F16C__)
-  return _cvtsh_ss(h);
-#else
-  return f16_to_f32(h);
-#endif
-}
 
 // Widens 16-bit values to f32 and tests their exponents in the same pass, a block at a time (no
 // early exit inside a block, so the loop vectorizes); a block with a hit is searched for the first.
@@ -119,9 +103,9 @@ Tensor read_tensor(const TensorSource& src) {
       std::vector<uint16_t> raw(static_cast<size_t>(numel));
       read_exact(fd, raw.data(), src.nbytes, src.offset, src);
       if (src.dtype == DType::BF16)
-        widen_checked<widen_bf16, 0x7f80>(raw.data(), t.buf.data, numel, src);
+        widen_checked<cpu::gemm::bf16_value, 0x7f80>(raw.data(), t.buf.data, numel, src);
       else
-        widen_checked<widen_f16, 0x7c00>(raw.data(), t.buf.data, numel, src);
+        widen_checked<cpu::gemm::half_to_float, 0x7c00>(raw.data(), t.buf.data, numel, src);
     }
   } catch (...) {
     ::close(fd);
