@@ -15,6 +15,8 @@
 //     Solver step's band (p̂ in [0.3, 0.8]) against the reference answers.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
+//   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
+//   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -34,6 +36,8 @@ const arg = (name, fallback) => {
 }
 const probe = process.argv[2]
 const world = arithWorld()
+const MODEL = arg('model', DEFAULT_MODEL)
+const JUDGE = arg('judge', BUNDLED_JUDGE)
 
 /** Normalized-entropy confidence (COSE Eq. 2–3) over the positions `keep` selects. */
 function confidence(entropy, keep, vocab) {
@@ -80,8 +84,8 @@ function judgeWorkedValue(verdict) {
 async function coseConfidence() {
   const n = Number(arg('questions', 100))
   const temperatures = String(arg('temperatures', '1,0.6,0')).split(',').map(Number)
-  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
-  const out = { probe: 'cose-confidence', model: DEFAULT_MODEL, questionsPerLevel: n, note: 'Solver answers sampled at T 1 (the toy preset); verdicts at each temperature', byTemperature: {} }
+  const model = await loadModel(MODEL, { threads: 2 })
+  const out = { probe: 'cose-confidence', model: MODEL, questionsPerLevel: n, note: 'Solver answers sampled at T 1 (the toy preset); verdicts at each temperature', byTemperature: {} }
   for (const temperature of temperatures) out.byTemperature[temperature] = await coseConfidenceAt(model, n, temperature)
   model.dispose()
   return out
@@ -121,9 +125,9 @@ async function coseConfidenceAt(model, n, temperature) {
 async function jzeroJudge() {
   const n = Number(arg('questions', 100))
   const k = Number(arg('samples', 5))
-  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
-  const judge = await loadModel(BUNDLED_JUDGE, { threads: 2 })
-  const out = { probe: 'jzero-judge', model: DEFAULT_MODEL, judge: BUNDLED_JUDGE, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
+  const model = await loadModel(MODEL, { threads: 2 })
+  const judge = await loadModel(JUDGE, { threads: 2 })
+  const out = { probe: 'jzero-judge', model: MODEL, judge: JUDGE, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
   for (const level of [2, 3, 4]) {
     const problems = trainingQuestions(`evidence-probe-jz-${level}`, level, n)
     const groups = await model.generate(problems.map((p) => world.jzero.solverPrompt(p.question)), { n: k, temperature: 1, maxTokens: 64, seed: 21 })
@@ -147,8 +151,8 @@ async function jzeroJudge() {
 
 async function rzeroSignals() {
   const n = Number(arg('questions', 100))
-  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
-  const out = { probe: 'rzero-signals', model: DEFAULT_MODEL, questionsPerLevel: n, variants: 'Solver at T 0.7 and 1.0, k 4 each', band: [0.3, 0.8], levels: {} }
+  const model = await loadModel(MODEL, { threads: 2 })
+  const out = { probe: 'rzero-signals', model: MODEL, questionsPerLevel: n, variants: 'Solver at T 0.7 and 1.0, k 4 each', band: [0.3, 0.8], levels: {} }
   const answerOf = (t) => world.answers.parse(t)?.answer ?? null
   for (const level of [2, 3, 4]) {
     const problems = trainingQuestions(`evidence-probe-rz-${level}`, level, n)
@@ -182,5 +186,6 @@ if (!probes[probe]) {
 const started = Date.now()
 const out = { ...(await probes[probe]()), seconds: (Date.now() - started) / 1000, date: new Date().toISOString() }
 mkdirSync(join(here, 'results'), { recursive: true })
-writeFileSync(join(here, 'results', `evidence-probe-${probe}.json`), JSON.stringify(out, null, 2))
+const tag = arg('tag', null)
+writeFileSync(join(here, 'results', `evidence-probe-${probe}${tag ? `-${tag}` : ''}.json`), JSON.stringify(out, null, 2))
 console.log(JSON.stringify(out, null, 2))
