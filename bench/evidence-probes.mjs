@@ -4,7 +4,9 @@
 //   cose-confidence: the bundled model as COSE's Judge and Validator on fresh level-2..4 questions.
 //     Per verdict: c (COSE Eq. 2–3, mean over every generated token, as the paper), the same over the
 //     score tokens only, and over the non-format tokens; the verdict's agreement with the verifier;
-//     how much each confidence varies, and its AUROC for "the verdict is right" (0.5: no signal).
+//     how much each confidence varies, and its AUROC for "the verdict is right" (0.5: no signal);
+//     on wrong answers, what the Judge's check wrote at the Solver's first wrong step (copy.atFirstSlip:
+//     the Solver's wrong result copied, the true value computed, other, or unchecked).
 //   jzero-judge: the bundled toy Judge (J-Zero's reward model) on the bundled Solver's own samples:
 //     per question, every (right, wrong) pair of its samples by the verifier; the Judge's pairwise
 //     accuracy there (what the Solver's reward σ(J) rests on) beside its accuracy on the world's
@@ -27,7 +29,7 @@ import { judgeQuestion } from '../dist/ensemble/ensemble.js'
 import { pairMargins, pairwiseAccuracy, rawJudgeScores } from '../dist/methods/jzero/judge.js'
 import { verifierPairMargins } from '../dist/methods/jzero/loop.js'
 import { BUNDLED_JUDGE } from '../dist/toymodel/bundled.js'
-import { arithWorld, trainingQuestions } from '../dist/worlds/arith/index.js'
+import { arithWorld, trainingQuestions, writtenSteps } from '../dist/worlds/arith/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 const arg = (name, fallback) => {
@@ -75,6 +77,22 @@ function summarize(rows, vocab) {
   return { confusion, verdicts: rows.length, parsed: rows.filter((r) => r.right !== null).length, agreement: rows.filter((r) => r.right === true).length / rows.filter((r) => r.right !== null).length, vocab, confidence: out }
 }
 
+/**
+ * At the first step the Solver's trace got wrong (its own operands, a wrong result), what the Judge's
+ * check of that step wrote: the Solver's wrong result (copied), the step's true value (computed),
+ * something else, or nothing (its check stopped or skimmed before).
+ */
+function checkAtFirstSlip(response, verdict) {
+  const lines = (/<think>([\s\S]*?)(<\/think>|$)/.exec(verdict)?.[1] ?? '').split('. got')[0].split('; ')
+  const steps = writtenSteps(response)
+  const k = steps.findIndex((s) => (s.op === '+' ? s.a + s.b : s.op === '-' ? s.a - s.b : s.a * s.b) !== s.result)
+  if (k < 0) return null
+  const s = steps[k]
+  const exact = s.op === '+' ? s.a + s.b : s.op === '-' ? s.a - s.b : s.a * s.b
+  const wrote = k < lines.length ? (/=(-?\d+)/.exec(lines[k])?.[1] ?? null) : null
+  return wrote === null ? 'unchecked' : wrote === String(s.result) ? 'copied' : wrote === String(exact) ? 'computed' : 'other'
+}
+
 /** The value the Judge's own working arrives at (the last "=N" before its "got"), or null. */
 function judgeWorkedValue(verdict) {
   const m = /=(-?\d+)[^=]*$/.exec(verdict.split('got')[0])
@@ -115,7 +133,12 @@ async function coseConfidenceAt(model, n, temperature) {
     // the Judge re-derives the answer with the Solver's trace in view: on a wrong answer, does its working land on the Solver's wrong value?
     const wrong = problems.map((p, i) => i).filter((i) => !world.verifier.verify(problems[i], answers[i][0].text))
     const worked = wrong.map((i) => judgeWorkedValue(judged[i][0].text))
-    const copy = { wrongAnswers: wrong.length, judgeWorkingReachesSolversWrongValue: worked.filter((v, j) => v !== null && v === world.answers.answer(answers[wrong[j]][0].text)).length, judgeWorkingReachesTruth: worked.filter((v, j) => v === problems[wrong[j]].answer).length }
+    const atFirstSlip = { copied: 0, computed: 0, other: 0, unchecked: 0 }
+    for (const i of wrong) {
+      const c = checkAtFirstSlip(answers[i][0].text, judged[i][0].text)
+      if (c !== null) atFirstSlip[c]++
+    }
+    const copy = { wrongAnswers: wrong.length, judgeWorkingReachesSolversWrongValue: worked.filter((v, j) => v !== null && v === world.answers.answer(answers[wrong[j]][0].text)).length, judgeWorkingReachesTruth: worked.filter((v, j) => v === problems[wrong[j]].answer).length, atFirstSlip }
     result.levels[`L${level}`] = { solverAccuracy: answers.filter(([a], i) => world.verifier.verify(problems[i], a.text)).length / n, judge: { ...summarize(judgeRows, vocab), copy }, validator: summarize(validatorRows, vocab) }
     process.stderr.write(`T ${temperature} L${level} done\n`)
   }
