@@ -23,7 +23,9 @@
 //   useful verifier); the own form keeps the characters before its result from repeating the
 //   response's, so a trained model cannot pass the check by copying the response's result. A
 //   response without readable steps is recomputed from the question instead, in the same form.
-//   Verdict right 8–10, wrong 1–3, no readable answer 1.
+//   Verdict right 8–10, wrong 1–3, no readable answer 1. (The bundled weights were trained on the
+//   previous form, the response's own `a op b=`: a retrain on this one was measured no better,
+//   models/arith-qwen3-tiny/README.md.)
 // - Decompose: one subtask per operation (decomposeExpr); with DECOMPOSE_ERROR_RATE[level] it
 //   miscopies one literal, so the decomposition no longer computes the question.
 // - Subtask solver: like the Solver on one operation, slipping with SUBTASK_SLIP_RATE[level]
