@@ -21,10 +21,11 @@
 //   step's result — slipping in one check with JUDGE_SLIP_RATE[level]. Checking a written step is
 //   one operation on operands in plain view, so checking is easier than solving (the premise of a
 //   useful verifier); the own form keeps the characters before its result from repeating the
-//   response's, so a trained model cannot pass the check by copying the response's result. A
-//   response without readable steps is recomputed from the question instead, in the same form.
-//   Verdict right 8–10, wrong 1–3, no readable answer 1. (The bundled weights were trained on the
-//   previous form, the response's own `a op b=`: a retrain on this one was measured no better,
+//   response's, so that copying the response's result is not the same text as computing it (a
+//   model trained on it was measured to copy still, by position). A response without readable
+//   steps is recomputed from the question instead, in the same form. Verdict right 8–10, wrong
+//   1–3, no readable answer 1. (The bundled weights were trained on the previous form, the
+//   response's own `a op b=`: a retrain on this one was measured no better,
 //   models/arith-qwen3-tiny/README.md.)
 // - Decompose: one subtask per operation (decomposeExpr); with DECOMPOSE_ERROR_RATE[level] it
 //   miscopies one literal, so the decomposition no longer computes the question.
@@ -38,6 +39,7 @@
 // a trained model's token entropy — carries signal about correctness.
 
 import {
+  applyOp,
   evaluate,
   formatOperand,
   formatStep,
@@ -139,7 +141,7 @@ function tracedSteps(rng: Rng, e: Expr, refs: readonly bigint[], slipAt: number)
     if (a === null) return null
     const b = walk(n.right)
     if (b === null) return null
-    const exact = n.op === '+' ? a + b : n.op === '-' ? a - b : a * b
+    const exact = applyOp(n.op, a, b)
     const result = steps.length === slipAt ? slipResult(rng, { op: n.op, a, b, result: exact }) : exact
     steps.push({ op: n.op, a, b, result })
     return result
@@ -439,10 +441,6 @@ function judgeStep(s: { op: Op; a: bigint; b: bigint }, own: bigint): string {
   return `${judgeStepForm(s)}=${own}`
 }
 
-function stepValue(s: { op: Op; a: bigint; b: bigint }): bigint {
-  return s.op === '+' ? s.a + s.b : s.op === '-' ? s.a - s.b : s.a * s.b
-}
-
 /**
  * The Judge's check of written steps: each step recomputed from its own operands (one of them,
  * drawn like a Solver slip, slipped with probability `slipRate`), stopping at the first step
@@ -453,7 +451,7 @@ function checkWrittenSteps(rng: Rng, steps: readonly Step[], given: bigint, slip
   const checked: string[] = []
   for (let i = 0; i < steps.length; i++) {
     const s = steps[i]
-    const exact = stepValue(s)
+    const exact = applyOp(s.op, s.a, s.b)
     const own = i === slipAt ? slipResult(rng, { ...s, result: exact }) : exact
     const mine = judgeStep(s, own)
     if (own !== s.result) return { think: `${[...checked, `${mine} not ${s.result}`].join('; ')}. got ${given}: wrong`, saysRight: false }
