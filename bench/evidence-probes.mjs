@@ -4,7 +4,9 @@
 //   cose-confidence: the bundled model as COSE's Judge and Validator on fresh level-2..4 questions.
 //     Per verdict: c (COSE Eq. 2–3, mean over every generated token, as the paper), the same over the
 //     score tokens only, and over the non-format tokens; the verdict's agreement with the verifier;
-//     how much each confidence varies, and its AUROC for "the verdict is right" (0.5: no signal).
+//     how much each confidence varies, and its AUROC for "the verdict is right" (0.5: no signal);
+//     on wrong answers, what the Judge's check wrote at the Solver's first wrong step (copy.atFirstSlip:
+//     the Solver's wrong result copied, the true value computed, other, or unchecked).
 //   jzero-judge: the bundled toy Judge (J-Zero's reward model) on the bundled Solver's own samples:
 //     per question, every (right, wrong) pair of its samples by the verifier; the Judge's pairwise
 //     accuracy there (what the Solver's reward σ(J) rests on) beside its accuracy on the world's
@@ -15,6 +17,8 @@
 //     Solver step's band (p̂ in [0.3, 0.8]) against the reference answers.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
+//   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
+//   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -25,7 +29,7 @@ import { judgeQuestion } from '../dist/ensemble/ensemble.js'
 import { pairMargins, pairwiseAccuracy, rawJudgeScores } from '../dist/methods/jzero/judge.js'
 import { verifierPairMargins } from '../dist/methods/jzero/loop.js'
 import { BUNDLED_JUDGE } from '../dist/toymodel/bundled.js'
-import { arithWorld, trainingQuestions } from '../dist/worlds/arith/index.js'
+import { arithWorld, trainingQuestions, writtenSteps } from '../dist/worlds/arith/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 const arg = (name, fallback) => {
@@ -34,6 +38,8 @@ const arg = (name, fallback) => {
 }
 const probe = process.argv[2]
 const world = arithWorld()
+const MODEL = arg('model', DEFAULT_MODEL)
+const JUDGE = arg('judge', BUNDLED_JUDGE)
 
 /** Normalized-entropy confidence (COSE Eq. 2–3) over the positions `keep` selects. */
 function confidence(entropy, keep, vocab) {
@@ -71,6 +77,22 @@ function summarize(rows, vocab) {
   return { confusion, verdicts: rows.length, parsed: rows.filter((r) => r.right !== null).length, agreement: rows.filter((r) => r.right === true).length / rows.filter((r) => r.right !== null).length, vocab, confidence: out }
 }
 
+/**
+ * At the first step the Solver's trace got wrong (its own operands, a wrong result), what the Judge's
+ * check of that step wrote: the Solver's wrong result (copied), the step's true value (computed),
+ * something else, or nothing (its check stopped or skimmed before).
+ */
+function checkAtFirstSlip(response, verdict) {
+  const lines = (/<think>([\s\S]*?)(<\/think>|$)/.exec(verdict)?.[1] ?? '').split('. got')[0].split('; ')
+  const steps = writtenSteps(response)
+  const k = steps.findIndex((s) => (s.op === '+' ? s.a + s.b : s.op === '-' ? s.a - s.b : s.a * s.b) !== s.result)
+  if (k < 0) return null
+  const s = steps[k]
+  const exact = s.op === '+' ? s.a + s.b : s.op === '-' ? s.a - s.b : s.a * s.b
+  const wrote = k < lines.length ? (/=(-?\d+)/.exec(lines[k])?.[1] ?? null) : null
+  return wrote === null ? 'unchecked' : wrote === String(s.result) ? 'copied' : wrote === String(exact) ? 'computed' : 'other'
+}
+
 /** The value the Judge's own working arrives at (the last "=N" before its "got"), or null. */
 function judgeWorkedValue(verdict) {
   const m = /=(-?\d+)[^=]*$/.exec(verdict.split('got')[0])
@@ -80,8 +102,8 @@ function judgeWorkedValue(verdict) {
 async function coseConfidence() {
   const n = Number(arg('questions', 100))
   const temperatures = String(arg('temperatures', '1,0.6,0')).split(',').map(Number)
-  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
-  const out = { probe: 'cose-confidence', model: DEFAULT_MODEL, questionsPerLevel: n, note: 'Solver answers sampled at T 1 (the toy preset); verdicts at each temperature', byTemperature: {} }
+  const model = await loadModel(MODEL, { threads: 2 })
+  const out = { probe: 'cose-confidence', model: MODEL, questionsPerLevel: n, note: 'Solver answers sampled at T 1 (the toy preset); verdicts at each temperature', byTemperature: {} }
   for (const temperature of temperatures) out.byTemperature[temperature] = await coseConfidenceAt(model, n, temperature)
   model.dispose()
   return out
@@ -111,7 +133,12 @@ async function coseConfidenceAt(model, n, temperature) {
     // the Judge re-derives the answer with the Solver's trace in view: on a wrong answer, does its working land on the Solver's wrong value?
     const wrong = problems.map((p, i) => i).filter((i) => !world.verifier.verify(problems[i], answers[i][0].text))
     const worked = wrong.map((i) => judgeWorkedValue(judged[i][0].text))
-    const copy = { wrongAnswers: wrong.length, judgeWorkingReachesSolversWrongValue: worked.filter((v, j) => v !== null && v === world.answers.answer(answers[wrong[j]][0].text)).length, judgeWorkingReachesTruth: worked.filter((v, j) => v === problems[wrong[j]].answer).length }
+    const atFirstSlip = { copied: 0, computed: 0, other: 0, unchecked: 0 }
+    for (const i of wrong) {
+      const c = checkAtFirstSlip(answers[i][0].text, judged[i][0].text)
+      if (c !== null) atFirstSlip[c]++
+    }
+    const copy = { wrongAnswers: wrong.length, judgeWorkingReachesSolversWrongValue: worked.filter((v, j) => v !== null && v === world.answers.answer(answers[wrong[j]][0].text)).length, judgeWorkingReachesTruth: worked.filter((v, j) => v === problems[wrong[j]].answer).length, atFirstSlip }
     result.levels[`L${level}`] = { solverAccuracy: answers.filter(([a], i) => world.verifier.verify(problems[i], a.text)).length / n, judge: { ...summarize(judgeRows, vocab), copy }, validator: summarize(validatorRows, vocab) }
     process.stderr.write(`T ${temperature} L${level} done\n`)
   }
@@ -121,9 +148,9 @@ async function coseConfidenceAt(model, n, temperature) {
 async function jzeroJudge() {
   const n = Number(arg('questions', 100))
   const k = Number(arg('samples', 5))
-  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
-  const judge = await loadModel(BUNDLED_JUDGE, { threads: 2 })
-  const out = { probe: 'jzero-judge', model: DEFAULT_MODEL, judge: BUNDLED_JUDGE, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
+  const model = await loadModel(MODEL, { threads: 2 })
+  const judge = await loadModel(JUDGE, { threads: 2 })
+  const out = { probe: 'jzero-judge', model: MODEL, judge: JUDGE, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
   for (const level of [2, 3, 4]) {
     const problems = trainingQuestions(`evidence-probe-jz-${level}`, level, n)
     const groups = await model.generate(problems.map((p) => world.jzero.solverPrompt(p.question)), { n: k, temperature: 1, maxTokens: 64, seed: 21 })
@@ -147,8 +174,8 @@ async function jzeroJudge() {
 
 async function rzeroSignals() {
   const n = Number(arg('questions', 100))
-  const model = await loadModel(DEFAULT_MODEL, { threads: 2 })
-  const out = { probe: 'rzero-signals', model: DEFAULT_MODEL, questionsPerLevel: n, variants: 'Solver at T 0.7 and 1.0, k 4 each', band: [0.3, 0.8], levels: {} }
+  const model = await loadModel(MODEL, { threads: 2 })
+  const out = { probe: 'rzero-signals', model: MODEL, questionsPerLevel: n, variants: 'Solver at T 0.7 and 1.0, k 4 each', band: [0.3, 0.8], levels: {} }
   const answerOf = (t) => world.answers.parse(t)?.answer ?? null
   for (const level of [2, 3, 4]) {
     const problems = trainingQuestions(`evidence-probe-rz-${level}`, level, n)
@@ -182,5 +209,6 @@ if (!probes[probe]) {
 const started = Date.now()
 const out = { ...(await probes[probe]()), seconds: (Date.now() - started) / 1000, date: new Date().toISOString() }
 mkdirSync(join(here, 'results'), { recursive: true })
-writeFileSync(join(here, 'results', `evidence-probe-${probe}.json`), JSON.stringify(out, null, 2))
+const tag = arg('tag', null)
+writeFileSync(join(here, 'results', `evidence-probe-${probe}${tag ? `-${tag}` : ''}.json`), JSON.stringify(out, null, 2))
 console.log(JSON.stringify(out, null, 2))

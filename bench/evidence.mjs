@@ -363,6 +363,16 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
+  const withValue = ['--device', '--methods', '--seeds', '--tune', '--out', '--note']
+  const known = ['--quick', '--reduced', '--full', '--table', ...withValue]
+  const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
+  if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
+    // an unknown flag must not start a run of hours: print the usage (this file's header) instead
+    const usage = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).map((l) => l.slice(3))
+    if (unknown.length > 0 && !argv.includes('--help')) console.error(`unknown option ${unknown.join(', ')}`)
+    console.log(usage.join('\n'))
+    process.exit(argv.includes('--help') || argv.includes('-h') ? 0 : 2)
+  }
   const size = argv.includes('--quick') ? 'quick' : argv.includes('--full') ? 'full' : 'reduced'
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README

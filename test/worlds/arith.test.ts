@@ -22,6 +22,7 @@ import {
   isEvalQuestion,
   isHedged,
   isTrivial,
+  judgeStepForm,
   LEVEL_BEYOND,
   LEVELS,
   levelSpec,
@@ -549,6 +550,65 @@ describe('scripted teachers', () => {
     expect(right / truth.length).toBeGreaterThan(0.8)
     expect(right / truth.length).toBeLessThan(0.97)
     expect(hw / nw - hr / nr).toBeGreaterThan(0.3)
+  })
+
+  it("Judge's own working: every step recomputed from the question's values in its own form, never the response's characters, verdict = verifier when it neither skims nor slips", () => {
+    const operand = String.raw`(\(-\d+\)|-?\d+)`
+    const line = new RegExp(`^${operand}(?:([+*])${operand}|\\^2)=(-?\\d+)(?: (ok|not (-?\\d+)))?$`)
+    const num = (t: string) => BigInt(t.replace(/[()]/g, ''))
+    /** The Judge's worked lines, parsed: operands x op y (y = x for `x^2`), the value it wrote, and the result it says the response wrote when it disagrees. */
+    const worked = (think: string) =>
+      think.split('. got ')[0].split('; ').map((part) => {
+        const m = line.exec(part)
+        expect(m, part).not.toBeNull()
+        const [x, op, y] = m![2] === undefined ? [num(m![1]), '*', num(m![1])] : [num(m![1]), m![2], num(m![3])]
+        return { x, op, y, value: num(m![4]), text: part.slice(0, part.indexOf('=') + 1), disagrees: m![6] === undefined ? null : num(m![6]) }
+      })
+    const rng = new Rng('judge-own-working')
+    let checkedWrongSteps = 0
+    let checkedSteps = 0
+    for (let i = 0; i < 1500; i++) {
+      const e = generateExpr(rng, rng.int(1, 5))
+      const solved = scriptedSolve(rng, e, { slipRate: 0.5, formatErrorRate: 0.05 })!
+      const j = scriptedJudge(rng, e, solved.completion, { lazyRate: 0, slipRate: 0 })
+      const correct = verifyAnswer(printExpr(e), solved.completion) === true && parseSolution(solved.completion).ok
+      if (solved.given === null) continue // no readable answer: score 1, no working
+      expect(j.score >= SCORE_PASS, solved.completion).toBe(correct)
+      expect(j.verdictCorrect).toBe(true)
+      const unhedged = (t: string) => t.replace(/\bmaybe\b|\bI think\b|, not sure/g, '').trim()
+      const think = unhedged(/<think>([\s\S]*)<\/think>/.exec(j.completion)![1])
+      const truth = solutionSteps(e)!
+      const response = /<think>([\s\S]*?)<\/think>/.exec(solved.completion)?.[1].split('; ') ?? []
+      worked(think).forEach((w, k) => {
+        const t = truth[k]
+        checkedSteps++
+        // the operands are the question's own values at step k, in the Judge's order: b op a, a−b as (−b)+a
+        if (t.op === '-') expect([w.op, w.x, w.y]).toEqual(['+', -t.b, t.a])
+        else if (t.a === t.b) expect([w.op, w.x, w.y]).toEqual(t.op === '+' ? ['*', 2n, t.a] : ['*', t.a, t.a])
+        else expect([w.op, w.x, w.y]).toEqual([t.op, t.b, t.a])
+        expect(w.value).toBe(t.result)
+        if (k < response.length && response[k].includes('=')) {
+          const written = unhedged(response[k])
+          expect(w.text).not.toBe(written.slice(0, written.indexOf('=') + 1))
+          const writtenResult = BigInt(written.slice(written.indexOf('=') + 1))
+          expect(w.disagrees).toBe(writtenResult === t.result ? null : writtenResult)
+          if (w.disagrees !== null) checkedWrongSteps++
+        }
+      })
+    }
+    expect(checkedWrongSteps).toBeGreaterThan(300) // slipped steps were met, and recomputed, not copied
+    expect(checkedSteps).toBeGreaterThan(2500)
+    // the written form on its own: same value, never the step's own text, for any operands
+    fc.assert(
+      fc.property(fc.constantFrom<'+' | '-' | '*'>('+', '-', '*'), fc.bigInt(-999n, 999n), fc.bigInt(-999n, 999n), fc.boolean(), (op, a, b0, same) => {
+        const b = same ? a : b0
+        const form = judgeStepForm({ op, a, b })
+        const exact = op === '+' ? a + b : op === '-' ? a - b : a * b
+        expect(form).not.toBe(formatStep({ op, a, b, result: 0n }).slice(0, -2))
+        const [x, o, y] = worked(`${form}=${exact}`).map((w) => [w.x, w.op, w.y] as const)[0]
+        expect(o === '+' ? x + y : x * y).toBe(exact)
+      }),
+    )
   })
 
   it('decompose → solve subtasks → compose beats one-shot solving on hard problems', () => {

@@ -187,7 +187,8 @@ export function canonical(text: unknown): string | null {
   return e === null ? null : printExpr(e)
 }
 
-function apply(op: Op, a: bigint, b: bigint): bigint {
+/** The value of `a op b`. */
+export function applyOp(op: Op, a: bigint, b: bigint): bigint {
   return op === '+' ? a + b : op === '-' ? a - b : a * b
 }
 
@@ -206,7 +207,7 @@ export function evaluate(e: Expr, refs: readonly bigint[] = []): bigint | null {
       if (a === null) return null
       const b = evaluate(e.right, refs)
       if (b === null) return null
-      return apply(e.op, a, b)
+      return applyOp(e.op, a, b)
     }
   }
 }
@@ -239,7 +240,7 @@ export function solutionSteps(e: Expr, refs: readonly bigint[] = []): Step[] | n
     if (a === null) return null
     const b = walk(n.right)
     if (b === null) return null
-    const result = apply(n.op, a, b)
+    const result = applyOp(n.op, a, b)
     steps.push({ op: n.op, a, b, result })
     return result
   }
@@ -292,7 +293,7 @@ export function exprStats(e: Expr): ExprStats {
     const a = walk(n.left)
     const b = walk(n.right)
     if (a === null || b === null) return null
-    const v = apply(n.op, a, b)
+    const v = applyOp(n.op, a, b)
     if (maxAbs !== null && abs(v) > maxAbs) maxAbs = abs(v)
     return v
   }

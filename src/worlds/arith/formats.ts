@@ -6,7 +6,7 @@
 //   solver     "Solve: (12+7)*3-4\n"                     → "<think>12+7=19; 19*3=57; 57-4=53</think><answer>53</answer>"
 //   validator  "Rate problem: (12+7)*3-4\n"              → "<think>ok; 3 ops; not trivial</think><score>9</score>"
 //   judge      "Judge: (12+7)*3-4\nResponse: <solver output>\n"
-//                                                        → "<think>12+7=19; 19*3=57; 57-4=53. got 53: right</think><score>9</score>"
+//                                                        → "<think>7+12=19 ok; 3*19=57 ok; (-4)+57=53 ok. got 53: right</think><score>9</score>"
 //   decompose  "Decompose: (12+7)*3-4\n"                 → "1. 12+7\n2. #1*3\n3. #2-4"
 //   subtask    "Task: (12+7)*3-4\nKnown: #1=19\nSolve #2: #1*3\n"
 //                                                        → "<think>19*3=57</think><answer>57</answer>"

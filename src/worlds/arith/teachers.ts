@@ -16,11 +16,17 @@
 //   then scores by its belief: good 9–10, too-hard 4–5, trivial 4–5, malformed 1–3.
 // - Judge: with JUDGE_LAZY_RATE[level] it skims ("looks fine", score 7–8) whatever the response;
 //   otherwise it checks the response's own steps one at a time — recomputes each step from the
-//   operands the response wrote (`3+4=7 ok`; a mismatch `3+4=7 not 8` ends the check), then that the
-//   answer is the last step's result — slipping in one check with JUDGE_SLIP_RATE[level]. Checking a
-//   written step is one operation on operands in plain view, so checking is easier than solving
-//   (the premise of a useful verifier). A response without readable steps is recomputed from the
-//   question instead. Verdict right 8–10, wrong 1–3, no readable answer 1.
+//   operands the response wrote, in its own written form (judgeStepForm: `4+3=7 ok` for the
+//   response's `3+4=7`; a mismatch `4+3=7 not 8` ends the check), then that the answer is the last
+//   step's result — slipping in one check with JUDGE_SLIP_RATE[level]. Checking a written step is
+//   one operation on operands in plain view, so checking is easier than solving (the premise of a
+//   useful verifier); the own form keeps the characters before its result from repeating the
+//   response's, so that copying the response's result is not the same text as computing it (a
+//   model trained on it was measured to copy still, by position). A response without readable
+//   steps is recomputed from the question instead, in the same form. Verdict right 8–10, wrong
+//   1–3, no readable answer 1. (The bundled weights were trained on the previous form, the
+//   response's own `a op b=`: a retrain on this one was measured no better,
+//   models/arith-qwen3-tiny/README.md.)
 // - Decompose: one subtask per operation (decomposeExpr); with DECOMPOSE_ERROR_RATE[level] it
 //   miscopies one literal, so the decomposition no longer computes the question.
 // - Subtask solver: like the Solver on one operation, slipping with SUBTASK_SLIP_RATE[level]
@@ -33,7 +39,9 @@
 // a trained model's token entropy — carries signal about correctness.
 
 import {
+  applyOp,
   evaluate,
+  formatOperand,
   formatStep,
   parseExpr,
   printExpr,
@@ -133,7 +141,7 @@ function tracedSteps(rng: Rng, e: Expr, refs: readonly bigint[], slipAt: number)
     if (a === null) return null
     const b = walk(n.right)
     if (b === null) return null
-    const exact = n.op === '+' ? a + b : n.op === '-' ? a - b : a * b
+    const exact = applyOp(n.op, a, b)
     const result = steps.length === slipAt ? slipResult(rng, { op: n.op, a, b, result: exact }) : exact
     steps.push({ op: n.op, a, b, result })
     return result
@@ -417,6 +425,23 @@ export function writtenSteps(response: string): Step[] {
 }
 
 /**
+ * How the Judge writes its own computation of a step `a op b`, so that the text before its result
+ * never repeats the response's `a op b=`: `b+a` and `b*a` (operands swapped); `a-b` as `(-b)+a`;
+ * `a+a` as `2*a` and `a*a` as `a^2`, where a swap would read the same. Same value as the step.
+ */
+export function judgeStepForm(s: { op: Op; a: bigint; b: bigint }): string {
+  const [a, b] = [formatOperand(s.a), formatOperand(s.b)]
+  if (s.op === '-') return `${formatOperand(-s.b)}+${a}`
+  if (s.a === s.b) return s.op === '+' ? `2*${a}` : `${a}^2`
+  return `${b}${s.op}${a}`
+}
+
+/** One line of the Judge's own working: its form of the step, `=`, the value it computed. */
+function judgeStep(s: { op: Op; a: bigint; b: bigint }, own: bigint): string {
+  return `${judgeStepForm(s)}=${own}`
+}
+
+/**
  * The Judge's check of written steps: each step recomputed from its own operands (one of them,
  * drawn like a Solver slip, slipped with probability `slipRate`), stopping at the first step
  * whose written result differs; then the answer against the last step's result.
@@ -426,9 +451,9 @@ function checkWrittenSteps(rng: Rng, steps: readonly Step[], given: bigint, slip
   const checked: string[] = []
   for (let i = 0; i < steps.length; i++) {
     const s = steps[i]
-    const exact = s.op === '+' ? s.a + s.b : s.op === '-' ? s.a - s.b : s.a * s.b
+    const exact = applyOp(s.op, s.a, s.b)
     const own = i === slipAt ? slipResult(rng, { ...s, result: exact }) : exact
-    const mine = formatStep({ ...s, result: own })
+    const mine = judgeStep(s, own)
     if (own !== s.result) return { think: `${[...checked, `${mine} not ${s.result}`].join('; ')}. got ${given}: wrong`, saysRight: false }
     checked.push(`${mine} ok`)
   }
@@ -437,8 +462,16 @@ function checkWrittenSteps(rng: Rng, steps: readonly Step[], given: bigint, slip
   return { think: `${checked.join('; ')}. got ${given}: right`, saysRight: true }
 }
 
+/** Rates the scripted Judge errs with (tests set them to 0 to check the check itself). */
+export interface JudgeTeacherOptions {
+  /** P(skimming), default JUDGE_LAZY_RATE[level]. */
+  lazyRate?: number
+  /** P(a slip in its own recomputation), default JUDGE_SLIP_RATE[level]. */
+  slipRate?: number
+}
+
 /** The scripted Judge on a well-formed question and a raw Solver response. */
-export function scriptedJudge(rng: Rng, question: Expr, response: string): JudgeOutput {
+export function scriptedJudge(rng: Rng, question: Expr, response: string, opts: JudgeTeacherOptions = {}): JudgeOutput {
   const truth = evaluate(question)!
   const level = levelIndex(difficultyOf(question))
   const parsed = parseSolution(response)
@@ -449,7 +482,8 @@ export function scriptedJudge(rng: Rng, question: Expr, response: string): Judge
     const think = hedged ? hedge(rng, 'no answer') : 'no answer'
     return { completion: `<think>${think}</think><score>1</score>`, score: 1, verdictCorrect: true, hedged, candidateCorrect, lazy: false }
   }
-  const lazy = rng.chance(JUDGE_LAZY_RATE[level])
+  const lazy = rng.chance(opts.lazyRate ?? JUDGE_LAZY_RATE[level])
+  const slipRate = opts.slipRate ?? JUDGE_SLIP_RATE[level]
   const written = writtenSteps(response)
   let think: string
   let saysRight: boolean
@@ -457,12 +491,12 @@ export function scriptedJudge(rng: Rng, question: Expr, response: string): Judge
     think = 'looks fine'
     saysRight = true
   } else if (written.length > 0) {
-    ;({ think, saysRight } = checkWrittenSteps(rng, written, given, JUDGE_SLIP_RATE[level]))
+    ;({ think, saysRight } = checkWrittenSteps(rng, written, given, slipRate))
   } else {
-    const slipAt = rng.chance(JUDGE_SLIP_RATE[level]) ? chooseSlipStep(rng, question, []) : -1
+    const slipAt = rng.chance(slipRate) ? chooseSlipStep(rng, question, []) : -1
     const own = tracedSteps(rng, question, [], slipAt)!
     saysRight = own.value === given
-    think = `${own.steps.map(formatStep).join('; ')}. got ${given}: ${saysRight ? 'right' : 'wrong'}`
+    think = `${own.steps.map((s) => judgeStep(s, s.result)).join('; ')}. got ${given}: ${saysRight ? 'right' : 'wrong'}`
   }
   const verdictCorrect = saysRight === candidateCorrect
   const hedged = rng.chance(verdictCorrect ? HEDGE_RATE.right : HEDGE_RATE.wrong)
