@@ -44,6 +44,7 @@ constexpr int64_t kPanelBytes = 16 << 10;
 constexpr int64_t kDotDepthBlock = kPanelBytes / (kDotRows * int64_t(sizeof(float)));
 constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
 constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
+constexpr int64_t kDotPrefetchTiles = 8;  // with few rows: how many tiles ahead W's lines are requested
 constexpr int64_t kDotRowChunk = 128;     // rows of X packed at once (512 KiB): X panels stream past the W block
 // depth of one outer block: a B panel of kOuterCols columns (256 for AVX2's 16 and AVX-512's 32)
 constexpr int64_t kOuterDepthBlock = kPanelBytes / (kOuterCols * int64_t(sizeof(float)));
@@ -265,8 +266,17 @@ void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
       pack_dot_panel(p.x + m * p.ldx + k0, p.ldx, static_cast<int>(std::min<int64_t>(kDotRows, rows.end - m)), depth,
                      packed + (m - rows.begin) / kDotRows * panel_floats);
     if (rows.end - rows.begin <= kDotFewRows) {
-      for (int64_t n = cols.begin; n < cols.end; n += kDotCols)
+      // W streams from memory a few rows at a time; rows of 2 or 1 bytes per weight are too short
+      // for the hardware prefetchers to run ahead (f32 rows are not: measured, requests there cost),
+      // so the rows of the tile kDotPrefetchTiles ahead are requested while this one computes.
+      for (int64_t n = cols.begin; n < cols.end; n += kDotCols) {
+        const int64_t ahead = n + kDotPrefetchTiles * kDotCols;
+        if (W::kBytes < 4 && ahead < cols.end) {
+          next_w.aim_bytes(p.w.address(ahead, k0), p.w.ld * W::kBytes, std::min<int64_t>(kDotCols, cols.end - ahead), depth * W::kBytes, 1);
+          next_w.step();
+        }
         for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(p, m, n, cols.end, k0, depth);
+      }
       continue;
     }
     for (int64_t nb = cols.begin; nb < cols.end; nb += kDotColBlock) {
