@@ -270,10 +270,12 @@ void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
       // for the hardware prefetchers to run ahead (f32 rows are not: measured, requests there cost),
       // so the rows of the tile kDotPrefetchTiles ahead are requested while this one computes.
       for (int64_t n = cols.begin; n < cols.end; n += kDotCols) {
-        const int64_t ahead = n + kDotPrefetchTiles * kDotCols;
-        if (W::kBytes < 4 && ahead < cols.end) {
-          next_w.aim_bytes(p.w.address(ahead, k0), p.w.ld * W::kBytes, std::min<int64_t>(kDotCols, cols.end - ahead), depth * W::kBytes, 1);
-          next_w.step();
+        if constexpr (W::kBytes < 4) {
+          const int64_t ahead = n + kDotPrefetchTiles * kDotCols;
+          if (ahead < cols.end) {
+            next_w.aim_bytes(p.w.address(ahead, k0), p.w.ld * W::kBytes, std::min<int64_t>(kDotCols, cols.end - ahead), depth * W::kBytes, 1);
+            next_w.step();
+          }
         }
         for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(p, m, n, cols.end, k0, depth);
       }

@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { loadModel } from '../../src/index.js'
 import { nativeAddon } from '../../src/native.js'
+import { mulberry32 } from '../reference/random-weights.js'
 import { writeTinyModel } from '../helpers/tiny-model.js'
 
 const roots: string[] = []
@@ -18,14 +19,6 @@ afterAll(() => roots.forEach((r) => rmSync(r, { recursive: true, force: true }))
 afterEach(() => {
   delete process.env.AUTODIDACT_KEEP_LOGITS
 })
-
-function rng(seed: number) {
-  let s = seed >>> 0
-  return () => {
-    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0
-    return s / 2 ** 32
-  }
-}
 
 async function gradientsBothWays(vocabSize: number, lengths: number[], seed: number) {
   const root = mkdtempSync(join(tmpdir(), 'ad-kept-'))
@@ -35,7 +28,7 @@ async function gradientsBothWays(vocabSize: number, lengths: number[], seed: num
   try {
     const train = (await nativeAddon()).train
     train.setTrainable(model.handle, true, false)
-    const r = rng(seed)
+    const r = mulberry32(seed)
     const seqs = lengths.map((n) => Array.from({ length: n }, () => Math.floor(r() * vocabSize)))
     const request = {
       tokens: Int32Array.from(seqs.flat()),
