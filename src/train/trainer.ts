@@ -3,7 +3,7 @@
 // loss or gradient is not finite is skipped and reported, never applied.
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { InvalidArgumentError } from '../engine/errors.js'
+import { CheckpointError, InvalidArgumentError } from '../engine/errors.js'
 import { writeFileAtomic } from '../util/atomic.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../engine/hf/safetensors.js'
 import { adapterIndex, attachAdapter, defaultAdapter, resolveAdapterOptions, DEFAULT_ADAPTER, type AdapterOptions } from '../engine/adapters.js'
@@ -70,6 +70,14 @@ export interface TrainerOptions {
   adapter?: string | string[]
   optimizer: OptimizerOptions
   schedule?: ScheduleOptions
+  /**
+   * Per trained adapter, its own learning-rate schedule and step clock (roles that train in turns
+   * on one base, as R-Zero's phases): a step trains the one adapter its sequences name, with that
+   * adapter's lr and AdamW bias correction, and advances only its clock (kept in trainer_state.json
+   * as `adapterSteps`). Names exactly the trained adapters; replaces `schedule`. Default: one
+   * schedule and one clock for every adapter.
+   */
+  adapterSchedules?: Record<string, ScheduleOptions>
   /** Global gradient-norm clip; 0 = off. Default 1. */
   clipGradNorm?: number
   /** Sequences per forward/backward; gradients accumulate over a step's micro-batches. Default 8. */
@@ -177,6 +185,8 @@ export class Trainer {
   private deviceStepPlan: MemoryPlan | null = null
   /** The adapters this trainer trains (empty: full fine-tuning). */
   private readonly trained: string[]
+  /** With adapterSchedules: each trained adapter's schedule and optimizer steps taken. */
+  private readonly clocks: Map<string, { schedule: Schedule; steps: number }> | null
 
   private constructor(
     private readonly model: TrainerModel,
@@ -203,6 +213,7 @@ export class Trainer {
     // refused here, before a run samples its first step: a rank's share could leave one of them untouched (checkDataParallelStep)
     if (options.collective && this.trained.length > 1)
       throw new InvalidArgumentError('adapter', `data-parallel training of several adapters at once (${this.trained.join(', ')}) is not supported: train one adapter per trainer`)
+    this.clocks = options.adapterSchedules ? adapterClocks(options.adapterSchedules, this.trained) : null
   }
 
   static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
@@ -223,8 +234,24 @@ export class Trainer {
     return t
   }
 
+  /** Optimizer steps taken, over every adapter. */
   get steps(): number {
     return this.stepCount
+  }
+
+  /** The optimizer steps adapter `name` took on its own clock (adapterSchedules), else the trainer's steps. */
+  adapterSteps(name: string): number {
+    return this.clocks ? (this.clocks.get(name)?.steps ?? 0) : this.stepCount
+  }
+
+  // The clock a batch steps: null (the trainer's one) without adapterSchedules, else that of the one
+  // trained adapter its sequences name; a batch that trains several is refused before any native work.
+  private clockOf(seqs: readonly TrainSequence[]): { schedule: Schedule; steps: number } | null {
+    if (!this.clocks) return null
+    const names = new Set(seqs.map((s) => (s.adapter === undefined ? this.trained[0] : s.adapter)).filter((n): n is string => n !== null && this.clocks!.has(n)))
+    if (names.size !== 1)
+      throw new InvalidArgumentError('batch.sequences', `this trainer keeps a step clock per adapter (adapterSchedules): a step trains exactly one of ${this.trained.join(', ')}, this batch trains ${names.size ? [...names].join(', ') : 'none'}`)
+    return this.clocks.get([...names][0])!
   }
 
   /** What the memory plan needs of this trainer's options (src/engine/memory-plan.ts). */
@@ -273,8 +300,9 @@ export class Trainer {
     const seqs = batch.sequences ?? []
     if (!seqs.length) throw new InvalidArgumentError('batch.sequences', 'a training batch needs at least one sequence')
     this.checkBatch(seqs, batch.pairs)
+    const clock = this.clockOf(seqs)
     const started = process.hrtime.bigint()
-    if (this.objective.kind === 'score') return this.scoreStep(seqs, batch.pairs ?? [], started)
+    if (this.objective.kind === 'score') return this.scoreStep(seqs, batch.pairs ?? [], started, clock)
     const reference = this.referenceFor()
     const isDpo = this.objective.name === 'dpo'
     // DPO pairs must stay inside one micro-batch: group sequences by pair.
@@ -341,11 +369,10 @@ export class Trainer {
       return this.report(NaN, 0, NaN, true, `non-finite ${nonFinite}`, tokens, flops, started, metricSums, metricCount)
     }
     if (parallel) await this.train.reduceGradients(this.model.handle, parallel.native)
-    const stepNumber = this.stepCount + 1
-    const lr = this.adam.lr * this.schedule(stepNumber)
+    const { stepNumber, lr } = this.nextStep(clock)
     const opt = await this.train.optimizerStep(this.model.handle, { step: stepNumber, ...this.adam, lr, clipGradNorm: this.clip })
     if (opt.skipped) return this.report(loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokens, flops, started, metricSums, metricCount)
-    this.stepCount = stepNumber
+    this.countStep(clock, stepNumber)
     return this.report(loss, lr, opt.gradNorm, false, undefined, tokens, flops, started, metricSums, metricCount)
   }
 
@@ -397,7 +424,7 @@ export class Trainer {
 
   // Bradley–Terry (JZ Eq. 13) on the score head: one taped forward of every sequence (pairs may
   // share sequences), the objective's ∂L/∂s, one backward.
-  private async scoreStep(seqs: TrainSequence[], pairs: [number, number][], started: bigint): Promise<StepMetrics> {
+  private async scoreStep(seqs: TrainSequence[], pairs: [number, number][], started: bigint, clock: { schedule: Schedule; steps: number } | null): Promise<StepMetrics> {
     if (!pairs.length) throw new InvalidArgumentError('batch.pairs', 'a score objective needs preference pairs [chosen, rejected]')
     if (this.model.scoreLabels !== 1) throw new InvalidArgumentError('model', 'Bradley–Terry needs a score head with one label')
     const tokens = seqs.map((s) => [...s.prompt, ...s.completion])
@@ -416,14 +443,25 @@ export class Trainer {
     }
     for (const [k, v] of Object.entries(result.metrics)) if (typeof v === 'number') sums[k] = v
     await this.train.scoreBackward(this.model.handle, { dScores: Float32Array.from(result.dScores) })
-    const stepNumber = this.stepCount + 1
-    const lr = this.adam.lr * this.schedule(stepNumber)
+    const { stepNumber, lr } = this.nextStep(clock)
     const opt = await this.train.optimizerStep(this.model.handle, { step: stepNumber, ...this.adam, lr, clipGradNorm: this.clip })
     const tokenCount = tokens.reduce((a, t) => a + t.length, 0)
     const flops = this.stepFlops(tokens.map((t) => t.length), tokens.length, this.model.scoreLabels, false)
     if (opt.skipped) return this.report(result.loss, lr, opt.gradNorm, true, 'non-finite gradient norm', tokenCount, flops, started, sums, 1)
-    this.stepCount = stepNumber
+    this.countStep(clock, stepNumber)
     return this.report(result.loss, lr, opt.gradNorm, false, undefined, tokenCount, flops, started, sums, 1)
+  }
+
+  // The 1-based number of the step about to be taken (AdamW's bias correction) and its lr: on the
+  // stepped adapter's clock, else the trainer's.
+  private nextStep(clock: { schedule: Schedule; steps: number } | null): { stepNumber: number; lr: number } {
+    const stepNumber = (clock ? clock.steps : this.stepCount) + 1
+    return { stepNumber, lr: this.adam.lr * (clock ? clock.schedule : this.schedule)(stepNumber) }
+  }
+
+  private countStep(clock: { steps: number } | null, stepNumber: number): void {
+    this.stepCount++
+    if (clock) clock.steps = stepNumber
   }
 
   // A sequence's adapter index: the one it names (null: the base alone), else the trainer's own
@@ -502,11 +540,14 @@ export class Trainer {
       { name: `${s.name}::v`, dtype: 'F32' as const, shape: [s.v.length], data: s.v },
     ])
     await writeSafetensors(join(dir, 'optimizer.safetensors'), tensors)
-    await writeFileAtomic(join(dir, 'trainer_state.json'), JSON.stringify({ step: this.stepCount, format: 1 }, null, 2) + '\n')
+    const adapterSteps = this.clocks ? { adapterSteps: Object.fromEntries([...this.clocks].map(([name, c]) => [name, c.steps])) } : {}
+    await writeFileAtomic(join(dir, 'trainer_state.json'), JSON.stringify({ step: this.stepCount, format: 1, ...adapterSteps }, null, 2) + '\n')
   }
 
   async loadState(dir: string): Promise<void> {
-    const meta = JSON.parse(await readFile(join(dir, 'trainer_state.json'), 'utf8')) as { step: number }
+    const stateFile = join(dir, 'trainer_state.json')
+    const meta = JSON.parse(await readFile(stateFile, 'utf8')) as { step: number; adapterSteps?: unknown }
+    const clockSteps = this.clocks ? storedAdapterSteps(meta.adapterSteps, [...this.clocks.keys()], stateFile) : null
     const header = await readSafetensorsHeader(join(dir, 'optimizer.safetensors'))
     const byName = new Map<string, { m?: Float32Array; v?: Float32Array }>()
     for (const ref of header.tensors) {
@@ -517,5 +558,25 @@ export class Trainer {
     }
     await this.train.importOptimizerState(this.model.handle, [...byName].map(([name, e]) => ({ name, m: e.m!, v: e.v! })))
     this.stepCount = meta.step
+    if (clockSteps) for (const [name, c] of this.clocks!) c.steps = clockSteps[name]
   }
+}
+
+/** Each trained adapter's schedule and clock at 0; the schedules must name exactly the trained adapters. */
+function adapterClocks(schedules: Record<string, ScheduleOptions>, trained: readonly string[]): Map<string, { schedule: Schedule; steps: number }> {
+  const named = Object.keys(schedules).sort()
+  if (!trained.length || named.join() !== [...trained].sort().join())
+    throw new InvalidArgumentError('adapterSchedules', `adapterSchedules names ${named.join(', ') || 'no adapter'}; it must name exactly the trained adapters (${trained.join(', ') || 'none: full fine-tuning has one clock'})`)
+  return new Map(named.map((name) => [name, { schedule: createSchedule(schedules[name]), steps: 0 }]))
+}
+
+/** trainer_state.json's per-adapter clocks: a non-negative integer for each of `names`, else a CheckpointError. */
+function storedAdapterSteps(v: unknown, names: readonly string[], file: string): Record<string, number> {
+  const o = v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null
+  for (const name of names) {
+    const n = o?.[name]
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0)
+      throw new CheckpointError(file, 'adapterSteps', 'field', `${file}: adapterSteps must hold each adapter's step count (${names.join(', ')}); ${o ? `'${name}' is ${JSON.stringify(n)}` : 'it is missing'}`)
+  }
+  return Object.fromEntries(names.map((name) => [name, o![name] as number]))
 }
