@@ -1,7 +1,6 @@
 // What every loop does around its trainers: sampling seeds that make a resumed run sample what the
 // original did, the learning-rate schedule of a run's updates, LoRA or full fine-tuning with the
 // right KL reference, and opening a trained role from the base model or from its checkpoint.
-import { CheckpointError, InvalidArgumentError } from '../../engine/errors.js'
 import type { Completion } from '../../engine/model.js'
 import type { FrozenWeights } from '../../engine/options.js'
 import type { LoraOptions, OptimizerOptions, TrainSequence } from '../../train/trainer.js'
@@ -142,47 +141,5 @@ export async function openTrainedPolicy(o: {
   return set.build(async () => {
     const reference = await openReference(set, { base: o.base, weights: o.frozenWeights }, o.plan)
     return { policies: set, ...(await openTrainee(set, { ...o, reference })) }
-  })
-}
-
-/** A role's own LoRA adapter on a shared base: its adapter name, and whether the run trains it. */
-export interface RoleAdapter {
-  name: string
-  trained: boolean
-}
-
-/**
- * One base model with a LoRA adapter per role (each role's generate/score calls and training
- * sequences name its adapter) and one trainer over the trained roles' adapters: the base and the
- * untrained adapters get no gradient and no optimizer state, and the KL reference is the base with
- * the adapters off (no second copy). Fresh: each adapter attached from `seed` (A seeded, B = 0);
- * from a checkpoint: the role folder's adapters (save's multi-adapter layout) and the optimizer
- * state, which must name exactly `roles` (a CheckpointError otherwise). Adapters are attached in
- * name order either way, so a resumed model is the one that was saved.
- */
-export async function openRoleAdapters(o: {
-  openPolicy?: OpenPolicy
-  base: string
-  checkpoint?: { model: string; trainer: string }
-  threads?: number
-  plan: TrainingPlan
-  roles: readonly RoleAdapter[]
-  seed: number
-}): Promise<{ policies: PolicySet; policy: Policy; trainer: PolicyTrainer }> {
-  const lora = o.plan.lora
-  if (!lora) throw new InvalidArgumentError('lora', 'role adapters are LoRA adapters: the plan needs a LoRA rank > 0')
-  const names = o.roles.map((r) => r.name).sort()
-  const trained = o.roles.filter((r) => r.trained).map((r) => r.name).sort()
-  const set = new PolicySet(o.openPolicy ?? openPolicy)
-  return set.build(async () => {
-    const policy = await set.open({ model: o.base, threads: o.threads, ...(o.checkpoint ? { adapters: o.checkpoint.model } : {}) })
-    if (o.checkpoint) {
-      const found = [...policy.adapterNames].sort()
-      if (found.join() !== names.join())
-        throw new CheckpointError(o.checkpoint.model, null, 'field', `${o.checkpoint.model}: the checkpoint holds adapters ${found.map((n) => `'${n}'`).join(', ') || 'none'}, expected one per role (${names.map((n) => `'${n}'`).join(', ')})`)
-    } else for (const [i, name] of names.entries()) await policy.addAdapter(name, { ...lora, seed: o.seed + i })
-    const trainer = await policy.trainer({ ...trainerOptions({ ...o.plan, lora: null }, null), adapter: trained, reference: 'lora-off' })
-    if (o.checkpoint) await trainer.loadState(o.checkpoint.trainer)
-    return { policies: set, policy, trainer }
   })
 }

@@ -18,6 +18,7 @@ import {
   warmupStepsShape,
   z,
 } from '../common/schema.js'
+import { roleAdaptersField, roleAdaptersNeedRank } from '../common/role-adapters.js'
 
 /** The per-token statistics COSE has of a verdict: what the sampling pass returns (COSE §3.2). */
 const SAMPLED_STATS: TokenStats = { entropy: [1], maxLogit: [1], margin: [1], topKLogits: [1], topK: 1, vocabSize: 2 }
@@ -64,10 +65,10 @@ export function coseSchema() {
       advantage: registered(advantageEstimators),
     }),
     eval: greedyEvalSchema(),
-    roleAdapters: z
-      .boolean()
-      .describe("true: the Proposer, the Solver (with the Validator) and the Judge each have their own LoRA adapter ('proposer', 'solver', 'judge', rank ppo.loraRank) on the one shared base; each role's update reaches only its adapter, and the Judge's (inference-only, as in COSE) stays at its init. false: one policy for every role, as in the paper"),
-  }).refine((c) => !c.roleAdapters || c.ppo.loraRank > 0, { error: 'role adapters are LoRA adapters: set ppo.loraRank > 0', path: ['roleAdapters'] })
+    roleAdapters: roleAdaptersField(
+      "true: the Proposer, the Solver (with the Validator) and the Judge each have their own LoRA adapter ('proposer', 'solver', 'judge', rank ppo.loraRank) on the one shared base; each role's update reaches only its adapter, and the Judge's (inference-only, as in COSE) stays at its init. false: one policy for every role, as in the paper",
+    ),
+  }).refine(...roleAdaptersNeedRank('ppo'))
 }
 
 export type CoseConfig = z.infer<ReturnType<typeof coseSchema>>

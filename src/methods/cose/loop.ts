@@ -21,7 +21,8 @@ import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { readJsonObject } from '../common/run-folder.js'
-import { openRoleAdapters, openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type RoleAdapter, type Sample } from '../common/training.js'
+import { openRoleAdapters, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, type RoleAdapter } from '../common/role-adapters.js'
+import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
 import { checkLevels, shareTrue, verifyPosed, worldRecord } from '../common/world.js'
@@ -84,8 +85,8 @@ export interface RunOptions {
 
 const FORMAT = 'autodidact.cose.run'
 const REPLAY_FILE = 'replay.json'
-/** The one trained role: the backbone's Proposer and Solver trajectories update the same policy. */
-const ROLE = 'model'
+/** The one trained role: the backbone's Proposer and Solver trajectories update the same policy (with role adapters, the base that holds them). */
+const ROLE = ROLE_ADAPTERS_ROLE
 /** Sampling calls of a step (the seed's `call`). */
 const CALL = { proposer: 0, validator: 1, solver: 2, judge: 3 }
 type CoseRole = keyof typeof CALL
@@ -146,7 +147,7 @@ export class CoseRun {
       format: FORMAT,
       world,
       parse: (s, file) => ({ ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), config: resolveCoseConfig(s.config, TOY_PRESET, file) }),
-      roles: (s) => [{ name: ROLE, trained: true, ...(s.config.roleAdapters ? { adapters: COSE_ROLE_ADAPTERS.map((r) => r.name) } : {}) }],
+      roles: (s) => [s.config.roleAdapters ? roleAdaptersCheckpointRole(COSE_ROLE_ADAPTERS) : { name: ROLE, trained: true }],
     })
     const replay = await loadReplay(join(dir, REPLAY_FILE))
     const { state } = ckpt

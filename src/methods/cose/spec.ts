@@ -1,6 +1,7 @@
 // `autodidact evolve --method cose`: COSE's presets, runs and report charts for the evolve command.
 import { defineMethod } from '../common/method.js'
 import { fmt } from '../common/format.js'
+import { ROLE_ADAPTERS_FLAG, roleAdaptersOverride } from '../common/role-adapters.js'
 import { coseSchema, PRESETS } from './config.js'
 import { CoseRun } from './loop.js'
 
@@ -13,8 +14,8 @@ export const spec = defineMethod({
   start: (config, o) => CoseRun.start(o.model, config, o.world, o),
   resume: (dir, o) => CoseRun.resume(dir, o.world, o),
   // --role-adapters R: the Proposer, Solver (with the Validator) and Judge each their own LoRA adapter of rank R on one base
-  flags: { 'role-adapters': 'number' },
-  flagsToOverride: (f) => (f['role-adapters'] === undefined ? undefined : { roleAdapters: true, ppo: { loraRank: f['role-adapters'] } }),
+  flags: ROLE_ADAPTERS_FLAG,
+  flagsToOverride: (f) => roleAdaptersOverride(f, 'ppo'),
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
     { title: 'Solver reward r_S (Eq. 7)', path: 'rewardSolver.mean' },
