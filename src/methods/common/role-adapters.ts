@@ -72,22 +72,27 @@ export async function openRoleAdapters(o: {
   roles: readonly RoleAdapter[]
   seed: number
 }): Promise<{ policies: PolicySet; policy: Policy; trainer: PolicyTrainer }> {
+  const set = new PolicySet(o.openPolicy ?? openPolicy)
+  return set.build(async () => ({ policies: set, ...(await openRoleTrainee(set, o)) }))
+}
+
+/** openRoleAdapters in a PolicySet the caller builds and disposes (beside the run's other models). */
+export async function openRoleTrainee(
+  set: PolicySet,
+  o: { base: string; checkpoint?: { model: string; trainer: string }; threads?: number; plan: TrainingPlan; roles: readonly RoleAdapter[]; seed: number },
+): Promise<{ policy: Policy; trainer: PolicyTrainer }> {
   const lora = o.plan.lora
   if (!lora) throw new InvalidArgumentError('lora', 'role adapters are LoRA adapters: the plan needs a LoRA rank > 0')
   const names = o.roles.map((r) => r.name).sort()
-  const trained = o.roles.filter((r) => r.trained)
-  const set = new PolicySet(o.openPolicy ?? openPolicy)
-  return set.build(async () => {
-    const policy = await set.open({ model: o.base, threads: o.threads, ...(o.checkpoint ? { adapters: o.checkpoint.model } : {}) })
-    if (o.checkpoint) {
-      const found = [...policy.adapterNames].sort()
-      if (found.join() !== names.join())
-        throw new CheckpointError(o.checkpoint.model, null, 'field', `${o.checkpoint.model}: the checkpoint holds adapters ${found.map((n) => `'${n}'`).join(', ') || 'none'}, expected one per role (${names.map((n) => `'${n}'`).join(', ')})`)
-    } else for (const [i, name] of names.entries()) await policy.addAdapter(name, { ...lora, seed: o.seed + i })
-    const trainer = await policy.trainer(roleTrainerOptions(o.plan, trained))
-    if (o.checkpoint) await trainer.loadState(o.checkpoint.trainer)
-    return { policies: set, policy, trainer }
-  })
+  const policy = await set.open({ model: o.base, threads: o.threads, ...(o.checkpoint ? { adapters: o.checkpoint.model } : {}) })
+  if (o.checkpoint) {
+    const found = [...policy.adapterNames].sort()
+    if (found.join() !== names.join())
+      throw new CheckpointError(o.checkpoint.model, null, 'field', `${o.checkpoint.model}: the checkpoint holds adapters ${found.map((n) => `'${n}'`).join(', ') || 'none'}, expected one per role (${names.map((n) => `'${n}'`).join(', ')})`)
+  } else for (const [i, name] of names.entries()) await policy.addAdapter(name, { ...lora, seed: o.seed + i })
+  const trainer = await policy.trainer(roleTrainerOptions(o.plan, o.roles.filter((r) => r.trained)))
+  if (o.checkpoint) await trainer.loadState(o.checkpoint.trainer)
+  return { policy, trainer }
 }
 
 // The one trainer of the trained roles' adapters (in name order), KL against the base with the adapters off.

@@ -2,7 +2,14 @@
 // down for the bundled toy models on 2 CPU cores. Ablations are switches (JZ Table 3).
 import { LOSS_AGGREGATIONS } from '../../train/objectives.js'
 import { advantageEstimators } from '../../rl/advantages.js'
-import { benchmarksShape, intAtLeast, nonNegative, oneOf, positive, ratio, registered, resolveWith, runShape, temperature, topP, maxTokens, z } from '../common/schema.js'
+import { benchmarksShape, intAtLeast, loraShape, nonNegative, oneOf, positive, ratio, registered, resolveWith, runShape, temperature, topP, maxTokens, z } from '../common/schema.js'
+import { roleAdaptersField, roleAdaptersNeedRank } from '../common/role-adapters.js'
+
+/**
+ * The stage settings one optimizer step applies (lr) or its objective holds (KL, clip): with role
+ * adapters the Challenger and the Solver share one trainer, so these must agree between them.
+ */
+export const SHARED_TRAINER_FIELDS = ['lr', 'klCoef', 'clipLow', 'clipHigh'] as const
 
 /** Sampling and GRPO settings of one policy (Challenger or Solver). */
 const stageShape = {
@@ -68,13 +75,24 @@ export function jzeroSchema() {
       aggregation: oneOf(LOSS_AGGREGATIONS).describe('Eq. 7 and 9 average over each response\'s tokens, then over responses'),
       microBatchSize: intAtLeast(1),
       clipGradNorm: nonNegative(),
+      ...loraShape,
     }),
     eval: z.strictObject({
       every: intAtLeast(1),
       ...benchmarksShape,
       judgePairs: intAtLeast(1).describe("pairs per group of the world's verifier-ordered held-out preference set (the Judge's pairwise accuracy)"),
     }),
+    roleAdapters: roleAdaptersField(
+      "true: the Challenger and the Solver each have their own LoRA adapter ('challenger', 'solver', rank ppo.loraRank) on the one shared base — JZ's two copies of one policy, in one process — trained by one trainer: each stage's GRPO steps move only its role's adapter, on its own step clock; the stages' lr, klCoef, clipLow and clipHigh must then agree. The Judge stays its own reward model. false: two policies, as in the paper",
+    ),
   })
+    .refine(...roleAdaptersNeedRank('ppo'))
+    .superRefine((c, ctx) => {
+      if (!c.roleAdapters) return
+      for (const field of SHARED_TRAINER_FIELDS)
+        if (c.challenger[field] !== c.solver[field])
+          ctx.addIssue({ code: 'custom', path: ['solver', field], message: `with roleAdapters the Challenger and the Solver share one trainer, whose optimizer step and objective have one ${field}: solver.${field} (${c.solver[field]}) must equal challenger.${field} (${c.challenger[field]}), or set roleAdapters false` })
+    })
 }
 
 export type JzeroConfig = z.infer<ReturnType<typeof jzeroSchema>>
@@ -108,9 +126,10 @@ export const PAPER_PRESET: JzeroConfig = {
   solver: { steps: 15, batch: 128, miniBatch: 16, rollouts: 5, temperature: 1, topP: 0.99, maxTokens: 4096, lr: 1e-6, klCoef: 0.01, clipLow: 0.2, clipHigh: 0.28 },
   judge: { model: null, steps: 8, batch: 64, lr: 5e-7, tasks: 512, minSubtasks: 3, maxSubtasks: 5, ampResponse: 'compose-output' },
   switches: { trainJudge: true, rolePairs: true, ampPairs: true },
-  ppo: { advantage: 'grpo', aggregation: 'seq-mean-token-mean', microBatchSize: 8, clipGradNorm: 1 },
+  ppo: { advantage: 'grpo', aggregation: 'seq-mean-token-mean', microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
   eval: { every: 1, size: 100, benchmarks: [], judgePairs: 100 },
   checkpointEvery: 1,
+  roleAdapters: false,
 }
 
 /** The same loop sized for the bundled tiny policy and Judge on 2 CPU cores (a few seconds an iteration). */

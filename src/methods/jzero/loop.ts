@@ -10,6 +10,9 @@
 // Measured each iteration, never fed back: the Judge's pairwise accuracy on a verifier-ordered
 // held-out preference set (JZ App. B counterpart) and the verifier win rate of each pair type's
 // chosen side (JZ Figure 2 counterpart); held-out Solver accuracy via evaluate().
+// With `roleAdapters`, the two copies of the policy are two LoRA adapters on one shared base
+// ('challenger', 'solver') with one trainer: each role samples through its own adapter, and each
+// stage's steps move only its role's, on the role's own step clock. The Judge stays its own model.
 import { resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
 import type { Prompt } from '../../engine/model.js'
@@ -21,7 +24,8 @@ import { EvalLog, evaluateBenchmarks, greedyProtocol, selectBenchmarks } from '.
 import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
-import { openReference, openTrainee, sampledSequence, samplingSeed, type Sample, trainerOptions, type TrainingPlan } from '../common/training.js'
+import { loraOf, openReference, openTrainee, sampledSequence, samplingSeed, type Sample, trainerOptions, type TrainingPlan } from '../common/training.js'
+import { openRoleTrainee, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, RolePolicy, type RoleAdapter } from '../common/role-adapters.js'
 import { resolveJzeroConfig, TOY_PRESET, type JzeroConfig, type PolicyStage } from './config.js'
 import { bradleyTerryBatch, judgeRewards, openJudge, pairMargins, pairwiseAccuracy } from './judge.js'
 import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRate, type JudgePair, type WinRate } from './pairs.js'
@@ -143,6 +147,12 @@ export interface RunOptions {
 const FORMAT = 'autodidact.jzero.run'
 type Role = 'challenger' | 'solver' | 'judge'
 
+/** With `roleAdapters`: the Challenger's and the Solver's adapters, both trained, each on its own step clock (JZ: constant lr). */
+const JZERO_ROLE_ADAPTERS: readonly RoleAdapter[] = [
+  { name: 'challenger', trained: true, schedule: { kind: 'constant' } },
+  { name: 'solver', trained: true, schedule: { kind: 'constant' } },
+]
+
 export class JzeroRun {
   private readonly heldOutPreferences: HeldOutPreference[]
   private readonly benchmarks: Benchmark[]
@@ -196,8 +206,7 @@ export class JzeroRun {
         return { ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), judgeModel, judgeAccuracy: s.judgeAccuracy ?? NaN, config: resolveJzeroConfig(s.config, TOY_PRESET, file) }
       },
       roles: (s) => [
-        { name: 'challenger', trained: true },
-        { name: 'solver', trained: true },
+        ...(s.config.roleAdapters ? [roleAdaptersCheckpointRole(JZERO_ROLE_ADAPTERS)] : [{ name: 'challenger', trained: true }, { name: 'solver', trained: true }]),
         { name: 'judge', trained: s.config.switches.trainJudge },
       ],
     })
@@ -210,7 +219,7 @@ export class JzeroRun {
     set: PolicySet,
     c: JzeroConfig,
     world: TaskWorld,
-    s: { baseModel: string; judgeModel: string | null; checkpoint: ((role: Role) => { model: string; trainer: string }) | null; step: number; rng: Rng; judgeAccuracy: number },
+    s: { baseModel: string; judgeModel: string | null; checkpoint: ((role: string) => { model: string; trainer: string }) | null; step: number; rng: Rng; judgeAccuracy: number },
     o: RunOptions,
   ): Promise<JzeroRun> {
     // the Judge first: a folder that is not a reward model fails before the policies load
@@ -227,13 +236,35 @@ export class JzeroRun {
     const judge = await openJudge(set, { ...judgeRef, threads: o.threads })
     const judgeTrainer = c.switches.trainJudge ? await judge.trainer(trainerOptions(judgePlan(c), null)) : null
     if (judgeTrainer && judgePaths) await judgeTrainer.loadState(judgePaths.trainer)
+    const { challenger, solver } = await JzeroRun.openPolicies(set, c, s, o)
+    return new JzeroRun(c, world, challenger.policy, solver.policy, judge, challenger.trainer, solver.trainer, judgeTrainer, set, s.rng, s.step, s.baseModel, s.judgeModel, s.judgeAccuracy, frozenJudgeFolder)
+  }
+
+  /** The Challenger and the Solver: two copies of the base, or (roleAdapters) two adapters on it with one trainer. */
+  private static async openPolicies(
+    set: PolicySet,
+    c: JzeroConfig,
+    s: { baseModel: string; checkpoint: ((role: string) => { model: string; trainer: string }) | null },
+    o: RunOptions,
+  ): Promise<Record<'challenger' | 'solver', { policy: Policy; trainer: PolicyTrainer }>> {
     const challengerPlan = stagePlan(c.challenger, c)
     const solverPlan = stagePlan(c.solver, c)
+    if (c.roleAdapters) {
+      // the config refuses stages whose lr, KL or clip differ (SHARED_TRAINER_FIELDS): one plan serves both
+      const shared = await openRoleTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.(ROLE_ADAPTERS_ROLE), threads: o.threads, plan: solverPlan, roles: JZERO_ROLE_ADAPTERS, seed: c.seed })
+      const role = (name: 'challenger' | 'solver') => ({ policy: new RolePolicy(shared.policy, name), trainer: shared.trainer })
+      return { challenger: role('challenger'), solver: role('solver') }
+    }
     // one frozen copy of the initial policy is the KL reference of both (they share the initialization)
     const reference = await openReference(set, { base: s.baseModel, weights: c.frozenWeights }, challengerPlan, solverPlan)
     const challenger = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('challenger'), threads: o.threads, plan: challengerPlan, reference })
     const solver = await openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.('solver'), threads: o.threads, plan: solverPlan, reference })
-    return new JzeroRun(c, world, challenger.policy, solver.policy, judge, challenger.trainer, solver.trainer, judgeTrainer, set, s.rng, s.step, s.baseModel, s.judgeModel, s.judgeAccuracy, frozenJudgeFolder)
+    return { challenger, solver }
+  }
+
+  /** The LoRA adapter `role`'s training sequences run through (undefined: the role's own policy). */
+  private adapterOf(role: 'challenger' | 'solver'): string | undefined {
+    return this.config.roleAdapters ? role : undefined
   }
 
   get step(): number {
@@ -302,7 +333,7 @@ export class JzeroRun {
       const r = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : this.world.answers.repetitionText(t))), scores: perTask, tau: c.repetition.tau, lambda: c.repetition.lambda })
       // all N tasks answer one instruction: one GRPO group (JZ §3.1)
       const advantages = computeAdvantages(this.config.ppo.advantage, r.rewards, r.rewards.map(() => 0))
-      const sequences = trajs.map((t, i) => sampledSequence(t.prompt, t.completion, advantages[i])).filter((q) => q.completion.length > 0)
+      const sequences = trajs.map((t, i) => sampledSequence(t.prompt, t.completion, advantages[i], undefined, this.adapterOf('challenger'))).filter((q) => q.completion.length > 0)
       if (sequences.length) steps.push(await this.challengerTrainer.step({ sequences }))
       const wellFormed = tasks.filter((t): t is string => t !== null)
       last = {
@@ -366,7 +397,7 @@ export class JzeroRun {
           const sequences = trajs
             .map((t, j) => ({ t, j }))
             .filter(({ j }) => Math.floor(j / o.rollouts) >= m && Math.floor(j / o.rollouts) < m + o.miniBatch)
-            .map(({ t, j }) => sampledSequence(t.prompt, t.completion, advantages[j]))
+            .map(({ t, j }) => sampledSequence(t.prompt, t.completion, advantages[j], undefined, this.adapterOf('solver')))
             .filter((q) => q.completion.length > 0)
           if (sequences.length) steps.push(await this.solverTrainer.step({ sequences }))
         }
@@ -443,14 +474,18 @@ export class JzeroRun {
     return this.evals.add(await evaluateBenchmarks(this.solver, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
   }
 
-  /** Writes the three models, their optimizer states, the RNG and the config under `dir` (checkpointRun). */
+  /** Writes the three models (or the base with both role adapters, and the Judge), their optimizer states, the RNG and the config under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
     const state: JzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), rng: this.rng.state(), baseModel: this.baseModel, judgeModel: this.judgeModel, judgeAccuracy: this.judgeAccuracy, config: this.config }
     await checkpointRun(dir, {
       state,
       roles: [
-        { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
-        { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
+        ...(this.challenger instanceof RolePolicy
+          ? [{ name: ROLE_ADAPTERS_ROLE, policy: this.challenger.base, trainer: this.challengerTrainer }]
+          : [
+              { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
+              { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
+            ]),
         { name: 'judge', policy: this.judge, trainer: this.judgeTrainer, ...(this.frozenJudgeFolder ? { copyOf: this.frozenJudgeFolder } : {}) },
       ],
       extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex),
@@ -494,7 +529,7 @@ function stagePlan(stage: PolicyStage, c: JzeroConfig): TrainingPlan {
     schedule: { kind: 'constant' },
     clipGradNorm: c.ppo.clipGradNorm,
     microBatchSize: c.ppo.microBatchSize,
-    lora: null,
+    lora: loraOf(c.ppo.loraRank, c.ppo.loraAlpha),
   }
 }
 

@@ -3,10 +3,11 @@
 import { toyJudge } from '../../toymodel/bundled.js'
 import { fmt } from '../common/format.js'
 import { defineMethod, type FlagValues } from '../common/method.js'
+import { ROLE_ADAPTERS_FLAG, roleAdaptersOverride } from '../common/role-adapters.js'
 import { jzeroSchema, PRESETS, type JzeroConfig } from './config.js'
 import { JzeroRun } from './loop.js'
 
-/** Command-line switches → a config override (JZ Table 3 ablations, the Judge folder). */
+/** Command-line switches → a config override (JZ Table 3 ablations, the Judge folder, --role-adapters R). */
 export function jzeroFlagsToOverride(flags: FlagValues): unknown {
   const o: { judge?: { model: string }; switches?: Partial<JzeroConfig['switches']> } = {}
   if (typeof flags.judge === 'string') o.judge = { model: flags.judge }
@@ -15,7 +16,8 @@ export function jzeroFlagsToOverride(flags: FlagValues): unknown {
   if (flags['no-role-pairs'] === true) switches.rolePairs = false
   if (flags['no-amp-pairs'] === true) switches.ampPairs = false
   if (Object.keys(switches).length) o.switches = switches
-  return Object.keys(o).length ? o : undefined
+  const all = { ...o, ...roleAdaptersOverride(flags, 'ppo') }
+  return Object.keys(all).length ? all : undefined
 }
 
 export const spec = defineMethod({
@@ -27,7 +29,8 @@ export const spec = defineMethod({
   // the default Judge: the bundled toy Judge on the bundled toy model, a fresh score head on the base otherwise
   start: (config, o) => JzeroRun.start(o.model, config.judge.model ?? toyJudge(o.model), config, o.world, o),
   resume: (dir, o) => JzeroRun.resume(dir, o.world, o),
-  flags: { judge: 'string', 'frozen-judge': 'boolean', 'no-role-pairs': 'boolean', 'no-amp-pairs': 'boolean' },
+  // --role-adapters R: the Challenger and the Solver each their own LoRA adapter of rank R on one base
+  flags: { judge: 'string', 'frozen-judge': 'boolean', 'no-role-pairs': 'boolean', 'no-amp-pairs': 'boolean', ...ROLE_ADAPTERS_FLAG },
   flagsToOverride: jzeroFlagsToOverride,
   series: [
     { title: 'held-out Solver accuracy (greedy)', path: 'heldOutAccuracy' },

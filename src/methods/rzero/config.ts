@@ -1,7 +1,8 @@
 // R-Zero run configuration with the DIS disagreement reward: the 'paper' preset (DIS §5.1 on
 // R-Zero's official settings) and a 'toy' preset sized for the bundled model on 2 CPU cores.
 // β = 0 is plain R-Zero (the baseline); ensemble.mode 'auto' then samples the Solver alone.
-import { greedyEvalSchema, intAtLeast, levels, nonNegative, oneOf, optimizerShape, policyLossShape, positive, resolveWith, runShape, temperature, unitInterval, warmupStepsShape, z } from '../common/schema.js'
+import { greedyEvalSchema, intAtLeast, levels, loraShape, nonNegative, oneOf, optimizerShape, policyLossShape, positive, resolveWith, runShape, temperature, unitInterval, warmupStepsShape, z } from '../common/schema.js'
+import { roleAdaptersField, roleAdaptersNeedRank } from '../common/role-adapters.js'
 
 /** An extra OpenAI-compatible endpoint of the solver ensemble (e.g. `autodidact serve`). */
 function remoteVariantSchema() {
@@ -61,9 +62,12 @@ export function rzeroSchema() {
       temperature: temperature(),
       maxTokens: intAtLeast(1),
     }),
-    grpo: z.strictObject({ ...optimizerShape, warmupSteps: warmupStepsShape.warmupSteps, clip: policyLossShape.clip, klCoef: policyLossShape.klCoef }),
+    grpo: z.strictObject({ ...optimizerShape, warmupSteps: warmupStepsShape.warmupSteps, clip: policyLossShape.clip, klCoef: policyLossShape.klCoef, ...loraShape }),
     eval: greedyEvalSchema(),
-  })
+    roleAdapters: roleAdaptersField(
+      "true: the Challenger and the Solver each have their own LoRA adapter ('challenger', 'solver', rank grpo.loraRank) on the one shared base — R-Zero's two models started from one base, in one process; each phase's GRPO step moves only its role's adapter, on its own schedule and step clock. false: two models, as in the paper",
+    ),
+  }).refine(...roleAdaptersNeedRank('grpo'))
 }
 
 export type RzeroConfig = z.infer<ReturnType<typeof rzeroSchema>>
@@ -86,9 +90,10 @@ export const PAPER_PRESET: RzeroConfig = {
     maxTokens: 1024,
   },
   solver: { candidates: 64, band: [0.3, 0.8], questions: 16, n: 10, temperature: 1, maxTokens: 1024 },
-  grpo: { lr: 1e-6, warmupSteps: 0, clip: 0.2, klCoef: 0.01, microBatchSize: 8, clipGradNorm: 1 },
+  grpo: { lr: 1e-6, warmupSteps: 0, clip: 0.2, klCoef: 0.01, microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
   eval: { every: 13, size: 100, benchmarks: [] },
   checkpointEvery: 13,
+  roleAdapters: false,
 }
 
 /** The same loop sized for the bundled tiny model: about 1–3 s a step on 2 cores. */
@@ -100,7 +105,7 @@ export const TOY_PRESET: RzeroConfig = {
   ensemble: { ...PAPER_PRESET.ensemble, k: 4, solverOnly: { temperature: 1.0, k: 8 }, timeoutMs: 30_000, maxTokens: 64 },
   solver: { candidates: 16, band: [0.3, 0.8], questions: 8, n: 4, temperature: 1, maxTokens: 64 },
   // COSE's toy finding carries over: lr 3e-5 moves the 1.2M model without collapsing it.
-  grpo: { lr: 3e-5, warmupSteps: 2, clip: 0.2, klCoef: 0.01, microBatchSize: 16, clipGradNorm: 1 },
+  grpo: { ...PAPER_PRESET.grpo, lr: 3e-5, warmupSteps: 2, microBatchSize: 16 },
   eval: { every: 5, size: 50, benchmarks: [] },
   checkpointEvery: 5,
 }

@@ -8,6 +8,9 @@
 //     pooled p̂ lies in the informative band keep their majority answer as pseudo-label; the Solver's
 //     own rollouts get reward 1 when they agree with it (R-Zero's Solver reward), GRPO per question.
 // β = 0 is plain R-Zero: ensemble.mode 'auto' then samples the Solver alone (m samples).
+// With `roleAdapters`, the two models are two LoRA adapters on one shared base ('challenger',
+// 'solver'): each role samples through its own, and each phase's GRPO step moves only its role's
+// adapter, on the role's own schedule and step clock (one trainer, adapterSchedules).
 import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
@@ -27,6 +30,7 @@ import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer } from '../common/policy.js'
 import { openReference, openTrainee, ppoPlan, sampledSequence, samplingSeed, type TrainingPlan } from '../common/training.js'
+import { openRoleTrainee, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, RolePolicy, type RoleAdapter } from '../common/role-adapters.js'
 import { resolveRzeroConfig, TOY_PRESET, usesEnsemble, type RzeroConfig } from './config.js'
 import { toySecondModel } from '../../toymodel/llama-variant.js'
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
@@ -143,6 +147,11 @@ export function solverVariantCount(c: RzeroConfig): number {
 /** GRPO on one role over the steps it trains (DIS §5.1 on R-Zero's settings): cosine schedule, KL to the base. */
 const rolePlan = (c: RzeroConfig, updates: number) => ppoPlan(c.grpo, updates)
 
+/** With `roleAdapters`: both roles' adapters train, each on its own schedule over the steps of its phase. */
+function rzeroRoleAdapters(c: RzeroConfig): RoleAdapter[] {
+  return ROLES.map((name) => ({ name, trained: true, schedule: rolePlan(c, phaseSteps(c, name)).schedule }))
+}
+
 function ensembleRecord(results: EnsembleResult[]): EnsembleRecord {
   const calls = results.length
   const per = variantStats(results)
@@ -238,7 +247,7 @@ export class RzeroRun {
         if (s.secondModel !== null && typeof s.secondModel !== 'string') throw new CheckpointError(file, 'secondModel', 'field', `${file}: secondModel must be a folder path or null`)
         return { ...s, format: FORMAT, rng: checkedRngState(s.rng, file), baseModel: checkedPath(s.baseModel, file, 'baseModel'), secondModel: s.secondModel, config: resolveRzeroConfig(s.config, TOY_PRESET, file) }
       },
-      roles: () => ROLES.map((name) => ({ name, trained: true })),
+      roles: (s) => (s.config.roleAdapters ? [roleAdaptersCheckpointRole(rzeroRoleAdapters(s.config))] : ROLES.map((name) => ({ name, trained: true }))),
     })
     const { state } = ckpt
     return RzeroRun.open(state.config, world, o, { baseModel: state.baseModel, checkpoint: ckpt.paths, secondModel: state.secondModel, step: state.step, rng: Rng.fromState(state.rng) })
@@ -252,12 +261,7 @@ export class RzeroRun {
   ): Promise<RzeroRun> {
     const set = new PolicySet(o.openPolicy ?? openPolicy)
     return set.build(async () => {
-      const challengerPlan = rolePlan(config, phaseSteps(config, 'challenger'))
-      const solverPlan = rolePlan(config, phaseSteps(config, 'solver'))
-      const reference = await openReference(set, { base: s.baseModel, weights: config.frozenWeights }, solverPlan) // one frozen base serves both roles' KL
-      const trainee = (role: Role, plan: TrainingPlan) => openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.(role), threads: o.threads, plan, reference })
-      const challenger = await trainee('challenger', challengerPlan)
-      const solver = await trainee('solver', solverPlan)
+      const { challenger, solver } = await RzeroRun.openRoles(set, config, s, o)
       // a resumed run reuses its S_c folder; a built variant whose cache was cleared is rebuilt
       const stale = typeof s.secondModel === 'string' && !existsSync(join(s.secondModel, 'config.json')) && config.ensemble.second.model === ''
       const secondModel = s.secondModel === undefined || stale ? await RzeroRun.secondModelDir(config, s.baseModel, o) : s.secondModel
@@ -265,6 +269,26 @@ export class RzeroRun {
       const variants = [...RzeroRun.buildVariants(config, solver.policy, second), ...(usesEnsemble(config) ? (o.extraVariants ?? []) : [])]
       return new RzeroRun(config, world, challenger.policy, solver.policy, challenger.trainer, solver.trainer, set, second, variants, s.rng, s.step, s.baseModel, secondModel ?? null)
     })
+  }
+
+  /** The Challenger and the Solver: two models from the base, or (roleAdapters) two adapters on it with one trainer. */
+  private static async openRoles(
+    set: PolicySet,
+    config: RzeroConfig,
+    s: { baseModel: string; checkpoint: ((role: string) => { model: string; trainer: string }) | null },
+    o: RzeroRunOptions,
+  ): Promise<Record<Role, { policy: Policy; trainer: PolicyTrainer }>> {
+    const challengerPlan = rolePlan(config, phaseSteps(config, 'challenger'))
+    const solverPlan = rolePlan(config, phaseSteps(config, 'solver'))
+    if (config.roleAdapters) {
+      // the roles' plans differ only in their schedules, which the adapters keep on their own clocks
+      const shared = await openRoleTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.(ROLE_ADAPTERS_ROLE), threads: o.threads, plan: solverPlan, roles: rzeroRoleAdapters(config), seed: config.seed })
+      const role = (name: Role) => ({ policy: new RolePolicy(shared.policy, name), trainer: shared.trainer })
+      return { challenger: role('challenger'), solver: role('solver') }
+    }
+    const reference = await openReference(set, { base: s.baseModel, weights: config.frozenWeights }, solverPlan) // one frozen base serves both roles' KL
+    const trainee = (role: Role, plan: TrainingPlan) => openTrainee(set, { base: s.baseModel, checkpoint: s.checkpoint?.(role), threads: o.threads, plan, reference })
+    return { challenger: await trainee('challenger', challengerPlan), solver: await trainee('solver', solverPlan) }
   }
 
   /**
@@ -303,6 +327,11 @@ export class RzeroRun {
   dispose(): void {
     for (const v of this.variants) void v.sampler.dispose?.()
     this.policies.dispose()
+  }
+
+  /** The LoRA adapter `role`'s training sequences run through (undefined: the role's own model). */
+  private adapterOf(role: Role): string | undefined {
+    return this.config.roleAdapters ? role : undefined
   }
 
   /** Asks the ensemble about parsed questions (never throws for a variant's failure). */
@@ -346,7 +375,7 @@ export class RzeroRun {
     if (!silent) {
       const adv = computeAdvantages('grpo', rewards, rewards.map(() => 0))
       const encoded = this.challenger.encodePrompt(prompt)
-      const sequences = group.map((t, i) => sampledSequence(encoded, t, adv[i])).filter((s) => s.completion.length > 0)
+      const sequences = group.map((t, i) => sampledSequence(encoded, t, adv[i], undefined, this.adapterOf('challenger'))).filter((s) => s.completion.length > 0)
       if (sequences.length) train = await this.challengerTrainer.step({ sequences })
       else skipped = 'no completion tokens'
     }
@@ -432,7 +461,7 @@ export class RzeroRun {
         }
       })
       const adv = computeAdvantages('grpo', rewards, groups)
-      const sequences = flat.map(({ prompt, t }, i) => sampledSequence(prompt, t, adv[i])).filter((s) => s.completion.length > 0)
+      const sequences = flat.map(({ prompt, t }, i) => sampledSequence(prompt, t, adv[i], undefined, this.adapterOf('solver'))).filter((s) => s.completion.length > 0)
       if (sequences.length) train = await this.solverTrainer.step({ sequences })
     }
     this.stepIndex++
@@ -461,15 +490,18 @@ export class RzeroRun {
     return this.evals.add(await evaluateBenchmarks(this.solver, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
   }
 
-  /** Writes both models, both optimizers, the RNG and the evaluations since the last checkpoint under `dir` (checkpointRun). */
+  /** Writes both models (or the base with both role adapters), the optimizer state(s), the RNG and the evaluations since the last checkpoint under `dir` (checkpointRun). */
   async checkpoint(dir: string): Promise<void> {
     const state: RzeroRunState = { format: FORMAT, version: RUN_STATE_VERSION, step: this.stepIndex, world: worldRecord(this.world), rng: this.rng.state(), baseModel: this.baseModel, secondModel: this.secondDir, config: this.config }
     await checkpointRun(dir, {
       state,
-      roles: [
-        { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
-        { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
-      ],
+      roles:
+        this.challenger instanceof RolePolicy
+          ? [{ name: ROLE_ADAPTERS_ROLE, policy: this.challenger.base, trainer: this.challengerTrainer }]
+          : [
+              { name: 'challenger', policy: this.challenger, trainer: this.challengerTrainer },
+              { name: 'solver', policy: this.solver, trainer: this.solverTrainer },
+            ],
       extra: (tmp) => this.evals.intoCheckpoint(tmp, this.stepIndex),
     })
     await this.evals.flush(dir)

@@ -3,10 +3,11 @@
 // OpenAI-compatible endpoints (e.g. `autodidact serve`) to the solver ensemble.
 import { fmt } from '../common/format.js'
 import { defineMethod, type FlagValues } from '../common/method.js'
+import { ROLE_ADAPTERS_FLAG, roleAdaptersOverride } from '../common/role-adapters.js'
 import { PRESETS, rzeroSchema } from './config.js'
 import { RzeroRun } from './loop.js'
 
-/** --beta, --alpha, --uncertainty, --remote → a config override. */
+/** --beta, --alpha, --uncertainty, --remote, --role-adapters → a config override. */
 export function rzeroFlagsToOverride(flags: FlagValues): unknown {
   const reward: Record<string, unknown> = {}
   if (flags.beta !== undefined) reward.beta = Number(flags.beta)
@@ -18,7 +19,7 @@ export function rzeroFlagsToOverride(flags: FlagValues): unknown {
     const remote = flags.remote.split(',').map((u) => u.trim()).filter(Boolean).map((url) => ({ url, model: '', temperature: 0.7, k: 0, timeoutMs: 0 }))
     override.ensemble = { remote }
   }
-  return override
+  return { ...override, ...roleAdaptersOverride(flags, 'grpo') }
 }
 
 export const spec = defineMethod({
@@ -29,7 +30,8 @@ export const spec = defineMethod({
   schema: rzeroSchema,
   start: (config, o) => RzeroRun.start(o.model, config, o.world, o),
   resume: (dir, o) => RzeroRun.resume(dir, o.world, o),
-  flags: { beta: 'number', alpha: 'number', uncertainty: 'string', remote: 'string' },
+  // --role-adapters R: the Challenger and the Solver each their own LoRA adapter of rank R on one base
+  flags: { beta: 'number', alpha: 'number', uncertainty: 'string', remote: 'string', ...ROLE_ADAPTERS_FLAG },
   flagsToOverride: rzeroFlagsToOverride,
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
