@@ -122,6 +122,23 @@ describe('autodidact evolve', () => {
     await expect(quiet(['--method', 'cose', '--role-adapters', '0', '--steps', '1', '--out', join(dir, 'refused')])).rejects.toThrow(/roleAdapters.*ppo\.loraRank > 0/)
   }, 120_000)
 
+  it('--role-adapters R with rzero: the Challenger and the Solver each a rank-R adapter on one base; the checkpoint holds both and resumes; jzero and rzero refuse R = 0', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ad-evolve-rzero-roles-'))
+    const cfg = join(dir, 'rzero.json')
+    // plain R-Zero (the Solver alone answers): no second ensemble model to build
+    writeFileSync(cfg, JSON.stringify({ phases: { challengerSteps: 1, solverSteps: 1 }, reward: { beta: 0 }, challenger: { batch: 4, levels: [3], temperature: 1, maxTokens: 32 }, ensemble: { solverOnly: { temperature: 1, k: 2 }, maxTokens: 40 }, solver: { candidates: 4, band: [0, 1], questions: 2, n: 2, temperature: 1, maxTokens: 40 }, eval: { every: 1, size: 4, benchmarks: [] }, checkpointEvery: 1 }))
+    const out = join(dir, 'run')
+    expect((await quiet(['--method', 'rzero', '--config', cfg, '--role-adapters', '2', '--steps', '1', '--out', out, '--threads', '1'])).code).toBe(0)
+    const ckpt = join(out, 'checkpoints', 'step-000001')
+    expect(readdirSync(join(ckpt, 'model')).sort()).toEqual(['challenger', 'solver'])
+    for (const role of ['challenger', 'solver']) expect(JSON.parse(readFileSync(join(ckpt, 'model', role, 'adapter_config.json'), 'utf8')).r).toBe(2)
+    expect(JSON.parse(readFileSync(join(ckpt, 'run_state.json'), 'utf8')).config).toMatchObject({ roleAdapters: true, grpo: { loraRank: 2 } })
+    expect((await quiet(['--resume', out, '--steps', '2', '--threads', '1'])).code).toBe(0)
+    expect(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8'))).toMatchObject({ method: 'rzero', step: 2 })
+    await expect(quiet(['--method', 'rzero', '--role-adapters', '0', '--steps', '1', '--out', join(dir, 'refused')])).rejects.toThrow(/roleAdapters.*grpo\.loraRank > 0/)
+    await expect(quiet(['--method', 'jzero', '--role-adapters', '0', '--steps', '1', '--out', join(dir, 'refused-j')])).rejects.toThrow(/roleAdapters.*ppo\.loraRank > 0/)
+  }, 120_000)
+
   it('--config-schema prints the JSON Schema of config files: every key optional, the preset as defaults, registered choices', async () => {
     const { code, out } = await quiet(['--method', 'cose', '--config-schema'])
     expect(code).toBe(0)
