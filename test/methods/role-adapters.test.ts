@@ -191,6 +191,32 @@ describe('the scripted fake picks and trains adapters by the engine\'s rules', (
   })
 })
 
+describe("the scripted fake keeps the engine's per-adapter step clocks (adapterSchedules)", () => {
+  const objective = { name: 'policy' as const, clip: 0.2, klCoef: 0, entropyCoef: 0 }
+  const seq = (completion: string, adapter: string) => ({ prompt: [65], completion: Array.from(Buffer.from(completion)), advantages: 1, adapter })
+
+  it('counts each adapter\'s steps, refuses a batch that trains both, and saves and restores the clocks', async () => {
+    const p = new ScriptedPolicy(BASE, { script: () => 'x' })
+    await p.addAdapter('challenger', { rank: 1, alpha: 1, seed: 1 })
+    await p.addAdapter('solver', { rank: 1, alpha: 1, seed: 2 })
+    const options = { objective, optimizer: { lr: 0.1 }, adapter: ['challenger', 'solver'], adapterSchedules: { challenger: {}, solver: {} } }
+    const t = (await p.trainer(options)) as ScriptedTrainer
+    await t.step({ sequences: [seq('hi', 'challenger')] })
+    await t.step({ sequences: [seq('yo', 'challenger')] })
+    await t.step({ sequences: [seq('ok', 'solver')] })
+    await expect(t.step({ sequences: [seq('hi', 'challenger'), seq('ok', 'solver')] })).rejects.toThrow(/a step trains exactly one of challenger, solver/)
+    expect([t.steps, ...t.adapterSteps!.values()]).toEqual([3, 2, 1])
+    const dir = join(root, 'scripted-clocks')
+    await p.save(dir)
+    await t.saveState(dir)
+    const q = new ScriptedPolicy(BASE, { script: () => 'x' })
+    await q.load({ model: BASE, adapters: dir })
+    const u = (await q.trainer(options)) as ScriptedTrainer
+    await u.loadState(dir)
+    expect(Object.fromEntries(u.adapterSteps!)).toEqual({ challenger: 2, solver: 1 })
+  })
+})
+
 /** An engine OpenPolicy whose policies record each generate call's adapter choice. */
 function recordingEngine(): OpenPolicy & { calls: { prompts: Prompt[]; adapter: unknown }[] } {
   const calls: { prompts: Prompt[]; adapter: unknown }[] = []

@@ -144,7 +144,7 @@ export class RolePolicy implements Policy {
   rewardScores(pairs: ScorePair[]): Promise<Float32Array> {
     return this.base.rewardScores(pairs)
   }
-  trainer(): Promise<PolicyTrainer> {
+  async trainer(): Promise<PolicyTrainer> {
     throw new InvalidArgumentError('trainer', `role '${this.adapter}' trains through the shared base's one trainer (openRoleAdapters)`)
   }
   save(dir: string, options?: SaveOptions): Promise<void> {

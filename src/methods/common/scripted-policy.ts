@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs'
 import { mkdir, readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { adapterIndices, attachAdapterName, DEFAULT_ADAPTER, resolveAdapterOptions, type AdapterChoice, type AdapterOptions } from '../../engine/adapters.js'
-import { InvalidArgumentError, SeveralAdaptersError } from '../../engine/errors.js'
+import { CheckpointError, InvalidArgumentError, SeveralAdaptersError } from '../../engine/errors.js'
 import { readSafetensorsHeader, readTensorFloat32, writeSafetensors } from '../../engine/hf/safetensors.js'
 import type { Completion, GenerateOptions, Prompt, ScorePair, Scored } from '../../engine/model.js'
 import { adapterFolder } from '../../engine/persistence.js'
@@ -333,6 +333,8 @@ export class ScriptedTrainer implements PolicyTrainer {
   private stepCount = 0
   private lossBefore = 0
   private readonly adam = new Map<string, Adam>()
+  /** With adapterSchedules, each trained adapter's steps (the engine's per-adapter clocks; the fake's lr has no schedule). */
+  readonly adapterSteps: Map<string, number> | null
   /** Every batch given to step(), for assertions. */
   readonly batches: TrainBatch[] = []
 
@@ -341,7 +343,9 @@ export class ScriptedTrainer implements PolicyTrainer {
     readonly options: PolicyTrainerOptions,
     /** The adapters this trainer trains (empty: the bias, full fine-tuning). */
     readonly trained: readonly string[],
-  ) {}
+  ) {
+    this.adapterSteps = options.adapterSchedules ? new Map(trained.map((name) => [name, 0])) : null
+  }
 
   get steps(): number {
     return this.stepCount
@@ -389,6 +393,7 @@ export class ScriptedTrainer implements PolicyTrainer {
   async step(batch: TrainBatch): Promise<StepMetrics> {
     const seqs = batch.sequences ?? []
     if (!seqs.length) throw new InvalidArgumentError('batch.sequences', 'a training batch needs at least one sequence')
+    const clocked = this.clockedAdapter(seqs)
     this.batches.push(batch)
     const grads = this.direction(batch)
     const gradNorm = Math.sqrt([...grads.values()].reduce((a, g) => g.reduce((b, x) => b + x * x, a), 0))
@@ -398,6 +403,7 @@ export class ScriptedTrainer implements PolicyTrainer {
     const weights = this.policy.weights
     this.lossBefore = -params.reduce((a, p) => (grads.get(p.name) ?? new Float64Array(VOCAB)).reduce((b, x, t) => b + x * weights.at(t, p.adapter), a), 0) + [...this.adam.values()].reduce((a, m) => a + m.v.reduce((b, x) => b + x, 0), 0)
     this.stepCount++
+    if (clocked !== null) this.adapterSteps!.set(clocked, this.adapterSteps!.get(clocked)! + 1)
     for (const { name, data: p } of params) {
       const g = grads.get(name)
       if (!g) continue // no sequence reached it: no gradient written, no step (the engine's rule)
@@ -414,17 +420,32 @@ export class ScriptedTrainer implements PolicyTrainer {
     return { step: this.stepCount, loss: this.lossBefore, lr, gradNorm, skipped: false, tokens, tokensPerSecond: 0, flops: 0, mfu: null, objective: { kl: 0, entropy: 1, clipFrac: 0 } }
   }
 
+  // With per-adapter clocks a step trains exactly one adapter, as the engine's trainer refuses any other batch.
+  private clockedAdapter(seqs: readonly TrainSequence[]): string | null {
+    if (!this.adapterSteps) return null
+    const names = new Set(seqs.map((s, i) => this.adapterOf(s, i)).filter((n): n is string => n !== null && this.adapterSteps!.has(n)))
+    if (names.size !== 1)
+      throw new InvalidArgumentError('batch.sequences', `this trainer keeps a step clock per adapter (adapterSchedules): a step trains exactly one of ${this.trained.join(', ')}, this batch trains ${names.size ? [...names].join(', ') : 'none'}`)
+    return [...names][0]
+  }
+
   async saveState(dir: string): Promise<void> {
     const tensors = [...this.adam].flatMap(([name, a]) => [
       { name: `${name}::m`, dtype: 'F32' as const, shape: [a.m.length], data: a.m },
       { name: `${name}::v`, dtype: 'F32' as const, shape: [a.v.length], data: a.v },
     ])
     await writeSafetensors(join(dir, 'optimizer.safetensors'), tensors)
-    await writeJsonAtomic(join(dir, 'trainer_state.json'), { step: this.stepCount, format: 1 }, 2)
+    await writeJsonAtomic(join(dir, 'trainer_state.json'), { step: this.stepCount, format: 1, ...(this.adapterSteps ? { adapterSteps: Object.fromEntries(this.adapterSteps) } : {}) }, 2)
   }
 
   async loadState(dir: string): Promise<void> {
-    const meta = JSON.parse(await readFile(join(dir, 'trainer_state.json'), 'utf8')) as { step: number }
+    const meta = JSON.parse(await readFile(join(dir, 'trainer_state.json'), 'utf8')) as { step: number; adapterSteps?: Record<string, number> }
+    if (this.adapterSteps)
+      for (const name of this.adapterSteps.keys()) {
+        const n = meta.adapterSteps?.[name]
+        if (!Number.isInteger(n)) throw new CheckpointError(join(dir, 'trainer_state.json'), 'adapterSteps', 'field', `${dir}: adapterSteps has no step count of '${name}'`)
+        this.adapterSteps.set(name, n!)
+      }
     this.adam.clear()
     for (const ref of (await readSafetensorsHeader(join(dir, 'optimizer.safetensors'))).tensors) {
       const [name, part] = ref.name.split('::')
