@@ -23,14 +23,12 @@ import { JzeroRun } from '../../src/methods/jzero/loop.js'
 import { jzeroFlagsToOverride, spec } from '../../src/methods/jzero/spec.js'
 import { DEFAULT_TOY_JUDGE_DIR } from '../../src/toymodel/judge.js'
 import { arithWorld } from '../../src/worlds/arith/index.js'
+import { metrics, untimed } from './run-metrics.js'
 
 const world = arithWorld()
 const root = mkdtempSync(join(tmpdir(), 'ad-jzero-roles-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-const WALL_CLOCK = ['seconds', 'tokensPerSecond', 'mfu', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs']
-const untimed = (rows: unknown[]) => JSON.parse(JSON.stringify(rows, (k, v) => (WALL_CLOCK.includes(k) ? undefined : v)))
-const metrics = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
 const adapterBytes = (modelDir: string) => Object.fromEntries(['challenger', 'solver'].map((n) => [n, readFileSync(join(modelDir, n, 'adapter_model.safetensors')).toString('base64')]))
 
 describe('J-Zero role adapters: config and flag', () => {

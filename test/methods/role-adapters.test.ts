@@ -20,6 +20,7 @@ import { resolveCoseConfig, type CoseConfig } from '../../src/methods/cose/confi
 import { CoseRun } from '../../src/methods/cose/loop.js'
 import { arithWorld as toyWorld } from '../../src/worlds/arith/index.js'
 import { arithScript } from './arith-script.js'
+import { metrics, untimed } from './run-metrics.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-roles-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -27,9 +28,6 @@ const arithWorld = toyWorld()
 const BASE = join(root, 'no-such-base-model')
 
 const text = (ids: readonly number[]) => Buffer.from(ids.filter((t) => t !== 0)).toString('utf8')
-const metrics = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
-const WALL_CLOCK = ['seconds', 'tokensPerSecond', 'mfu', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs']
-const untimed = (rows: unknown[]) => JSON.parse(JSON.stringify(rows, (k, v) => (WALL_CLOCK.includes(k) ? undefined : v)))
 const driveOptions = (outDir: string, steps: number, stop = false) => ({ outDir, method: 'cose', totalSteps: steps, evalEvery: 1, checkpointEvery: 1, series: [], describe: () => '', stopRequested: stop ? () => true : undefined })
 
 /** The bytes of every adapter file of a saved role folder, by adapter: what a bit-for-bit comparison reads. */

@@ -20,14 +20,12 @@ import { resolveRzeroConfig, type RzeroConfig } from '../../src/methods/rzero/co
 import { RzeroRun, type ChallengerRecord, type SolverRecord } from '../../src/methods/rzero/loop.js'
 import { rzeroFlagsToOverride, spec } from '../../src/methods/rzero/spec.js'
 import { arithWorld } from '../../src/worlds/arith/index.js'
+import { metrics, untimed } from './run-metrics.js'
 
 const world = arithWorld()
 const root = mkdtempSync(join(tmpdir(), 'ad-rzero-roles-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 
-const WALL_CLOCK = ['seconds', 'tokensPerSecond', 'mfu', 'latencyMs', 'meanLatencyMs', 'maxLatencyMs']
-const untimed = (rows: unknown[]) => JSON.parse(JSON.stringify(rows, (k, v) => (WALL_CLOCK.includes(k) ? undefined : v)))
-const metrics = (dir: string) => readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>)
 const adapterBytes = (modelDir: string) => Object.fromEntries(['challenger', 'solver'].map((n) => [n, readFileSync(join(modelDir, n, 'adapter_model.safetensors')).toString('base64')]))
 
 describe('R-Zero role adapters: config and flag', () => {
