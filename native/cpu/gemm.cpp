@@ -3,9 +3,10 @@
 // Zen 3's 32 KiB, Zen 5's 48 KiB — and at least 512 KiB of L2).
 //
 //  - gemm_nt (Y = X·Wᵀ, the forward): the dot kernel. X is packed per depth block, 128 rows at a
-//    time; W (HF [out, in] weights: already depth-contiguous) is read in place, never copied: in
-//    decode W is the traffic. A block of 48 W rows stays in L2 while each 4-row panel of X, in L1,
-//    meets it, and the lines of the next W block are requested meanwhile.
+//    time; W (HF [out, in] weights: already depth-contiguous) is read in place, never copied. A
+//    block of 48 W rows stays in L2 while each 4-row panel of X, in L1, meets it, and the lines
+//    of the next W block are requested meanwhile. With few rows (decode) W is the traffic: each
+//    thread reads its rows of W once, front to back, requesting the lines ahead as it goes.
 //  - gemm_nn (dX = dY·W) and gemm_tn (dW = dYᵀ·X): the outer kernel on panels packed with zero
 //    padding; a 256-column block of B in L2, each 16-column panel of it in L1 while the 6-row
 //    panels of A pass over it. B comes from memory once per product: the lines of the next block
@@ -43,8 +44,8 @@ constexpr int64_t kPanelBytes = 16 << 10;
 // depth of one dot block: an X panel of kDotRows rows (1024 for AVX2's 4 and AVX-512's 8)
 constexpr int64_t kDotDepthBlock = kPanelBytes / (kDotRows * int64_t(sizeof(float)));
 constexpr int64_t kDotColBlock = 48;      // W rows staying in L2: 48 × 1024 × 4 B = 192 KiB
-constexpr int64_t kDotFewRows = 12;       // up to this many rows, each W panel meets every X panel at once
-constexpr int64_t kDotPrefetchTiles = 8;  // with few rows: how many tiles ahead W's lines are requested
+constexpr int64_t kDotFewRows = 12;       // up to this many rows (decode), W streams once: dot_few_rows
+constexpr int64_t kFewAheadBytes = 16 << 10;  // with few rows: how far ahead of the kernel W's lines are requested
 constexpr int64_t kDotRowChunk = 128;     // rows of X packed at once (512 KiB): X panels stream past the W block
 // depth of one outer block: a B panel of kOuterCols columns (256 for AVX2's 16 and AVX-512's 32)
 constexpr int64_t kOuterDepthBlock = kPanelBytes / (kOuterCols * int64_t(sizeof(float)));
@@ -245,12 +246,119 @@ constexpr std::array<std::array<DotTileFn<W>, kDotCols>, kDotRows> dot_tiles(std
 template <class W>
 constexpr auto kDotTiles = dot_tiles<W>(std::make_index_sequence<kDotRows>{});
 
+// ---------------------------------------------------------------------------- dot, few rows
+
+// Requests the lines of a stream of W a fixed distance ahead of what the kernel has consumed,
+// one step at a time: W rows of 2 or 1 bytes per weight are too short for the hardware
+// prefetchers to run ahead of a kernel that computes between its loads (measured, Qwen3-0.6B's
+// shapes at batch 1 on 2 threads: bf16 W read at ~60% of the read bandwidth without these
+// requests, ~80% with them; f32 rows need none: requests there cost).
+class StreamAhead {
+ public:
+  StreamAhead(const void* begin, const void* end, int64_t ahead)
+      : next_(static_cast<const char*>(begin) + ahead), frontier_(next_), end_(static_cast<const char*>(end)) {}
+  void consume(int64_t bytes) { bytes_per_step_ = bytes; }
+  void operator()() {
+    frontier_ += bytes_per_step_;
+    for (; next_ < frontier_ && next_ < end_; next_ += kLineBytes) __builtin_prefetch(next_, 0, 2);  // to L2
+  }
+
+ private:
+  static constexpr int64_t kLineBytes = 64;
+  const char* next_;
+  const char* frontier_;
+  const char* end_;
+  int64_t bytes_per_step_ = 0;
+};
+
+// The weight view a few-rows tile reads at (n, k0): the view itself, or for int8 one whose
+// tile's scales were widened to f32 once into `scales` (rows kDotDepthBlock / kQ8Block apart).
+template <class W>
+W tile_view(const W& w, int64_t n, int64_t k0, int, int64_t, float*) {
+  return w.at(n, k0);
+}
+inline Q8WideScales tile_view(const Q8Weights& w, int64_t n, int64_t k0, int cols, int64_t depth, float* scales) {
+  const Q8Weights at = w.at(n, k0);
+  constexpr int64_t kScalesLd = kDotDepthBlock / kQ8Block;
+  const int64_t blocks = (depth + kQ8Block - 1) / kQ8Block;
+  for (int c = 0; c < cols; ++c) widen_halves(at.d + c * at.scales_ld, blocks, scales + c * kScalesLd);
+  return {at.q, scales, at.ld, kScalesLd};
+}
+
+// One R × C tile of Y at (m, n) over depth block k0 from a dense X panel (a_step = R lanes).
+template <class W, int R, int C, class EachStep>
+void few_rows_tile(const DotProduct<W>& p, const float* panel, int64_t m, int64_t n, int64_t k0, int64_t depth, EachStep&& each_step) {
+  float scales[kDotCols * (kDotDepthBlock / kQ8Block)];
+  Sums4 sums[R];
+  dot_tile<R, C>(panel, kDepthLanes, R * kDepthLanes, tile_view(p.w, n, k0, C, depth, scales), depth / kDepthLanes,
+                 static_cast<int>(depth % kDepthLanes), sums, each_step);
+  const bool first = k0 == 0;
+  for (int r = 0; r < R; ++r) dot_store<C>(p.y + (m + r) * p.ldy + n, sums[r], p.bias ? p.bias + n : nullptr, first, p.accumulate);
+}
+
+template <class W, int R, class EachStep>
+void few_rows_tile(const DotProduct<W>& p, const float* panel, int64_t m, int64_t n, int cols, int64_t k0, int64_t depth, EachStep&& each_step) {
+  static_assert(kDotCols == 3);
+  if (cols == 3) return few_rows_tile<W, R, 3>(p, panel, m, n, k0, depth, each_step);
+  if (cols == 2) return few_rows_tile<W, R, 2>(p, panel, m, n, k0, depth, each_step);
+  few_rows_tile<W, R, 1>(p, panel, m, n, k0, depth, each_step);
+}
+
+template <class W, class EachStep, size_t... R>
+void few_rows_tile(const DotProduct<W>& p, int rows, const float* panel, int64_t m, int64_t n, int cols, int64_t k0, int64_t depth,
+                   EachStep&& each_step, std::index_sequence<R...>) {
+  // the tile of `rows` rows (1 .. kDotRows), picked at run time among the compiled ones
+  (void)((rows == static_cast<int>(R) + 1 ? (few_rows_tile<W, static_cast<int>(R) + 1>(p, panel, m, n, cols, k0, depth, each_step), true) : false) || ...);
+}
+
+// Y rows `rows` (≤ kDotFewRows) × columns `cols`: X is packed whole, each panel dense (kDotRows
+// rows, or the rows left, per step), and each tile of kDotCols W rows walks its whole depth,
+// block after block, before the next: the thread reads its rows of W once, front to back. The
+// depth blocks are those of dot_rows, so every sum has the same order and the same bits.
+template <class W>
+void dot_few_rows(const DotProduct<W>& p, Range rows, Range cols) {
+  const int64_t M = rows.end - rows.begin, steps = (p.depth + kDepthLanes - 1) / kDepthLanes;
+  const int64_t panels = (M + kDotRows - 1) / kDotRows, panel_floats = steps * kDotStep;
+  float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t here = std::min<int64_t>(kDotRows, M - q * kDotRows);
+    const float* x = p.x + (rows.begin + q * kDotRows) * p.ldx;
+    float* panel = packed + q * panel_floats;
+    for (int64_t s = 0; s < steps; ++s)
+      for (int64_t r = 0; r < here; ++r) {
+        const int64_t k = s * kDepthLanes, lanes = std::min<int64_t>(kDepthLanes, p.depth - k);
+        float* d = panel + (s * here + r) * kDepthLanes;
+        std::memcpy(d, x + r * p.ldx + k, sizeof(float) * lanes);
+        std::fill(d + lanes, d + kDepthLanes, 0.f);
+      }
+  }
+  StreamAhead ahead(p.w.address(cols.begin, 0), static_cast<const char*>(p.w.address(cols.end - 1, 0)) + p.depth * W::kBytes, kFewAheadBytes);
+  for (int64_t n = cols.begin; n < cols.end; n += kDotCols) {
+    const int c = static_cast<int>(std::min<int64_t>(kDotCols, cols.end - n));
+    ahead.consume(c * kDepthLanes * W::kBytes);
+    for (int64_t k0 = 0; k0 < p.depth; k0 += kDotDepthBlock) {
+      const int64_t depth = std::min(kDotDepthBlock, p.depth - k0);
+      for (int64_t q = 0; q < panels; ++q) {
+        const int here = static_cast<int>(std::min<int64_t>(kDotRows, M - q * kDotRows));
+        const float* panel = packed + q * panel_floats + (k0 / kDepthLanes) * here * kDepthLanes;
+        const int64_t m = rows.begin + q * kDotRows;
+        if (W::kBytes < 4 && q == 0)  // the first panel's steps walk W: they request ahead
+          few_rows_tile(p, here, panel, m, n, c, k0, depth, ahead, std::make_index_sequence<kDotRows>{});
+        else
+          few_rows_tile(p, here, panel, m, n, c, k0, depth, NothingEachStep{}, std::make_index_sequence<kDotRows>{});
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------- dot, many rows
+
 // Y rows `rows` × columns `cols`. Per depth block: X is packed once; a block of W rows (read in
 // place) stays in L2 while each 4-row panel of X, in turn, stays in L1 and meets its 3-row panels,
-// and the next W block is requested meanwhile. With few rows (decode) W is the traffic and every
-// X panel meets a W panel while it is in L1.
+// and the next W block is requested meanwhile.
 template <class W>
 void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
+  if (rows.end - rows.begin <= kDotFewRows) return dot_few_rows(p, rows, cols);
   const int64_t panel_floats = (kDotDepthBlock / kDepthLanes) * kDotStep;
   const int64_t panels = (rows.end - rows.begin + kDotRows - 1) / kDotRows;
   float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
@@ -265,22 +373,6 @@ void dot_rows(const DotProduct<W>& p, Range rows, Range cols) {
     for (int64_t m = rows.begin; m < rows.end; m += kDotRows)
       pack_dot_panel(p.x + m * p.ldx + k0, p.ldx, static_cast<int>(std::min<int64_t>(kDotRows, rows.end - m)), depth,
                      packed + (m - rows.begin) / kDotRows * panel_floats);
-    if (rows.end - rows.begin <= kDotFewRows) {
-      // W streams from memory a few rows at a time; rows of 2 or 1 bytes per weight are too short
-      // for the hardware prefetchers to run ahead (f32 rows are not: measured, requests there cost),
-      // so the rows of the tile kDotPrefetchTiles ahead are requested while this one computes.
-      for (int64_t n = cols.begin; n < cols.end; n += kDotCols) {
-        if constexpr (W::kBytes < 4) {
-          const int64_t ahead = n + kDotPrefetchTiles * kDotCols;
-          if (ahead < cols.end) {
-            next_w.aim_bytes(p.w.address(ahead, k0), p.w.ld * W::kBytes, std::min<int64_t>(kDotCols, cols.end - ahead), depth * W::kBytes, 1);
-            next_w.step();
-          }
-        }
-        for (int64_t m = rows.begin; m < rows.end; m += kDotRows) tile(p, m, n, cols.end, k0, depth);
-      }
-      continue;
-    }
     for (int64_t nb = cols.begin; nb < cols.end; nb += kDotColBlock) {
       const int64_t ne = std::min(cols.end, nb + kDotColBlock);
       {  // the next W block: the next rows of W, else the first ones of the next depth block

@@ -95,6 +95,22 @@ struct Q8Weights {
   float value(int c, int64_t k) const { return static_cast<float>(q[c * ld + k]) * scale(c, k); }
 };
 
+// int8 codes whose block scales were widened to f32 beforehand (the few-rows path widens a tile's
+// scales once, where Q8Weights converts one f16 scale per step): the same values, so the same bits.
+struct Q8WideScales {
+  const int8_t* q;
+  const float* d;
+  int64_t ld, scales_ld;
+  static constexpr int kBytes = 1;
+  float scale(int c, int64_t k) const { return d[c * scales_ld + k / kQ8Block]; }
+  float value(int c, int64_t k) const { return static_cast<float>(q[c * ld + k]) * scale(c, k); }
+};
+
+// dot_tile's default per-step work: none.
+struct NothingEachStep {
+  void operator()() const {}
+};
+
 // A block of W already widened to f32 (rows from n0, depth from k0, rows ld apart): at() gives
 // the f32 view the kernel reads.
 struct WidenedBlock {
@@ -237,6 +253,19 @@ inline Vec lanes(const Q8Weights& w, int c, int64_t s) {
 inline Vec tail_lanes(const Q8Weights& w, int c, int64_t s, int tail) {
   return widen_q8(load_first_codes(w.q + c * w.ld + kDepthLanes * s, tail), w.scale(c, kDepthLanes * s));
 }
+inline Vec lanes(const Q8WideScales& w, int c, int64_t s) {
+  return widen_q8(load_codes(w.q + c * w.ld + kDepthLanes * s), w.scale(c, kDepthLanes * s));
+}
+inline Vec tail_lanes(const Q8WideScales& w, int c, int64_t s, int tail) {
+  return widen_q8(load_first_codes(w.q + c * w.ld + kDepthLanes * s, tail), w.scale(c, kDepthLanes * s));
+}
+
+// n f16 values at h widened into out (the int8 format's scales).
+inline void widen_halves(const uint16_t* h, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + kVecLanes <= n; i += kVecLanes) vec_store(out + i, widen_f16(load_halves(h + i)));
+  if (i < n) vec_store_first(out + i, first_lanes(static_cast<int>(n - i)), widen_f16(load_first_halves(h + i, static_cast<int>(n - i))));
+}
 
 // Rows [0, rows) × depth [0, depth) of a weight view widened into dst (rows `ld` apart): the
 // values lanes() gives, so the f32 kernel over dst has the bits of the kernel over the view.
@@ -274,8 +303,10 @@ inline void dot_step(const float* a, int64_t a_row, const LoadA& load_a, const L
 // a last step of `tail` (0 .. kDepthLanes − 1) lanes, for an R × C tile (R ≤ kDotRows, C ≤ 3).
 // Element (i, L·s + l) of A lies at a[i·a_row + s·a_step + l] (packed: a_row = L, a_step = L·rows);
 // W is a view (see above). Lanes past the tail are zero, so nothing past the block is read.
-template <int R, int C, class W>
-inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R]) {
+// `each_step` runs before every full step (the few-rows path requests memory ahead there).
+template <int R, int C, class W, class EachStep = NothingEachStep>
+inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R],
+                     EachStep&& each_step = {}) {
   Vec acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -283,7 +314,10 @@ inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, 
     for (int c = 0; c < C; ++c) acc[r][c] = vec_zero();
   const auto full = [](const float* p) { return vec_load(p); };
 #pragma GCC unroll 2
-  for (int64_t s = 0; s < steps; ++s, a += a_step) dot_step<R, C>(a, a_row, full, [&](int c) { return lanes(b, c, s); }, acc);
+  for (int64_t s = 0; s < steps; ++s, a += a_step) {
+    each_step();
+    dot_step<R, C>(a, a_row, full, [&](int c) { return lanes(b, c, s); }, acc);
+  }
   if (tail > 0) {
     const LaneMask on = first_lanes(tail);
     dot_step<R, C>(a, a_row, [on](const float* p) { return vec_load_first(p, on); },
@@ -383,10 +417,12 @@ struct Sums4 {
 
 inline float lane_sum(const float l[kDepthLanes]) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
-template <int R, int C, class W>
-inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R]) {
+template <int R, int C, class W, class EachStep = NothingEachStep>
+inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R],
+                     EachStep&& each_step = {}) {
   float acc[R][C][kDepthLanes] = {};
   for (int64_t s = 0; s <= steps; ++s) {
+    if (s < steps) each_step();
     const int lanes = s < steps ? kDepthLanes : tail;
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c)
@@ -401,6 +437,10 @@ template <class W>
 inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t ld) {
   for (int c = 0; c < rows; ++c)
     for (int64_t k = 0; k < depth; ++k) dst[c * ld + k] = w.value(c, k);
+}
+
+inline void widen_halves(const uint16_t* h, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(h[i]);
 }
 
 template <int C>

@@ -161,6 +161,34 @@ describe(`gemm_nt over bf16 / f16 / int8 weights (seed ${SEED})`, () => {
       for (const [rows, cols, depth] of [[1, 100, 1030], [8, 290, 257], [37, 100, 2050], [61, 5, 300]] as const)
         for (const threads of [1, 2]) checkCase(kind, { rows, cols, depth, accumulate: threads === 2, bias: true, threads, pad: 5 }, seed++)
     })
+
+    // Few rows (decode, ≤ 12) take their own path through W (each tile walks its whole depth,
+    // int8 scales widened per tile); a row's bits must still be those it has in a larger batch.
+    it(`${kind}: a row is the same bits alone, among 12, and in a batch of 29, on 1 or 2 threads`, () => {
+      const random = mulberry32(SEED + 300)
+      const cols = 151, depth = 2100, pad = 3, batch = 29 // three depth blocks, a tail step, an odd column count
+      const ldw = depth + pad
+      const dense = uniform(cols * depth, random)
+      const { values, scales } = gemm.stored(kind, dense, cols, depth)
+      const w = new Float32Array(cols * ldw)
+      for (let j = 0; j < cols; j++) w.set(dense.subarray(j * depth, (j + 1) * depth), j * ldw)
+      expect(values.length).toBe(cols * depth)
+      if (kind === 'int8') expect(scales!.length).toBe(cols * Math.ceil(depth / 32))
+      const bias = uniform(cols, random), x = uniform(batch * depth, random)
+      const run = (rows: Float32Array, count: number, threads: number) => {
+        const y = new Float32Array(count * cols).fill(NaN)
+        gemm.multiply('nt', { x: rows, ldx: depth, w, ldw, bias, y, ldy: cols, rows: count, cols, depth, threads, weights: kind })
+        return y
+      }
+      const full = run(x, batch, 2)
+      for (let i = 0; i < full.length; i++) if (Number.isNaN(full[i])) expect.fail(`${kind}: y[${i}] not written`)
+      for (const r of [0, 11, 28]) {
+        const want = full.subarray(r * cols, (r + 1) * cols)
+        for (const threads of [1, 2]) expect(run(x.subarray(r * depth, (r + 1) * depth), 1, threads), `row ${r} alone, ${threads} threads (seed ${SEED})`).toEqual(want)
+        const first = Math.min(r, batch - 12)
+        expect(run(x.subarray(first * depth, (first + 12) * depth), 12, 2).subarray((r - first) * cols, (r - first + 1) * cols), `row ${r} among 12`).toEqual(want)
+      }
+    })
   }
 
   it('refuses weights it cannot hold, and layouts that do not read them, with typed errors', () => {
