@@ -5,7 +5,7 @@ import { formatMemoryPlan, trainingMemoryPlan } from '../engine/memory-plan.js'
 import { nativeAddon, type NativeAddon } from '../native.js'
 import { betterFloors, formatProfile, kernelRows, measureDeviceFloors, measureFloors, profileModel } from '../engine/profiler.js'
 import { DEFAULT_MODEL } from './evolve.js'
-import { deviceOption, parseArgs } from './args.js'
+import { deviceOption, parseArgs, weightsOption, weightsUsage } from './args.js'
 import { availableParallelism } from 'node:os'
 
 export const PROFILE_USAGE = `usage: autodidact profile [--model DIR] [options]
@@ -23,6 +23,8 @@ The per-kernel table of a prefill, decode steps, a score() and a training step.
                         measured in the same run (HBM: a 1 GiB device copy; tensor cores: a bf16
                         8192³ GEMM); what the rows leave of the wall time is host time. Without a
                         usable GPU: an error naming why (no plugin, no driver, no device).
+${weightsUsage(24)};
+                        a model kept below f32 is frozen, so its profile has no training step
   --no-train            skip the training step
   --json                print the profile as JSON
 
@@ -42,7 +44,7 @@ training step's line gives its MFU (its matmul FLOPs over the device's peak).`
 
 export async function profileCommand(argv: string[]): Promise<number> {
   const { options } = parseArgs(argv, {
-    model: 'string', 'prompt-tokens': 'number', batch: 'number', 'decode-tokens': 'number', threads: 'number', device: 'string',
+    model: 'string', 'prompt-tokens': 'number', batch: 'number', 'decode-tokens': 'number', threads: 'number', device: 'string', weights: 'string',
     'no-train': 'boolean', json: 'boolean', help: 'boolean', estimate: 'boolean', seq: 'number', lora: 'number', checkpointing: 'boolean',
   })
   if (options.help) {
@@ -53,9 +55,10 @@ export async function profileCommand(argv: string[]): Promise<number> {
   const threads = (options.threads as number | undefined) ?? availableParallelism()
   const modelDir = String(options.model ?? DEFAULT_MODEL)
   const device = deviceOption(options) ?? 'cpu'
+  const weights = weightsOption(options)
   const addon = await nativeAddon()
   if (device === 'cuda') addon.resetDevicePeak('cuda')
-  const model = await loadModel(modelDir, { threads, device })
+  const model = await loadModel(modelDir, { threads, device, weights })
   try {
     // Floors measured before and after the phases; the better of each is kept (this machine may be shared).
     const index = model.handle.describe().deviceIndex ?? 0
@@ -65,14 +68,14 @@ export async function profileCommand(argv: string[]): Promise<number> {
       promptTokens: options['prompt-tokens'] as number | undefined,
       batch: options.batch as number | undefined,
       decodeTokens: options['decode-tokens'] as number | undefined,
-      train: !options['no-train'],
+      train: !options['no-train'] && (weights === undefined || weights === 'f32'),
     })
     const floors = betterFloors(before, await floorsNow())
     for (const ph of phases) ph.kernels = kernelRows(ph.kernels, floors, ph.wallSeconds)
     const memory = device === 'cuda' ? measuredMemory(addon, model, options) : null
-    if (options.json) console.log(JSON.stringify({ model: modelDir, device, floors, phases, memory }, null, 2))
+    if (options.json) console.log(JSON.stringify({ model: modelDir, device, weights: weights ?? 'f32', floors, phases, memory }, null, 2))
     else {
-      console.log(`model ${modelDir} on ${device}\n${formatProfile(phases, floors)}`)
+      console.log(`model ${modelDir} on ${device}, weights ${weights ?? 'f32'}\n${formatProfile(phases, floors)}`)
       if (memory)
         console.log(`peak device memory: ${gib(memory.peakAllocatedBytes)} held by this process's device arrays at most` +
           (memory.plannedPeakBytes === null ? '' : `; the memory plan of its training step: ${gib(memory.plannedPeakBytes)}`) +

@@ -32,3 +32,27 @@ describe.skipIf(cuda.available)('profile --device cuda without a usable GPU', ()
     expect(thrown?.kind).toBe(cuda.kind)
   })
 })
+
+describe('profile --weights', () => {
+  it('profiles a model kept as int8 (its decode reads the int8 weights) and skips the training step a frozen model cannot take', async () => {
+    const lines: string[] = []
+    const log = console.log
+    console.log = (...args: unknown[]) => void lines.push(args.join(' '))
+    try {
+      expect(await profileCommand(['--weights', 'int8', '--json', '--prompt-tokens', '8', '--decode-tokens', '2', '--threads', '1'])).toBe(0)
+    } finally {
+      console.log = log
+    }
+    const out = JSON.parse(lines.join('\n')) as { weights: string; phases: { phase: string; kernels: { name: string; calls: number }[] }[] }
+    expect(out.weights).toBe('int8')
+    const names = out.phases.map((p) => p.phase)
+    expect(names.some((n) => n.startsWith('decode'))).toBe(true)
+    expect(names).not.toContain('train step')
+    const decode = out.phases.find((p) => p.phase.startsWith('decode'))!
+    expect(decode.kernels.find((k) => k.name === 'fwd.q_proj')?.calls).toBeGreaterThan(0)
+  })
+
+  it('refuses a storage it does not know with InvalidArgumentError', async () => {
+    await expect(profileCommand(['--weights', 'int4', '--no-train'])).rejects.toThrow(/--weights must be one of/)
+  })
+})
