@@ -4,7 +4,7 @@
 // plus the memory-bandwidth floor: weight bytes read per decode step / measured copy bandwidth.
 //
 //   npm run build && bash bench/peers/install.sh && node bench/decode.mjs [--models toy,qwen3-0.6b] [--threads 2 | 1,2] [--reps 3]
-//                                                                        [--weights f32,bf16,f16,int8] [--out decode.json]
+//                                                                        [--weights f32,bf16,f16,int8] [--batches 1,8] [--out decode.json]
 //
 // "ours" keeps the weights in f32 in memory (the default); --weights adds "ours bf16" etc., the
 // loadModel `weights` option (Linear weights, LM head and embedding kept at 2 bytes, int8 at 1 + 2/32),
@@ -32,7 +32,7 @@ const MODELS = {
   'qwen3-0.6b': { dir: () => writeRandomModel(join(tmpdir(), 'autodidact-bench-qwen3-0.6b')), promptTokens: 16, newTokens: 16, vocab: 151936 },
 }
 const wanted = String(arg('models', 'toy,qwen3-0.6b')).split(',')
-const BATCHES = [1, 8]
+const BATCHES = String(arg('batches', '1,8')).split(',').map(Number)
 const WEIGHTS = [...new Set(['f32', ...String(arg('weights', 'f32')).split(',')])] // ours f32 always runs: the f32 bytes per step
 const oursName = (w) => (w === 'f32' ? 'ours' : `ours ${w}`)
 
