@@ -36,10 +36,11 @@ bool spin_until(int micros, const Done& done) {
   if (micros <= 0) return done();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
   for (;;) {
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < 16; ++i) {
       if (done()) return true;
       cpu_relax();
     }
+    std::this_thread::yield();  // a thread that is ready to run here (another engine's, another process's) goes first
     if (std::chrono::steady_clock::now() >= deadline) return done();
   }
 }

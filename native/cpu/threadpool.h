@@ -6,7 +6,9 @@
 // runs hundreds of short parallel loops back to back, and waking a sleeping thread costs tens to
 // hundreds of microseconds (measured on a 2-core VM: a 96-row GEMM took 0.01 ms on one thread and
 // 0.11 ms on two with sleeping workers). Spinning only between loops that follow closely keeps an
-// idle engine idle.
+// idle engine idle, and a spinning thread yields its core to any thread that is ready to run
+// there (another engine's pool in the same process, another process): without that, two test
+// files of several engines each on 2 cores took 40 s instead of 17.
 #pragma once
 #include <atomic>
 #include <condition_variable>
