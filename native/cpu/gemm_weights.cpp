@@ -56,6 +56,15 @@ const char* weight_type_name(WeightType t) {
   return "?";
 }
 
+double bytes_per_weight(WeightType t) {
+  switch (t) {
+    case WeightType::kF32: return 4.0;
+    case WeightType::kBF16: case WeightType::kF16: return 2.0;
+    case WeightType::kQ8: return 1.0 + 2.0 / gemm::kQ8Block;
+  }
+  return 4.0;
+}
+
 WeightMatrix StoredWeights::view() const {
   if (type == WeightType::kQ8) return {type, codes.data(), cols, scales.data(), scale_blocks()};
   return {type, halves.data(), cols, nullptr, 0};

@@ -43,4 +43,7 @@ StoredWeights store_weights(const float* w, int64_t rows, int64_t cols, WeightTy
 
 const char* weight_type_name(WeightType t);
 
+// Bytes a weight of type t takes in memory (int8: the code and its share of the block's f16 scale).
+double bytes_per_weight(WeightType t);
+
 }  // namespace ad::cpu

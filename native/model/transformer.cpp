@@ -270,7 +270,8 @@ double Transformer::lora_flops(int l, Linear which, double per_row_factor) const
 void Transformer::linear(int l, Linear which, const float* x, int64_t T, float* y, bool accumulate) {
   const auto [in_dim, out_dim] = linear_dims(which);
   static const char* names[] = {"fwd.q_proj", "fwd.k_proj", "fwd.v_proj", "fwd.o_proj", "fwd.gate_proj", "fwd.up_proj", "fwd.down_proj"};
-  AD_PROFILE(names[which], 4.0 * (in_dim * out_dim + T * (in_dim + out_dim)), 2.0 * T * in_dim * out_dim + lora_flops(l, which, 2.0));
+  const double w_bytes = cpu::bytes_per_weight(layers_[l].linear_w[which].type) * in_dim * out_dim;
+  AD_PROFILE(names[which], w_bytes + 4.0 * T * (in_dim + out_dim), 2.0 * T * in_dim * out_dim + lora_flops(l, which, 2.0));
   cpu::gemm_nt(pool_, x, in_dim, layers_[l].linear_w[which], bias_of(l, which), y, out_dim, T, out_dim, in_dim, accumulate);
   if (!lora_enabled_) return;
   // LoRA Eq. 3 per run of rows: y += s·(x·Aᵀ)·Bᵀ with the adapter of those rows' sequences.
@@ -451,7 +452,8 @@ void Transformer::score_head(const float* hidden, int64_t rows, float* scores) {
 
 void Transformer::lm_head(const float* hidden, int64_t rows, float* logits) {
   if (!has_lm_head()) throw std::runtime_error("this model has no LM head (a sequence-classification model scores, it does not generate)");
-  AD_PROFILE("lm_head", 4.0 * (static_cast<double>(cfg_.vocab) * cfg_.hidden + rows * (cfg_.hidden + cfg_.vocab)), 2.0 * rows * cfg_.vocab * cfg_.hidden);
+  AD_PROFILE("lm_head", cpu::bytes_per_weight(lm_head_w_.type) * cfg_.vocab * cfg_.hidden + 4.0 * rows * (cfg_.hidden + cfg_.vocab),
+             2.0 * rows * cfg_.vocab * cfg_.hidden);
   cpu::gemm_nt(pool_, hidden, cfg_.hidden, lm_head_w_, nullptr, logits, cfg_.vocab, rows, cfg_.vocab, cfg_.hidden, false);
 }
 

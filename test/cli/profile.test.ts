@@ -43,13 +43,17 @@ describe('profile --weights', () => {
     } finally {
       console.log = log
     }
-    const out = JSON.parse(lines.join('\n')) as { weights: string; phases: { phase: string; kernels: { name: string; calls: number }[] }[] }
+    const out = JSON.parse(lines.join('\n')) as { weights: string; phases: { phase: string; kernels: { name: string; calls: number; bytes: number }[] }[] }
     expect(out.weights).toBe('int8')
     const names = out.phases.map((p) => p.phase)
     expect(names.some((n) => n.startsWith('decode'))).toBe(true)
     expect(names).not.toContain('train step')
     const decode = out.phases.find((p) => p.phase.startsWith('decode'))!
-    expect(decode.kernels.find((k) => k.name === 'fwd.q_proj')?.calls).toBeGreaterThan(0)
+    const q = decode.kernels.find((k) => k.name === 'fwd.q_proj')!
+    expect(q.calls).toBeGreaterThan(0)
+    // bytes counted at the storage's width: int8 codes + an f16 scale per 32 (the bundled model: hidden 160, 4 heads × 40), one row per call
+    const H = 160, Q = 4 * 40
+    expect(q.bytes / q.calls).toBeCloseTo((1 + 2 / 32) * H * Q + 4 * (H + Q), 6)
   })
 
   it('refuses a storage it does not know with InvalidArgumentError', async () => {
