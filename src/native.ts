@@ -303,6 +303,8 @@ export interface NativeKernels {
   philox(counter: ArrayLike<number>, key: ArrayLike<number>): Uint32Array
   uniform01(seed: number | bigint, stream: number | bigint, position: number | bigint): number
   copyBytes(src: ArrayBufferView, dst: ArrayBufferView, threads?: number): void
+  /** Reads every byte of src on `threads` threads (a read-only bandwidth floor); the XOR of its 32-bit little-endian words. */
+  readBytes(src: ArrayBufferView, threads?: number): number
   expf(x: Float32Array): Float32Array
   maxTopK: number
   // The layer kernel pairs of native/kernels/, one row at a time as the CPU backend calls them.

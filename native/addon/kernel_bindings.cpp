@@ -9,6 +9,7 @@
 //     sampler's chunked procedure (kernels/sampling_split.h) on the host
 //   philox(counter[4], key[2]) → Uint32Array(4);  uniform01(seed, stream, position) → number
 //   copyBytes(src, dst, threads?)  parallel memcpy, the bandwidth floor of the benchmark
+//   readBytes(src, threads?)       parallel read of every byte (XOR of its 32-bit words), the floor of a step that only reads
 //   expf(x: Float32Array) → Float32Array  the SIMD exp, for its ulp test
 //   rmsnorm / rmsnormBackward, rope / ropeInverse, swiglu / swigluBackward, attentionRow /
 //   attentionRowBackward: the layer kernel pairs of native/kernels/, row by row as the CPU
@@ -305,6 +306,42 @@ Napi::Value CopyBytes(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// Reads every byte of src once on `threads` threads (the floor of a step that only reads, such as
+// decode's weight stream) and returns the XOR of its 32-bit little-endian words, so no read can
+// be left out.
+Napi::Value ReadBytes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::TypedArray src = any_typed_array(env, info[0], "src");
+  const int64_t bytes = static_cast<int64_t>(src.ByteLength());
+  if (bytes % 8 != 0) range_error(env, "src must hold a whole number of 8-byte words, got " + std::to_string(bytes) + " bytes");
+  const int threads = threads_option(env, info[1]);
+  const char* s = typed_bytes(src);
+  constexpr int64_t kChunk = 1 << 18;  // 256 KiB per task
+  std::vector<uint64_t> folds(static_cast<size_t>(pool_for(threads).size()), 0);
+  pool_for(threads).parallel_for((bytes + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1, int worker) {
+    const int64_t begin = c0 * kChunk, end = std::min(bytes, c1 * kChunk);
+    uint64_t lanes[8] = {};  // eight independent folds: one 64-byte line per round, vectorized
+    int64_t i = begin;
+    for (; i + 64 <= end; i += 64)
+      for (int l = 0; l < 8; ++l) {
+        uint64_t word;
+        std::memcpy(&word, s + i + 8 * l, 8);
+        lanes[l] ^= word;
+      }
+    uint64_t fold = 0;
+    for (; i < end; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, s + i, 8);
+      fold ^= word;
+    }
+    for (uint64_t lane : lanes) fold ^= lane;
+    folds[static_cast<size_t>(worker)] ^= fold;
+  });
+  uint64_t fold = 0;
+  for (uint64_t f : folds) fold ^= f;
+  return Napi::Number::New(env, static_cast<double>(static_cast<uint32_t>(fold) ^ static_cast<uint32_t>(fold >> 32)));
+}
+
 Napi::Value Expf(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Float32Array x = float_array(env, info[0], "x");
@@ -497,6 +534,7 @@ void RegisterKernelBindings(Napi::Env env, Napi::Object exports) {
   k.Set("philox", function<Philox>(env, "philox"));
   k.Set("uniform01", function<Uniform01>(env, "uniform01"));
   k.Set("copyBytes", function<CopyBytes>(env, "copyBytes"));
+  k.Set("readBytes", function<ReadBytes>(env, "readBytes"));
   k.Set("expf", function<Expf>(env, "expf"));
   k.Set("rmsnorm", function<Rmsnorm>(env, "rmsnorm"));
   k.Set("rmsnormBackward", function<RmsnormBackward>(env, "rmsnormBackward"));

@@ -281,3 +281,20 @@ describe('SIMD expf', () => {
     expect(edges[6]).toBeNaN()
   })
 })
+
+describe('readBytes (the read-only bandwidth floor of the benches)', () => {
+  it('reads every byte: its XOR of the 32-bit words matches a scalar fold, on 1 and 2 threads, across chunk edges', async () => {
+    const k = await kernels()
+    const random = mulberry32(4242)
+    for (const words of [2, 1 << 16, (1 << 18) / 4 + 6, 3 * (1 << 16) + 2]) {
+      const buf = new Uint32Array(words)
+      for (let i = 0; i < words; i++) buf[i] = Math.floor(random() * 2 ** 32)
+      let fold = 0
+      for (const w of buf) fold ^= w
+      for (const threads of [1, 2]) expect(k.readBytes(buf, threads), `${words} words, ${threads} threads`).toBe(fold >>> 0)
+      buf[words - 1] ^= 0x80000000 // one bit of the last word: the result moves with it
+      expect(k.readBytes(buf, 2)).toBe((fold ^ 0x80000000) >>> 0)
+    }
+    expect(() => k.readBytes(new Uint8Array(12))).toThrow(RangeError)
+  })
+})
