@@ -207,17 +207,18 @@ struct DotProduct {
   bool accumulate;
 };
 
-// Rows [0, rows) (≤ kDotRows) of X, depth [0, depth), into the panel layout [step][row][lane];
+// Rows [0, rows) (≤ kDotRows) of X, depth [0, depth), into the panel layout [step][row][lane],
+// steps `step` floats apart (kDotRows rows of lanes; the few-rows path packs them dense);
 // the last step's missing lanes are zero.
-void pack_dot_panel(const float* x, int64_t ldx, int rows, int64_t depth, float* panel) {
+void pack_dot_panel(const float* x, int64_t ldx, int rows, int64_t depth, float* panel, int64_t step = kDotStep) {
   const int64_t steps = depth / kDepthLanes;
   const int tail = static_cast<int>(depth % kDepthLanes);
   for (int64_t s = 0; s < steps; ++s)
     for (int r = 0; r < rows; ++r)
-      std::memcpy(panel + s * kDotStep + r * kDepthLanes, x + r * ldx + s * kDepthLanes, sizeof(float) * kDepthLanes);
+      std::memcpy(panel + s * step + r * kDepthLanes, x + r * ldx + s * kDepthLanes, sizeof(float) * kDepthLanes);
   if (tail > 0)
     for (int r = 0; r < rows; ++r) {
-      float* dst = panel + steps * kDotStep + r * kDepthLanes;
+      float* dst = panel + steps * step + r * kDepthLanes;
       for (int l = 0; l < kDepthLanes; ++l) dst[l] = l < tail ? x[r * ldx + steps * kDepthLanes + l] : 0.f;
     }
 }
@@ -280,8 +281,7 @@ W tile_view(const W& w, int64_t n, int64_t k0, int, int64_t, float*) {
 inline Q8WideScales tile_view(const Q8Weights& w, int64_t n, int64_t k0, int cols, int64_t depth, float* scales) {
   const Q8Weights at = w.at(n, k0);
   constexpr int64_t kScalesLd = kDotDepthBlock / kQ8Block;
-  const int64_t blocks = (depth + kQ8Block - 1) / kQ8Block;
-  for (int c = 0; c < cols; ++c) widen_halves(at.d + c * at.scales_ld, blocks, scales + c * kScalesLd);
+  widen_rows(F16Weights{at.d, at.scales_ld}, cols, (depth + kQ8Block - 1) / kQ8Block, scales, kScalesLd);  // the scales are f16
   return {at.q, scales, at.ld, kScalesLd};
 }
 
@@ -321,16 +321,8 @@ void dot_few_rows(const DotProduct<W>& p, Range rows, Range cols) {
   const int64_t panels = (M + kDotRows - 1) / kDotRows, panel_floats = steps * kDotStep;
   float* packed = a_panels.floats(static_cast<size_t>(panels * panel_floats));
   for (int64_t q = 0; q < panels; ++q) {
-    const int64_t here = std::min<int64_t>(kDotRows, M - q * kDotRows);
-    const float* x = p.x + (rows.begin + q * kDotRows) * p.ldx;
-    float* panel = packed + q * panel_floats;
-    for (int64_t s = 0; s < steps; ++s)
-      for (int64_t r = 0; r < here; ++r) {
-        const int64_t k = s * kDepthLanes, lanes = std::min<int64_t>(kDepthLanes, p.depth - k);
-        float* d = panel + (s * here + r) * kDepthLanes;
-        std::memcpy(d, x + r * p.ldx + k, sizeof(float) * lanes);
-        std::fill(d + lanes, d + kDepthLanes, 0.f);
-      }
+    const int here = static_cast<int>(std::min<int64_t>(kDotRows, M - q * kDotRows));
+    pack_dot_panel(p.x + (rows.begin + q * kDotRows) * p.ldx, p.ldx, here, p.depth, packed + q * panel_floats, here * kDepthLanes);
   }
   StreamAhead ahead(p.w.address(cols.begin, 0), static_cast<const char*>(p.w.address(cols.end - 1, 0)) + p.depth * W::kBytes, kFewAheadBytes);
   for (int64_t n = cols.begin; n < cols.end; n += kDotCols) {

@@ -260,13 +260,6 @@ inline Vec tail_lanes(const Q8WideScales& w, int c, int64_t s, int tail) {
   return widen_q8(load_first_codes(w.q + c * w.ld + kDepthLanes * s, tail), w.scale(c, kDepthLanes * s));
 }
 
-// n f16 values at h widened into out (the int8 format's scales).
-inline void widen_halves(const uint16_t* h, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + kVecLanes <= n; i += kVecLanes) vec_store(out + i, widen_f16(load_halves(h + i)));
-  if (i < n) vec_store_first(out + i, first_lanes(static_cast<int>(n - i)), widen_f16(load_first_halves(h + i, static_cast<int>(n - i))));
-}
-
 // Rows [0, rows) × depth [0, depth) of a weight view widened into dst (rows `ld` apart): the
 // values lanes() gives, so the f32 kernel over dst has the bits of the kernel over the view.
 template <class W>
@@ -437,10 +430,6 @@ template <class W>
 inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t ld) {
   for (int c = 0; c < rows; ++c)
     for (int64_t k = 0; k < depth; ++k) dst[c * ld + k] = w.value(c, k);
-}
-
-inline void widen_halves(const uint16_t* h, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = half_to_float(h[i]);
 }
 
 template <int C>
