@@ -35,6 +35,7 @@ const MODELS = {
 }
 const wanted = String(arg('models', 'toy,qwen3-0.6b')).split(',')
 const BATCHES = String(arg('batches', '1,8')).split(',').map(Number)
+if (!BATCHES.every((b) => Number.isInteger(b) && b >= 1 && b <= 256)) throw new Error(`--batches takes whole numbers from 1 to 256, comma-separated; got ${arg('batches')}`)
 const WEIGHTS = [...new Set(['f32', ...String(arg('weights', 'f32')).split(',')])] // ours f32 always runs: the f32 bytes per step
 const oursName = (w) => (w === 'f32' ? 'ours' : `ours ${w}`)
 
