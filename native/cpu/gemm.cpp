@@ -51,7 +51,10 @@ constexpr int64_t kDotRowChunk = 128;     // rows of X packed at once (512 KiB):
 constexpr int64_t kOuterDepthBlock = kPanelBytes / (kOuterCols * int64_t(sizeof(float)));
 constexpr int64_t kOuterRowBlock = 72;    // A rows packed at a time: 72 × 256 × 4 B = 72 KiB in L2
 constexpr int64_t kOuterColBlock = 256;   // B columns packed at a time: 256 × 256 × 4 B = 256 KiB in L2
-constexpr int64_t kOuterPackedRowsMax = 1 << 17;  // floats of A packed for all rows at once (512 KiB)
+// floats of A packed for all rows at once (4 MiB): packed once per depth block and streamed from
+// L2/L3 by every column block of B, instead of packed again for each (that re-packing was 10–20%
+// of a 512-token backward product here)
+constexpr int64_t kOuterPackedRowsMax = 1 << 20;
 static_assert(kOuterRowBlock % kOuterRows == 0 && kOuterColBlock % kOuterCols == 0);
 constexpr double kCachedBytes = 2 << 20;  // an operand smaller than this is taken to be in cache already
 constexpr int64_t kLineFloats = 16;       // one 64-byte cache line of Y: the column split's unit
@@ -449,14 +452,19 @@ void pack_outer_block(Strided src, int64_t rows, int64_t depth, float* panels) {
 Strided offset(Strided s, int64_t i, int64_t k) { return {s.p + i * s.rs + k * s.ds, s.rs, s.ds}; }
 
 // Y rows `rows` × columns `cols`. Per depth block: A is packed once (all its rows when they fit
-// in L2, else a row block at a time); a block of B columns is packed into L2; each 16-column
-// panel of it stays in L1 while the 6-row panels of A pass over it.
+// in kOuterPackedRowsMax, else a row block at a time, again for each block of B); a block of B
+// columns is packed into L2; each kOuterCols-column panel of it stays in L1 while the
+// kOuterRows-row panels of A pass over it.
 void outer_part(const OuterProduct& p, Range rows, Range cols) {
   const int64_t row_count = rows.end - rows.begin;
   const int64_t all_rows_floats = (row_count + kOuterRows - 1) / kOuterRows * kOuterRows * kOuterDepthBlock;
   const bool pack_all_rows = all_rows_floats <= kOuterPackedRowsMax;
+  // when A is packed a row block at a time, one block of all of B's columns (where it fits) has
+  // each row block packed once per depth block, not once per column block (dW of an LM head)
+  const int64_t all_cols = (cols.end - cols.begin + kOuterCols - 1) / kOuterCols * kOuterCols;
+  const int64_t col_block = !pack_all_rows && all_cols * kOuterDepthBlock <= kOuterPackedRowsMax ? all_cols : kOuterColBlock;
   float* ap = a_panels.floats(static_cast<size_t>(pack_all_rows ? all_rows_floats : kOuterRowBlock * kOuterDepthBlock));
-  float* bp = b_panels.floats(static_cast<size_t>(kOuterColBlock * kOuterDepthBlock));
+  float* bp = b_panels.floats(static_cast<size_t>(col_block * kOuterDepthBlock));
   OuterAcc acc;
   BlockPrefetch next_b;
   const bool b_streams_from_memory = static_cast<double>(cols.end - cols.begin) * p.depth * sizeof(float) > kCachedBytes;
@@ -464,15 +472,15 @@ void outer_part(const OuterProduct& p, Range rows, Range cols) {
     const int64_t depth = std::min(kOuterDepthBlock, p.depth - k0);
     const bool first = k0 == 0;
     if (pack_all_rows) pack_outer_block<kOuterRows>(offset(p.a, rows.begin, k0), row_count, depth, ap);
-    for (int64_t nb = cols.begin; nb < cols.end; nb += kOuterColBlock) {
-      const int64_t ne = std::min(cols.end, nb + kOuterColBlock);
+    for (int64_t nb = cols.begin; nb < cols.end; nb += col_block) {
+      const int64_t ne = std::min(cols.end, nb + col_block);
       pack_outer_block<kOuterCols>(offset(p.b, nb, k0), ne - nb, depth, bp);
       {  // the next block: the next columns, else the first columns of the next depth block
         const int64_t next_nb = ne < cols.end ? ne : cols.begin, next_k0 = ne < cols.end ? k0 : k0 + kOuterDepthBlock;
         const int64_t tiles = (ne - nb + kOuterCols - 1) / kOuterCols * ((row_count + kOuterRows - 1) / kOuterRows);
         if (next_k0 < p.depth && b_streams_from_memory)
           next_b.aim(offset(p.b, next_nb, next_k0), std::min(kOuterDepthBlock, p.depth - next_k0),
-                     std::min(kOuterColBlock, cols.end - next_nb), tiles);
+                     std::min(col_block, cols.end - next_nb), tiles);
         else
           next_b.aim(p.b, 0, 0, 0);
       }

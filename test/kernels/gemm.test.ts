@@ -152,7 +152,8 @@ describe(`gemm vs float64 (seed ${SEED})`, () => {
     ['nn', 23, 300, 531], // columns past one 256-column block, three depth blocks
     ['nn', 3, 300, 1900], // B of 2.2 MiB: the next block's lines are prefetched
     ['nn', 130, 40, 270],
-    ['tn', 600, 20, 50], // rows past the all-rows pack: row blocks packed in turn
+    ['tn', 4200, 20, 50], // rows past the all-rows pack (4 MiB): row blocks, all columns one block
+    ['tn', 4110, 4100, 2], // and columns past it too (1 thread): row blocks packed again per column block
     ['tn', 70, 270, 300],
     ['tn', 5, 33, 600],
   ]
