@@ -124,7 +124,14 @@ for (const [name, cases] of Object.entries(record.models)) {
   const lines = cases.map((c) => {
     const ours = span(c.seconds.map((s) => gflops(c, s)))
     const t = c.torchSeconds ? span(c.torchSeconds.map((s) => gflops(c, s))) : null
-    c.summary = { ours, percentOfPeak: (100 * ours.max * 1e9) / c.peak, percentOfBestPeak: (100 * ours.max * 1e9) / peak, torch: t, ratio: t ? ours.max / t.max : null }
+    c.summary = {
+      ours,
+      percentOfPeak: (100 * ours.max * 1e9) / c.peak,
+      percentOfBestPeak: (100 * ours.max * 1e9) / peak,
+      torch: t,
+      torchPercentOfPeak: t ? (100 * t.max * 1e9) / c.peak : null,
+      ratio: t ? ours.max / t.max : null,
+    }
     return [
       c.variant,
       c.linear,
@@ -146,10 +153,21 @@ for (const [name, cases] of Object.entries(record.models)) {
   // The issue's target: ≥ 70% of the measured peak on the model's shapes where the GEMM is
   // compute-bound (M ≥ 128); M = 1, 8 are passes over W (see W GB/s).
   const big = cases.filter((c) => c.M >= 128 && c.weights === 'f32')
+  // 'lo–hi% (median m%)' of a list of percentages (empty: null)
+  const spread = (xs) => {
+    const s = xs.filter((x) => x !== null).sort((a, b) => a - b)
+    return s.length ? `${s[0].toFixed(0)}–${s.at(-1).toFixed(0)}% (median ${s[Math.floor(s.length / 2)].toFixed(0)}%)` : null
+  }
   for (const v of VARIANTS) {
-    const p = big.filter((c) => c.variant === v).map((c) => c.summary.percentOfBestPeak).sort((a, b) => a - b)
-    const r = big.filter((c) => c.variant === v && c.summary.ratio).map((c) => c.summary.ratio).sort((a, b) => a - b)
-    if (p.length) console.log(`${v}, M ≥ 128: ${p[0].toFixed(0)}–${p.at(-1).toFixed(0)}% of the best peak (median ${p[Math.floor(p.length / 2)].toFixed(0)}%)${r.length ? `; ${r[0].toFixed(2)}–${r.at(-1).toFixed(2)}× torch` : ''}`)
+    const mine = big.filter((c) => c.variant === v)
+    if (!mine.length) continue
+    const r = mine.filter((c) => c.summary.ratio).map((c) => c.summary.ratio).sort((a, b) => a - b)
+    const torchHere = spread(mine.map((c) => c.summary.torchPercentOfPeak))
+    console.log(
+      `${v}, M ≥ 128: ${spread(mine.map((c) => c.summary.percentOfBestPeak))} of the best peak, ${spread(mine.map((c) => c.summary.percentOfPeak))} of the peak around each shape` +
+        (torchHere ? `; torch ${torchHere} of the same` : '') +
+        (r.length ? `; ${r[0].toFixed(2)}–${r.at(-1).toFixed(2)}× torch` : ''),
+    )
   }
 }
 console.log(`\nFMA peak after: 1 thread ${(peakAfter.one / 1e9).toFixed(1)}, ${THREADS} threads ${(peakAfter.all / 1e9).toFixed(1)} GFLOP/s; load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`)
