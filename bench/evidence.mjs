@@ -2,10 +2,14 @@
 // headline comparison and its paper's ablation over several seeds, and writes
 // bench/results/evidence.json (and the table it prints, for the README).
 //   1. Tuning: per method, the headline arm at each candidate learning-rate scale, on a separate
-//      tuning seed, evaluated on the DEVELOPMENT split (L3 held-out items [0, dev)); the best scale
-//      by dev mean@4 is kept.
-//   2. Report: every arm × seed at the chosen scale, evaluated once on the TEST split (L3 held-out
-//      items [400, 400 + test)), which the tuning never saw; the base model on the same items.
+//      tuning seed, evaluated on the DEVELOPMENT split (held-out items [0, dev) of the level); the
+//      best scale by dev mean@4 is kept.
+//   2. Report: every arm × seed at the chosen scale, evaluated once on the TEST split (held-out
+//      items [400, 400 + test) of the level), which the tuning never saw; the base model on the same items.
+//   --level N (default 3) sets the difficulty throughout: the splits, the tasks each method's
+//   Proposer/Challenger is asked for (COSE N-1..N+1 as its toy preset does around 3) and TTRL's
+//   unlabeled prompts (level N's reserve from item 900). Level 2 is where the bundled Solver's
+//   majority answer is right far more often than one sample (TTRL's and R-Zero's premise).
 //   mean@4: 4 samples per question at T 0.6, top-p 0.95 (UID C.4's protocol, 4 samples); greedy
 //   beside it. Δ in percentage points with a 95% paired prompt bootstrap (UID D.4): per prompt,
 //   all seeds' samples of an arm against the base's (or another arm's).
@@ -13,7 +17,8 @@
 // rerun skips finished cells (resumable). Sizes: --quick (a smoke test), --reduced (default: a
 // few hours on 2 cores, labelled so), --full (the presets' step counts).
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full] [--device cuda]
-//          [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE] [--table] [--note TEXT]
+//          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
+//          [--table] [--note TEXT]
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -32,7 +37,7 @@ import { resolveTtrlConfig } from '../dist/methods/ttrl/config.js'
 import { testTimePrompts, TtrlRun } from '../dist/methods/ttrl/loop.js'
 import { pairedPromptBootstrap } from '../dist/stats/index.js'
 import { toyJudge } from '../dist/toymodel/bundled.js'
-import { arithWorld } from '../dist/worlds/arith/index.js'
+import { arithWorld, DEFAULT_LEVEL } from '../dist/worlds/arith/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 /** UID C.4's sampled protocol with 4 samples (mean@4), as the TTRL toy preset evaluates. */
@@ -49,11 +54,11 @@ export const SIZES = {
     test: 8,
     tune: [1],
     over: {
-      cose: { proposer: { count: 4, levels: [3] }, solver: { questions: 2, n: 2 } },
+      cose: { proposer: { count: 4 }, solver: { questions: 2, n: 2 } },
       ttrl: { prompts: { offset: 0, size: 4 }, promptsPerStep: 4, rollout: { n: 3 } },
       rzero: { phases: { challengerSteps: 1, solverSteps: 1 }, challenger: { batch: 4 }, ensemble: { k: 2, second: { model: 'none', temperature: 0.7, healSteps: 0 } }, solver: { candidates: 4, questions: 2, n: 2 } },
       jzero: { challenger: { steps: 1, batch: 3, solverSamples: 2 }, selection: { pool: 4, keep: 2, samples: 2 }, solver: { steps: 1, batch: 2, miniBatch: 2, rollouts: 2 }, judge: { steps: 1, batch: 2, tasks: 3 }, eval: { judgePairs: 3 } },
-      grpo: { questions: { level: 3, perStep: 2 }, rollout: { n: 2 } },
+      grpo: { questions: { perStep: 2 }, rollout: { n: 2 } },
     },
   },
   reduced: {
@@ -84,6 +89,8 @@ export const METHOD_TABLE = {
     start: (base, c, world, o) => CoseRun.start(base, c, world, o),
     solver: (run) => run.model,
     lr: ['ppo', 'lr'],
+    // the toy preset proposes levels 2-4 around the default 3: the same band around any level
+    atLevel: (level) => ({ proposer: { levels: [level - 1, level, level + 1].filter((l) => l >= 1 && l <= 5) } }),
     arms: { full: {}, 'w/o weighting': { switches: { weighting: false, priority: 'cose' } }, 'w/o priority': { switches: { weighting: true, priority: 'uniform' } } },
     headline: 'full',
     ablations: [['full', 'w/o weighting'], ['full', 'w/o priority'], ['w/o priority', 'w/o weighting']],
@@ -96,6 +103,7 @@ export const METHOD_TABLE = {
     start: (base, c, world, o) => TtrlRun.start(base, c, world, o),
     solver: (run) => run.model,
     lr: ['ppo', 'lr'],
+    atLevel: () => ({}), // the world's unlabeled prompts carry the level
     arms: { 'uid-conj': { reward: { arm: 'uid-conj' } }, ttrl: { reward: { arm: 'ttrl' } }, 'permuted-uid': { reward: { arm: 'permuted-uid' } } },
     headline: 'uid-conj',
     // UID §5.1's adaptation benchmark: the unlabeled test-time prompts themselves, scored against their answers after training
@@ -110,6 +118,7 @@ export const METHOD_TABLE = {
     start: (base, c, world, o) => RzeroRun.start(base, c, world, o),
     solver: (run) => run.solver,
     lr: ['grpo', 'lr'],
+    atLevel: (level) => ({ challenger: { levels: [level] } }),
     arms: { '+disagreement': { reward: { beta: 1 } }, 'R-Zero': { reward: { beta: 0 } } },
     headline: '+disagreement',
     ablations: [['+disagreement', 'R-Zero']],
@@ -122,6 +131,7 @@ export const METHOD_TABLE = {
     start: (base, c, world, o) => JzeroRun.start(base, c.judge.model ?? toyJudge(base), c, world, o),
     solver: (run) => run.solver,
     lr: ['solver', 'lr'],
+    atLevel: (level) => ({ challenger: { level } }),
     arms: { 'J-Zero': {}, 'frozen Judge': { switches: { trainJudge: false } } },
     headline: 'J-Zero',
     ablations: [['J-Zero', 'frozen Judge']],
@@ -134,6 +144,7 @@ export const METHOD_TABLE = {
     start: (base, c, world, o) => GrpoRun.start(base, c, world, o),
     solver: (run) => run.model,
     lr: ['ppo', 'lr'],
+    atLevel: (level) => ({ questions: { level } }),
     arms: { 'verifier GRPO': {} },
     headline: 'verifier GRPO',
     ablations: [],
@@ -157,11 +168,12 @@ function summarizeDiagnostics(records, paths) {
   return out
 }
 
-/** The L3 development and test splits: disjoint item ranges of the reserved held-out stream (TTRL's prompts sit at 900+). */
-export function splits(world, size) {
-  const l3 = world.data.benchmarks.find((b) => b.name === 'L3')
+/** A level's development and test splits: disjoint item ranges of its reserved held-out stream (TTRL's prompts sit at 900+). */
+export function splits(world, size, level = DEFAULT_LEVEL) {
+  const stream = world.data.benchmarks.find((b) => b.name === `L${level}`)
+  if (!stream) throw new RangeError(`the world has no benchmark L${level}`)
   if (TEST_OFFSET + size.test > 900 || size.dev > TEST_OFFSET) throw new RangeError('the dev and test splits must stay disjoint and below the TTRL prompts')
-  return { dev: { name: 'L3-dev', problems: l3.problems.slice(0, size.dev) }, test: { name: 'L3-test', problems: l3.problems.slice(TEST_OFFSET, TEST_OFFSET + size.test) } }
+  return { dev: { name: `L${level}-dev`, problems: stream.problems.slice(0, size.dev) }, test: { name: `L${level}-test`, problems: stream.problems.slice(TEST_OFFSET, TEST_OFFSET + size.test) } }
 }
 
 /** Per item: mean@4 samples and the greedy answer, 0/1 each. */
@@ -200,7 +212,8 @@ async function cell(o, key, compute) {
 async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
   const m = METHOD_TABLE[name]
   const preset = m.resolve({ ...o.size.over[name] })
-  const config = m.resolve(deepMerge(deepMerge(o.size.over[name] ?? {}, m.arms[arm]), { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }))
+  const settings = [m.atLevel(o.level), o.size.over[name] ?? {}, m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
+  const config = m.resolve(settings.reduce(deepMerge))
   const run = await m.start(o.base, config, o.world, { openPolicy: o.openPolicy, threads: o.threads })
   try {
     const records = []
@@ -234,7 +247,7 @@ async function baseCell(o, split, benchmark) {
 /** A − B in pp with its 95% paired prompt bootstrap interval, on mean@4 and greedy. */
 function compare(a, b) {
   const interval = (x, y) => {
-    const r = pairedPromptBootstrap([{ name: 'L3-test', a: x, b: y }], { replicates: 10_000, seed: 1 }).macro
+    const r = pairedPromptBootstrap([{ name: 'test', a: x, b: y }], { replicates: 10_000, seed: 1 }).macro
     return { delta: r.estimate, ci95: [r.lo, r.hi] }
   }
   const m = interval(a.mean4, b.mean4)
@@ -314,19 +327,28 @@ function meanOverSeeds(cells, path) {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null
 }
 
+/** Where a run's result goes unless --out says: evidence.json at the default level, evidence-L<N>.json at another. */
+function defaultOut(size, level) {
+  return join(here, 'results', `evidence${size === 'quick' ? '-quick' : ''}${level === DEFAULT_LEVEL ? '' : `-L${level}`}.json`)
+}
+
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   if (!SIZES[size]) throw new RangeError(`unknown size '${size}' (${Object.keys(SIZES).join(', ')})`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
+  if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (device) process.env.AUTODIDACT_DEVICE = device
   const s = { ...SIZES[size], ...(tune ? { tune } : {}) }
-  const outFile = out ?? join(here, 'results', size === 'quick' ? 'evidence-quick.json' : 'evidence.json')
-  const o = { size: s, seeds, base: resolve(base), world: arithWorld(), openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log, cellsDir: cellsDir ?? join(here, 'results', `evidence-cells-${size}${device ? `-${device}` : ''}`) }
+  const outFile = out ?? defaultOut(size, level)
+  // the default level keeps its historical file names, so its saved cells still resume
+  const levelTag = level === DEFAULT_LEVEL ? '' : `-L${level}`
+  const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
+  const o = { size: s, level, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log, cellsDir: cellsDir ?? join(here, 'results', `evidence-cells-${size}${levelTag}${device ? `-${device}` : ''}`) }
   mkdirSync(o.cellsDir, { recursive: true })
-  const sp = splits(o.world, s)
+  const sp = splits(o.world, s, level)
   const started = Date.now()
-  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, ...(note ? { note } : {}), device: device ?? 'cpu', seeds, world: 'arith (toy), level 3', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L3 held-out items [0, ${s.dev})`, test: `L3 held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, ...(note ? { note } : {}), device: device ?? 'cpu', seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -363,7 +385,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--device', '--methods', '--seeds', '--tune', '--out', '--note']
+  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--out', '--note']
   const known = ['--quick', '--reduced', '--full', '--table', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -374,19 +396,26 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     process.exit(argv.includes('--help') || argv.includes('-h') ? 0 : 2)
   }
   const size = argv.includes('--quick') ? 'quick' : argv.includes('--full') ? 'full' : 'reduced'
+  const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? join(here, 'results', size === 'quick' ? 'evidence-quick.json' : 'evidence.json'), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(size, level), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
     size,
+    level,
     methods: arg('methods')?.split(','),
     seeds: arg('seeds')?.split(',').map(Number),
     tune: arg('tune')?.split(',').map(Number),
     out: arg('out'),
     device: arg('device'),
     note: arg('note'),
+  }).catch((e) => {
+    // a bad option (level, method, seeds) is refused before any training, in one line
+    if (!(e instanceof RangeError)) throw e
+    console.error(`evidence: ${e.message}`)
+    process.exit(2)
   })
   console.log(`${r.label}; seeds ${r.seeds.join(',')}; ${r.splits.test}; ${r.seconds.toFixed(0)} s\n`)
   console.log(table(r))

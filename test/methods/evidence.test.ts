@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { scriptedPolicies, type ScriptContext } from '../../src/methods/common/scripted-policy.js'
+import { difficultyOf, evalSet } from '../../src/worlds/arith/index.js'
 import { arithScript } from './arith-script.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-evidence-'))
@@ -56,5 +57,36 @@ describe('bench/evidence.mjs --quick', () => {
     expect(opened.policies).toHaveLength(0)
     expect(readdirSync(cellsDir).sort()).toEqual(cells)
     expect(again.methods).toEqual(r.methods)
+  }, 60_000)
+
+  it('--level 2 asks every method for level-2 tasks and reports on level 2\'s splits and unlabeled prompts', async () => {
+    /** What the prompts of one method's run asked for: the levels the Proposer/Challenger was asked for, the difficulties of the questions the Solver was given. */
+    const asked = async (method: string) => {
+      const proposed = new Set<number>()
+      const solved = new Set<number | null>()
+      const script = (c: ScriptContext) => {
+        const propose = /^Propose a level (\d+) problem/.exec(c.prompt)
+        if (propose) proposed.add(Number(propose[1]))
+        const solve = /^Solve: (.*)/.exec(c.prompt)
+        if (solve) solved.add(difficultyOf(solve[1]))
+        return improving(c)
+      }
+      const dir = join(root, `level2-${method}`)
+      const r = await bench.runEvidence({ size: 'quick', level: 2, methods: [method], out: join(dir, 'evidence.json'), cellsDir: join(dir, 'cells'), base: join(root, 'no-such-base'), openPolicy: scriptedPolicies({ script }), log: () => {} })
+      return { r, proposed: [...proposed].sort(), solved: [...solved].sort() }
+    }
+    const rzero = await asked('rzero')
+    expect(rzero.r.level).toBe(2)
+    expect(rzero.r.splits).toEqual({ dev: 'L2 held-out items [0, 8)', test: 'L2 held-out items [400, 408)' })
+    expect(rzero.proposed).toEqual([2])
+    expect((await asked('jzero')).proposed).toEqual([2])
+    expect((await asked('cose')).proposed).toEqual([1, 2, 3]) // the toy preset's band of three levels, around 2
+    // GRPO's training questions and every evaluation are level 2; so are TTRL's test-time prompts, level 2's reserve from item 900
+    expect((await asked('grpo')).solved).toEqual([2])
+    const ttrl = await asked('ttrl')
+    expect(ttrl.solved).toEqual([2])
+    expect(ttrl.r.methods.ttrl.adaptation.items).toBe(4)
+    expect(ttrl.r.methods.ttrl.testItems).toBe(8)
+    expect(evalSet(2, 1000)[900].question).not.toBe(evalSet(3, 1000)[900].question)
   }, 60_000)
 })

@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 
 import {
+  arithWorld,
   buildCorpus,
   canonical,
   checkDecomposition,
@@ -698,6 +699,23 @@ describe('held-out evaluation sets', () => {
     const distinct = new Set(l1.map((x) => x.meta.question))
     expect(distinct.size).toBeGreaterThan(60)
     for (const q of distinct) expect(isEvalQuestion(q)).toBe(false)
+  })
+})
+
+describe('arithWorld data', () => {
+  it("TTRL's unlabeled prompts are the tail (items 900 on) of the chosen level's reserve, disjoint from its benchmark's first 900", () => {
+    for (const level of [2, 3, 4, 5]) {
+      const w = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
+      const prompts = w.data.unlabeledPrompts()
+      expect(prompts.map((p) => p.question)).toEqual(evalSet(level, 1000).slice(900).map((e) => e.question))
+      for (const p of prompts) expect(difficultyOf(p.question)).toBe(level)
+      const benchmark = new Set(w.data.benchmarks[0].problems.slice(0, 900).map((p) => p.question))
+      for (const p of prompts) expect(benchmark.has(p.question)).toBe(false)
+    }
+    // the default is level 3's tail
+    expect(arithWorld().data.unlabeledPrompts()).toEqual(arithWorld({ unlabeledLevel: 3 }).data.unlabeledPrompts())
+    // level 1's reserve is 100 items: it has no tail, and an unknown level is refused at once
+    for (const bad of [1, 0, 6, 2.5]) expect(() => arithWorld({ unlabeledLevel: bad }), String(bad)).toThrow(/unlabeledLevel/)
   })
 })
 

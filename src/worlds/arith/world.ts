@@ -38,9 +38,11 @@ export interface ArithWorldOptions {
   style?: ArithStyle
   /** Benchmarks by name, L1..L5 (default ['L3'], the default difficulty). */
   benchmarks?: readonly string[]
+  /** The level whose reserved stream's tail (items 900 on) holds TTRL's unlabeled prompts (default 3; level 1's reserve is too short). */
+  unlabeledLevel?: number
 }
 
-/** TTRL's unlabeled test-time prompts: level 3's reserved stream from here on (UID adapts on a test set). */
+/** TTRL's unlabeled test-time prompts: by default level 3's reserved stream from here on (UID adapts on a test set). */
 export const UNLABELED_LEVEL = DEFAULT_LEVEL
 export const UNLABELED_OFFSET = 900
 /** The levels whose held-out preference pairs measure a Judge (JZ App. B counterpart). */
@@ -129,6 +131,8 @@ export function arithWorld(o: ArithWorldOptions = {}): TaskWorld {
   const style = o.style ?? 'toy'
   const names = o.benchmarks?.length ? [...o.benchmarks] : [`L${DEFAULT_LEVEL}`]
   const levels = names.map(levelOfBenchmark)
+  const unlabeledLevel = o.unlabeledLevel ?? UNLABELED_LEVEL
+  if (!((EVAL_CAPACITY[unlabeledLevel] ?? 0) > UNLABELED_OFFSET)) throw new RangeError(`unlabeledLevel ${unlabeledLevel}: that level's reserved stream does not reach item ${UNLABELED_OFFSET}, where the unlabeled prompts start (levels 2-5 do)`)
   const mode: ParseOptions['mode'] = style === 'toy' ? 'strict' : 'lenient'
   const chat = (input: RoleInput): Prompt => ({ messages: roleChat(input, { style: 'paper' }).map((m) => ({ role: m.role, content: m.content })) })
   const prompt = (toy: () => string, input: RoleInput): Prompt => (style === 'toy' ? toy() : chat(input))
@@ -221,7 +225,7 @@ export function arithWorld(o: ArithWorldOptions = {}): TaskWorld {
     data: {
       levels: LEVELS.map((l) => l.level),
       unlabeledPrompts: () =>
-        evalSet(UNLABELED_LEVEL, EVAL_CAPACITY[UNLABELED_LEVEL])
+        evalSet(unlabeledLevel, EVAL_CAPACITY[unlabeledLevel])
           .slice(UNLABELED_OFFSET)
           .map((e) => ({ id: e.id, question: e.question, answer: e.answer })),
       trainingProblems: ({ seed, count, level }) => trainingQuestions(seed, level ?? DEFAULT_LEVEL, count),
