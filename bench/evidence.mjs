@@ -15,10 +15,11 @@
 //   all seeds' samples of an arm against the base's (or another arm's).
 // Each (method, arm, seed, scale, split) cell is saved under the cells folder as it finishes, and a
 // rerun skips finished cells (resumable). Sizes: --quick (a smoke test), --reduced (default: a
-// few hours on 2 cores, labelled so), --full (the presets' step counts).
-// Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full] [--device cuda]
+// few hours on 2 cores, labelled so), --full (the presets' step counts), --long (four times those).
+// Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
-//          [--table] [--note TEXT]
+//          [--tune-only] [--table] [--note TEXT]
+//   --tune-only runs the development split's cells alone (explore settings without a look at the test split).
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -74,7 +75,15 @@ export const SIZES = {
     steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 8, grpo: 30 },
     dev: 100,
     test: 200,
-    tune: [0.3, 1, 3],
+    tune: [0.1, 0.3, 1, 3],
+    over: {},
+  },
+  long: {
+    label: 'long size: four times the toy presets\' step counts, 200 test items',
+    steps: { cose: 80, ttrl: 64, rzero: 80, jzero: 32, grpo: 120 },
+    dev: 100,
+    test: 200,
+    tune: [0.1, 0.3, 1, 3],
     over: {},
   },
 }
@@ -104,11 +113,12 @@ export const METHOD_TABLE = {
     solver: (run) => run.model,
     lr: ['ppo', 'lr'],
     atLevel: () => ({}), // the world's unlabeled prompts carry the level
-    arms: { 'uid-conj': { reward: { arm: 'uid-conj' } }, ttrl: { reward: { arm: 'ttrl' } }, 'permuted-uid': { reward: { arm: 'permuted-uid' } } },
+    // reference-label: the control with true labels (not a paper arm): what the same prompts, steps and updates reach when no label is wrong
+    arms: { 'uid-conj': { reward: { arm: 'uid-conj' } }, ttrl: { reward: { arm: 'ttrl' } }, 'permuted-uid': { reward: { arm: 'permuted-uid' } }, 'reference-label': { reward: { arm: 'reference-label' } } },
     headline: 'uid-conj',
     // UID §5.1's adaptation benchmark: the unlabeled test-time prompts themselves, scored against their answers after training
     adaptation: (world, c) => ({ name: 'adapt', problems: testTimePrompts(world, c) }),
-    ablations: [['uid-conj', 'ttrl'], ['uid-conj', 'permuted-uid']],
+    ablations: [['uid-conj', 'ttrl'], ['uid-conj', 'permuted-uid'], ['reference-label', 'ttrl']],
     paper: 'UID §5.1: UID-Conj > TTRL, and > its permutation control',
     diagnostics: ['labelAccuracy', 'rolloutAccuracy', 'agreeRate', 'kl'],
   },
@@ -267,9 +277,12 @@ async function runMethod(o, name, sp) {
   const tuning = []
   for (const scale of o.size.tune) {
     const c = await cell(o, `${name}|${m.headline}|seed ${TUNING_SEED}|lr×${scale}|dev`, () => trainAndEvaluate(o, name, m.headline, TUNING_SEED, scale, sp.dev))
-    tuning.push({ lrScale: scale, lr: c.lr, devMean4: accuracy(c.mean4), devMean4Delta: 100 * (accuracy(c.mean4) - accuracy(devBase.mean4)) })
+    tuning.push({ lrScale: scale, lr: c.lr, devMean4: accuracy(c.mean4), devMean4Delta: 100 * (accuracy(c.mean4) - accuracy(devBase.mean4)), devGreedy: accuracy(c.greedy.map((x) => [x])), diagnostics: c.diagnostics })
   }
   const chosen = tuning.reduce((best, t) => (t.devMean4 > best.devMean4 ? t : best), tuning[0])
+  const tuningRecord = { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, base: accuracies(devBase), candidates: tuning, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr }
+  // --tune-only: the development split alone, so settings can be explored without a look at the test split
+  if (o.tuneOnly) return { command: m.command, steps: o.size.steps[name], tuning: tuningRecord }
   const base = await baseCell(o, 'test', sp.test)
   const arms = {}
   const armCells = {}
@@ -299,7 +312,7 @@ async function runMethod(o, name, sp) {
     testItems: sp.test.problems.length,
     base: accuracies(base),
     steps: o.size.steps[name],
-    tuning: { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, candidates: tuning, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr },
+    tuning: tuningRecord,
     arms,
     ablations,
     ...(adaptation ? { adaptation } : {}),
@@ -327,28 +340,28 @@ function meanOverSeeds(cells, path) {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null
 }
 
-/** Where a run's result goes unless --out says: evidence.json at the default level, evidence-L<N>.json at another. */
-function defaultOut(size, level) {
-  return join(here, 'results', `evidence${size === 'quick' ? '-quick' : ''}${level === DEFAULT_LEVEL ? '' : `-L${level}`}.json`)
+/** Where a run's result goes unless --out says: evidence.json at the default level, evidence-L<N>.json at another (-tuning for --tune-only). */
+function defaultOut(size, level, tuneOnly) {
+  return join(here, 'results', `evidence${size === 'quick' ? '-quick' : ''}${level === DEFAULT_LEVEL ? '' : `-L${level}`}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   if (!SIZES[size]) throw new RangeError(`unknown size '${size}' (${Object.keys(SIZES).join(', ')})`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (device) process.env.AUTODIDACT_DEVICE = device
   const s = { ...SIZES[size], ...(tune ? { tune } : {}) }
-  const outFile = out ?? defaultOut(size, level)
+  const outFile = out ?? defaultOut(size, level, tuneOnly)
   // the default level keeps its historical file names, so its saved cells still resume
   const levelTag = level === DEFAULT_LEVEL ? '' : `-L${level}`
   const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
-  const o = { size: s, level, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log, cellsDir: cellsDir ?? join(here, 'results', `evidence-cells-${size}${levelTag}${device ? `-${device}` : ''}`) }
+  const o = { size: s, level, tuneOnly, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log, cellsDir: cellsDir ?? join(here, 'results', `evidence-cells-${size}${levelTag}${device ? `-${device}` : ''}`) }
   mkdirSync(o.cellsDir, { recursive: true })
   const sp = splits(o.world, s, level)
   const started = Date.now()
-  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, ...(note ? { note } : {}), device: device ?? 'cpu', seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, ...(note ? { note } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -360,8 +373,18 @@ export async function runEvidence({ note, size = 'reduced', level = DEFAULT_LEVE
   return final
 }
 
+/** A --tune-only result: each method's learning-rate candidates on the development split. */
+function tuningTable(r) {
+  const lines = ['| method | steps | lr × | lr | dev mean@4 | Δ pp vs base | dev greedy |', '| --- | --- | --- | --- | --- | --- | --- |']
+  for (const [name, m] of Object.entries(r.methods)) {
+    for (const t of m.tuning.candidates) lines.push(`| ${name} | ${m.steps} | ${t.lrScale} | ${t.lr.toExponential(1)} | ${(100 * t.devMean4).toFixed(1)}% | ${(t.devMean4Delta >= 0 ? '+' : '') + t.devMean4Delta.toFixed(1)} | ${(100 * t.devGreedy).toFixed(1)}% |`)
+  }
+  return lines.join('\n')
+}
+
 /** The README table of a result. */
 export function table(r) {
+  if (r.tuneOnly) return tuningTable(r)
   const f = (x) => (x >= 0 ? '+' : '') + x.toFixed(1)
   const ci = (c) => `[${f(c[0])}, ${f(c[1])}]`
   // a comparison d (mean4Delta, ci95, greedyDelta, greedyCi95) as a row
@@ -386,7 +409,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     return i >= 0 ? argv[i + 1] : undefined
   }
   const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--out', '--note']
-  const known = ['--quick', '--reduced', '--full', '--table', ...withValue]
+  const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
     // an unknown flag must not start a run of hours: print the usage (this file's header) instead
@@ -395,11 +418,11 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     console.log(usage.join('\n'))
     process.exit(argv.includes('--help') || argv.includes('-h') ? 0 : 2)
   }
-  const size = argv.includes('--quick') ? 'quick' : argv.includes('--full') ? 'full' : 'reduced'
+  const size = argv.includes('--quick') ? 'quick' : argv.includes('--full') ? 'full' : argv.includes('--long') ? 'long' : 'reduced'
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(size, level), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(size, level, argv.includes('--tune-only')), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
@@ -408,6 +431,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     methods: arg('methods')?.split(','),
     seeds: arg('seeds')?.split(',').map(Number),
     tune: arg('tune')?.split(',').map(Number),
+    tuneOnly: argv.includes('--tune-only'),
     out: arg('out'),
     device: arg('device'),
     note: arg('note'),

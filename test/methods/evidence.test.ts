@@ -41,7 +41,7 @@ describe('bench/evidence.mjs --quick', () => {
       expect(m.mean4Delta).toBeCloseTo(100 * (m.arms[m.headline].mean4 - m.base.mean4), 9)
     }
     expect(r.methods.cose.ablations.map((a: any) => a.name)).toEqual(['full vs w/o weighting', 'full vs w/o priority', 'w/o priority vs w/o weighting'])
-    expect(r.methods.ttrl.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs ttrl', 'uid-conj vs permuted-uid'])
+    expect(r.methods.ttrl.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs ttrl', 'uid-conj vs permuted-uid', 'reference-label vs ttrl'])
     expect(r.methods.rzero.ablations.map((a: any) => a.name)).toEqual(['+disagreement vs R-Zero'])
     expect(r.methods.jzero.ablations.map((a: any) => a.name)).toEqual(['J-Zero vs frozen Judge'])
     expect(r.methods.ttrl.adaptation.items).toBe(4) // UID §5.1: the test-time prompts themselves

@@ -3,7 +3,7 @@
 // and the majority vote is untouched by the scores.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { REWARD_ARMS, TOY_PRESET } from '../../src/methods/ttrl/config.js'
+import { MAJORITY_ARMS, REWARD_ARMS, TOY_PRESET } from '../../src/methods/ttrl/config.js'
 import { groupRewards } from '../../src/methods/ttrl/rewards.js'
 import type { Trajectory } from '../../src/methods/solving/trajectory.js'
 import { grpoAdvantages } from '../../src/rl/advantages.js'
@@ -56,11 +56,23 @@ describe('TTRL group rewards', () => {
 
   it('majority pseudo-label with first-occurrence ties; scores never change the vote (Eq. 4, B.2)', () => {
     const g = [traj('5', null), traj('9', null), traj('9', null), traj('5', null), traj(null, null)]
-    for (const arm of REWARD_ARMS) {
+    for (const arm of MAJORITY_ARMS) {
       const r = groupRewards(g, reward(arm), new Rng(1))
       expect(r.label).toBe('5') // 2–2 tie: '5' occurs first
       expect(Array.from(r.agree)).toEqual([1, 0, 0, 1, 0])
     }
+  })
+
+  it('the reference-label control rewards agreement with the reference answer, 0/1, whatever the majority says', () => {
+    const g = [traj('5', null), traj('9', null), traj('5', null), traj(null, null), traj('09', null)]
+    const equivalent = (a: string, b: string) => Number(a) === Number(b)
+    const r = groupRewards(g, reward('reference-label'), new Rng(1), { answer: '9', equivalent })
+    expect(r.label).toBe('9') // the majority says '5'
+    expect(Array.from(r.agree)).toEqual([0, 1, 0, 0, 1]) // '09' is equivalent under the world's rule; no answer never agrees
+    expect(Array.from(r.rewards)).toEqual([0, 1, 0, 0, 1])
+    expect(Array.from(r.aux)).toEqual([0, 0, 0, 0, 0])
+    expect(() => groupRewards(g, reward('reference-label'), new Rng(1))).toThrow(/reference answer/)
+    expect(REWARD_ARMS).toEqual([...MAJORITY_ARMS, 'reference-label'])
   })
 
   it('original TTRL is binary 0/1; auxiliary arms are ±1 + λb with |λb| ≤ λδ (Eq. 5)', () => {

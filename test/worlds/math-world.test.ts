@@ -8,6 +8,9 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ChatMessage } from '../../src/engine/tokenizer.js'
 import { Tokenizer } from '../../src/engine/tokenizer.js'
+import { ConfigError } from '../../src/engine/errors.js'
+import { resolveTtrlConfig } from '../../src/methods/ttrl/config.js'
+import { testTimePrompts } from '../../src/methods/ttrl/loop.js'
 import { DataError } from '../../src/worlds/errors.js'
 import { readProblems } from '../../src/worlds/jsonl.js'
 import { loadWorld } from '../../src/worlds/load.js'
@@ -173,6 +176,11 @@ describe('data files: typed errors', () => {
     expect(w.data.unlabeledPrompts().map((p) => p.answer)).toEqual([null, null])
     expect(() => w.data.trainingProblems({ seed: 's', count: 2 })).toThrow(DataError)
     expect(() => w.data.trainingProblems({ seed: 's', count: 2 })).toThrow(/needs labeled --data/)
+    // TTRL's reference-label control needs the answers too: a ConfigError naming the field, before any model loads
+    const reference = resolveTtrlConfig({ prompts: { offset: 0, size: 2 }, reward: { arm: 'reference-label' } })
+    expect(() => testTimePrompts(w, reference)).toThrow(ConfigError)
+    expect(() => testTimePrompts(w, reference)).toThrow(/reward\.arm: 'reference-label'.*prompt 0 of world/)
+    expect(testTimePrompts(w, resolveTtrlConfig({ prompts: { offset: 0, size: 2 } }))).toHaveLength(2)
   })
 
   it('training problems leave out every benchmark problem', async () => {

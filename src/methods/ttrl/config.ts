@@ -4,8 +4,14 @@
 import { intAtLeast, loraShape, maxTokens, nonNegative, oneOf, optimizerShape, policyLossShape, positive, resolveWith, runShape, topP, warmupRatioShape, z } from '../common/schema.js'
 import { benchmarkEvalShape, scoringSchema } from '../solving/config.js'
 
-/** UID §4.2, B.2.1, D.2–D.3: the reward arms. */
-export const REWARD_ARMS = ['ttrl', 'sc', 'uid-conj', 'uid-mix', 'random', 'permuted-uid'] as const
+/** UID §4.2, B.2.1, D.2–D.3: the reward arms that vote a pseudo-label. */
+export const MAJORITY_ARMS = ['ttrl', 'sc', 'uid-conj', 'uid-mix', 'random', 'permuted-uid'] as const
+/**
+ * The arms: the paper's, and 'reference-label', a control outside the papers: original TTRL's 0/1
+ * reward against each prompt's reference answer instead of the majority (needs labelled prompts).
+ * It measures what TTRL's setting could reach with labels that are always right.
+ */
+export const REWARD_ARMS = [...MAJORITY_ARMS, 'reference-label'] as const
 export type RewardArm = (typeof REWARD_ARMS)[number]
 
 export function ttrlSchema() {

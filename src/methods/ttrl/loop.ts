@@ -146,7 +146,8 @@ export class TtrlRun {
       stats: { topK: c.scoring.topK }, // UID B.1: top-25 raw logits from the sampling pass
     })
     const trajectories: Trajectory[][] = groups.map((g) => g.map((comp) => trajectoryOf(comp, this.world.answers, this.unscored, c.scoring)))
-    const rewarded = trajectories.map((g) => groupRewards(g, c.reward, this.rng))
+    const reference = (qi: number) => (c.reward.arm === 'reference-label' ? { answer: batch[qi].answer!, equivalent: this.world.answers.equivalent } : undefined)
+    const rewarded = trajectories.map((g, qi) => groupRewards(g, c.reward, this.rng, reference(qi)))
     // UID Eq. 16: GRPO within each prompt group (sample std + 1e-6)
     const advantages = rewarded.map((r) => grpoAdvantages(r.rewards, Array.from(r.rewards, () => 0)))
 
@@ -217,7 +218,10 @@ export function testTimePrompts(world: TaskWorld, c: TtrlConfig): Problem[] {
   const all = world.data.unlabeledPrompts()
   const { offset, size } = c.prompts
   if (offset + size > all.length) throw new ConfigError('(config)', 'prompts', `(config): prompts: offset + size = ${offset + size}, but world '${world.name}' has ${all.length} unlabeled prompts`)
-  return all.slice(offset, offset + size)
+  const prompts = all.slice(offset, offset + size)
+  const unlabeled = prompts.findIndex((p) => p.answer === null)
+  if (c.reward.arm === 'reference-label' && unlabeled >= 0) throw new ConfigError('(config)', 'reward.arm', `(config): reward.arm: 'reference-label' rewards against each prompt's reference answer, but prompt ${offset + unlabeled} of world '${world.name}' has none`)
+  return prompts
 }
 
 /** UID §5.1's adaptation benchmark: the test-time prompts themselves, when every one carries a reference answer. */

@@ -31,6 +31,7 @@ export function armScores(arm: RewardArm, group: readonly Trajectory[], rng: Rng
   const n = group.length
   switch (arm) {
     case 'ttrl':
+    case 'reference-label':
       return { q: new Float64Array(n), eligible: new Uint8Array(n) }
     case 'sc':
       return withQ(selfCertaintyGroupScoresOnline(group.map((t) => (Number.isFinite(t.selfCertainty) ? t.selfCertainty : null)), {
@@ -47,8 +48,15 @@ export function armScores(arm: RewardArm, group: readonly Trajectory[], rng: Rng
   }
 }
 
-/** The group's rewards under an arm (UID Eq. 5; B.2: original TTRL keeps 0/1; B.2.1: permutation control). */
-export function groupRewards(group: readonly Trajectory[], reward: TtrlConfig['reward'], rng: Rng): GroupReward {
+/** A prompt's reference answer and the world's answer equivalence: what the reference-label control rewards against. */
+export interface ReferenceLabel {
+  answer: string
+  equivalent: (a: string, b: string) => boolean
+}
+
+/** The group's rewards under an arm (UID Eq. 5; B.2: original TTRL keeps 0/1; B.2.1: permutation control; `reference` for the reference-label control). */
+export function groupRewards(group: readonly Trajectory[], reward: TtrlConfig['reward'], rng: Rng, reference?: ReferenceLabel): GroupReward {
+  if (reward.arm === 'reference-label') return referenceLabelRewards(group, reference)
   const vote = majorityVote(group.map((t) => t.answer)) // UID B.2: first-occurrence ties; scores play no part
   const agree = agreementMask(vote)
   const { q, eligible } = armScores(reward.arm, group, rng)
@@ -56,4 +64,12 @@ export function groupRewards(group: readonly Trajectory[], reward: TtrlConfig['r
   let aux = gatedAuxTerms(agree, q, { delta: reward.delta, minAgreeing: reward.minAgreeing })
   if (reward.arm === 'permuted-uid') aux = permuteAuxTerms(aux, agree, rng)
   return { label: vote.answer, agree, q, eligible, aux, rewards: combineGatedReward(agree, aux, reward.lambda) }
+}
+
+/** The reference-label control: original TTRL's binary reward with the true answer as the label. */
+function referenceLabelRewards(group: readonly Trajectory[], reference: ReferenceLabel | undefined): GroupReward {
+  if (!reference) throw new Error("the reference-label arm needs each prompt's reference answer")
+  const agree = Uint8Array.from(group, (t) => (t.answer !== null && reference.equivalent(t.answer, reference.answer) ? 1 : 0))
+  const none = new Float64Array(group.length)
+  return { label: reference.answer, agree, q: none, eligible: new Uint8Array(group.length), aux: none, rewards: ttrlBinaryReward(agree) }
 }
