@@ -1,10 +1,10 @@
 // Issue 27's evidence: does each method move the bundled model? One command runs each method's
 // headline comparison and its paper's ablation over several seeds, and writes
 // bench/results/evidence.json (and the table it prints, for the README).
-//   1. Tuning: per method, the headline arm at each candidate learning-rate scale, on a separate
-//      tuning seed, evaluated on the DEVELOPMENT split (held-out items [0, dev) of the level); the
-//      best scale by dev mean@4 is kept.
-//   2. Report: every arm × seed at the chosen scale, evaluated once on the TEST split (held-out
+//   1. Tuning: per method, the headline arm at each candidate learning-rate scale (and step count,
+//      when several sizes are named), on a separate tuning seed, evaluated on the DEVELOPMENT split
+//      (held-out items [0, dev) of the level); the best candidate by dev mean@4 is kept.
+//   2. Report: every arm × seed at the chosen candidate, evaluated once on the TEST split (held-out
 //      items [400, 400 + test) of the level), which the tuning never saw; the base model on the same items.
 //   --level N (default 3) sets the difficulty throughout: the splits, the tasks each method's
 //   Proposer/Challenger is asked for (COSE N-1..N+1 as its toy preset does around 3) and TTRL's
@@ -14,9 +14,10 @@
 //   beside it. Δ in percentage points with a 95% paired prompt bootstrap (UID D.4): per prompt,
 //   all seeds' samples of an arm against the base's (or another arm's).
 // Each (method, arm, seed, scale, split) cell is saved under the cells folder as it finishes, and a
-// rerun skips finished cells (resumable). Sizes: --quick (a smoke test), --reduced (default: a
-// few hours on 2 cores, labelled so), --full (the presets' step counts), --long (four times those).
-// Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long] [--device cuda]
+// rerun skips finished cells (resumable). Sizes: --quick (a smoke test), --reduced (default: minutes
+// on 2 quiet cores), --full (the presets' step counts), --long (four times those);
+// several size flags (--full --long) tune each method over those sizes' step counts as well.
+// Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
 //          [--tune-only] [--table] [--note TEXT]
 //   --tune-only runs the development split's cells alone (explore settings without a look at the test split).
@@ -270,19 +271,26 @@ function pool(cells) {
   return { mean4: cells[0].mean4.map((_, q) => cells.flatMap((c) => c.mean4[q])), greedy: cells[0].greedy.map((_, q) => cells.map((c) => c.greedy[q])) }
 }
 
-/** One method: tuning on dev, then every arm × seed on test; the headline row and the ablation rows. */
+/**
+ * One method: tuning on dev over every stage's (size's) step count × learning-rate scale, then every
+ * arm × seed on test at the chosen one; the headline row and the ablation rows. `o.stages` holds one
+ * run state per size (its steps, scales, overrides and cells folder).
+ */
 async function runMethod(o, name, sp) {
   const m = METHOD_TABLE[name]
-  const devBase = await baseCell(o, 'dev', sp.dev)
+  const devBase = await baseCell(o.stages[0], 'dev', sp.dev)
   const tuning = []
-  for (const scale of o.size.tune) {
-    const c = await cell(o, `${name}|${m.headline}|seed ${TUNING_SEED}|lr×${scale}|dev`, () => trainAndEvaluate(o, name, m.headline, TUNING_SEED, scale, sp.dev))
-    tuning.push({ lrScale: scale, lr: c.lr, devMean4: accuracy(c.mean4), devMean4Delta: 100 * (accuracy(c.mean4) - accuracy(devBase.mean4)), devGreedy: accuracy(c.greedy.map((x) => [x])), diagnostics: c.diagnostics })
+  for (const st of o.stages) {
+    for (const scale of st.size.tune) {
+      const c = await cell(st, `${name}|${m.headline}|seed ${TUNING_SEED}|lr×${scale}|dev`, () => trainAndEvaluate(st, name, m.headline, TUNING_SEED, scale, sp.dev))
+      tuning.push({ size: st.sizeName, steps: st.size.steps[name], lrScale: scale, lr: c.lr, devMean4: accuracy(c.mean4), devMean4Delta: 100 * (accuracy(c.mean4) - accuracy(devBase.mean4)), devGreedy: accuracy(c.greedy.map((x) => [x])), diagnostics: c.diagnostics })
+    }
   }
   const chosen = tuning.reduce((best, t) => (t.devMean4 > best.devMean4 ? t : best), tuning[0])
-  const tuningRecord = { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, base: accuracies(devBase), candidates: tuning, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr }
+  const tuningRecord = { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, base: accuracies(devBase), candidates: tuning, chosenSize: chosen.size, chosenSteps: chosen.steps, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr }
   // --tune-only: the development split alone, so settings can be explored without a look at the test split
-  if (o.tuneOnly) return { command: m.command, steps: o.size.steps[name], tuning: tuningRecord }
+  if (o.tuneOnly) return { command: m.command, tuning: tuningRecord }
+  o = o.stages.find((st) => st.sizeName === chosen.size)
   const base = await baseCell(o, 'test', sp.test)
   const arms = {}
   const armCells = {}
@@ -311,7 +319,8 @@ async function runMethod(o, name, sp) {
     seeds: o.seeds.length,
     testItems: sp.test.problems.length,
     base: accuracies(base),
-    steps: o.size.steps[name],
+    size: chosen.size,
+    steps: chosen.steps,
     tuning: tuningRecord,
     arms,
     ablations,
@@ -340,28 +349,39 @@ function meanOverSeeds(cells, path) {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null
 }
 
-/** Where a run's result goes unless --out says: evidence.json at the default level, evidence-L<N>.json at another (-tuning for --tune-only). */
-function defaultOut(size, level, tuneOnly) {
-  return join(here, 'results', `evidence${size === 'quick' ? '-quick' : ''}${level === DEFAULT_LEVEL ? '' : `-L${level}`}${tuneOnly ? '-tuning' : ''}.json`)
+/** Where a run's result goes unless --out says: evidence.json for the reduced size at the default level, else tagged -<sizes>, -L<N>, -tuning (--tune-only). */
+function defaultOut(sizes, level, tuneOnly) {
+  const sizeTag = sizes.join('+')
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${level === DEFAULT_LEVEL ? '' : `-L${level}`}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
-  if (!SIZES[size]) throw new RangeError(`unknown size '${size}' (${Object.keys(SIZES).join(', ')})`)
+export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+  for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
+  if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (device) process.env.AUTODIDACT_DEVICE = device
-  const s = { ...SIZES[size], ...(tune ? { tune } : {}) }
-  const outFile = out ?? defaultOut(size, level, tuneOnly)
+  const outFile = out ?? defaultOut(sizes, level, tuneOnly)
   // the default level keeps its historical file names, so its saved cells still resume
   const levelTag = level === DEFAULT_LEVEL ? '' : `-L${level}`
   const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
-  const o = { size: s, level, tuneOnly, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log, cellsDir: cellsDir ?? join(here, 'results', `evidence-cells-${size}${levelTag}${device ? `-${device}` : ''}`) }
-  mkdirSync(o.cellsDir, { recursive: true })
-  const sp = splits(o.world, s, level)
+  const shared = { level, tuneOnly, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
+  // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
+  const stages = sizes.map((z) => ({
+    ...shared,
+    sizeName: z,
+    size: { ...SIZES[z], ...(tune ? { tune } : {}) },
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag}${device ? `-${device}` : ''}`),
+  }))
+  for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
+  const o = { ...shared, stages }
+  const s = stages[0].size
+  const sp = splits(world, s, level)
   const started = Date.now()
-  const result = { format: 'autodidact.evidence', version: 1, size, label: s.label, ...(note ? { note } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -377,7 +397,7 @@ export async function runEvidence({ note, size = 'reduced', level = DEFAULT_LEVE
 function tuningTable(r) {
   const lines = ['| method | steps | lr × | lr | dev mean@4 | Δ pp vs base | dev greedy |', '| --- | --- | --- | --- | --- | --- | --- |']
   for (const [name, m] of Object.entries(r.methods)) {
-    for (const t of m.tuning.candidates) lines.push(`| ${name} | ${m.steps} | ${t.lrScale} | ${t.lr.toExponential(1)} | ${(100 * t.devMean4).toFixed(1)}% | ${(t.devMean4Delta >= 0 ? '+' : '') + t.devMean4Delta.toFixed(1)} | ${(100 * t.devGreedy).toFixed(1)}% |`)
+    for (const t of m.tuning.candidates) lines.push(`| ${name} | ${t.steps} | ${t.lrScale} | ${t.lr.toExponential(1)} | ${(100 * t.devMean4).toFixed(1)}% | ${(t.devMean4Delta >= 0 ? '+' : '') + t.devMean4Delta.toFixed(1)} | ${(100 * t.devGreedy).toFixed(1)}% |`)
   }
   return lines.join('\n')
 }
@@ -388,9 +408,10 @@ export function table(r) {
   const f = (x) => (x >= 0 ? '+' : '') + x.toFixed(1)
   const ci = (c) => `[${f(c[0])}, ${f(c[1])}]`
   // a comparison d (mean4Delta, ci95, greedyDelta, greedyCi95) as a row
-  const row = (name, label, d, seeds, items) => `| ${name} | ${label} | ${f(d.mean4Delta)} ${ci(d.ci95)} | ${f(d.greedyDelta)} ${ci(d.greedyCi95)} | ${seeds} | ${items} |`
-  const lines = [`| method | arm | mean@4 Δ pp [95% CI] | greedy Δ pp [95% CI] | seeds | test items |`, '| --- | --- | --- | --- | --- | --- |']
+  const lines = [`| method | steps, lr | arm | mean@4 Δ pp [95% CI] | greedy Δ pp [95% CI] | seeds | test items |`, '| --- | --- | --- | --- | --- | --- | --- |']
   for (const [name, m] of Object.entries(r.methods)) {
+    const setting = `${m.steps}, ${m.tuning.chosenLr.toExponential(0)}`
+    const row = (name, label, d, seeds, items) => `| ${name} | ${setting} | ${label} | ${f(d.mean4Delta)} ${ci(d.ci95)} | ${f(d.greedyDelta)} ${ci(d.greedyCi95)} | ${seeds} | ${items} |`
     for (const [arm, a] of Object.entries(m.arms)) lines.push(row(name, `${arm}${arm === m.headline ? ' (headline)' : ''}`, a.vsBase, m.seeds, m.testItems))
     for (const ab of m.ablations) lines.push(row(name, ab.name, ab, m.seeds, m.testItems))
     const ad = m.adaptation
@@ -418,15 +439,17 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     console.log(usage.join('\n'))
     process.exit(argv.includes('--help') || argv.includes('-h') ? 0 : 2)
   }
-  const size = argv.includes('--quick') ? 'quick' : argv.includes('--full') ? 'full' : argv.includes('--long') ? 'long' : 'reduced'
+  // several size flags: each method is tuned across those sizes' step counts too
+  const flagged = Object.keys(SIZES).filter((z) => argv.includes(`--${z}`))
+  const sizes = flagged.length ? flagged : ['reduced']
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(size, level, argv.includes('--tune-only')), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only')), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
-    size,
+    sizes,
     level,
     methods: arg('methods')?.split(','),
     seeds: arg('seeds')?.split(',').map(Number),

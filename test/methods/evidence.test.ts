@@ -12,7 +12,7 @@ import { arithScript } from './arith-script.js'
 const root = mkdtempSync(join(tmpdir(), 'ad-evidence-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 // @ts-expect-error: a plain ES module of bench/ without type declarations
-const bench = (await import('../../bench/evidence.mjs')) as { runEvidence: (o: Record<string, unknown>) => Promise<any>; table: (r: unknown) => string }
+const bench = (await import('../../bench/evidence.mjs')) as { runEvidence: (o: Record<string, unknown>) => Promise<any>; table: (r: unknown) => string; SIZES: Record<string, any> }
 
 /** Right with probability 0.4 + 0.15 per optimizer step taken (up to 0.85): training visibly helps. */
 const improving = (c: ScriptContext) => arithScript({ solveRate: Math.min(0.85, 0.4 + 0.15 * c.updates), malformedRate: 0.1 })(c)
@@ -49,7 +49,7 @@ describe('bench/evidence.mjs --quick', () => {
     expect(r.notRun).toEqual([])
     expect(r.pending).toEqual([])
     expect(r.methods.grpo.mean4Delta).toBeGreaterThan(0) // the improving script's trained Solver beats its base
-    expect(bench.table(r)).toContain('| cose | full (headline) |')
+    expect(bench.table(r)).toContain(`| cose | 1, ${r.methods.cose.tuning.chosenLr.toExponential(0)} | full (headline) |`) // steps, the chosen lr
     // resumable: a rerun finds every cell and trains nothing
     const cells = readdirSync(cellsDir).sort()
     const opened = scriptedPolicies({ script: improving })
@@ -88,5 +88,33 @@ describe('bench/evidence.mjs --quick', () => {
     expect(ttrl.r.methods.ttrl.adaptation.items).toBe(4)
     expect(ttrl.r.methods.ttrl.testItems).toBe(8)
     expect(evalSet(2, 1000)[900].question).not.toBe(evalSet(3, 1000)[900].question)
+  }, 60_000)
+
+  it('several sizes: each method is tuned over every size\'s step count × lr scale on dev, and only the chosen one runs on test', async () => {
+    bench.SIZES['quick-x2'] = { ...bench.SIZES.quick, label: 'twice the quick steps', steps: Object.fromEntries(Object.entries(bench.SIZES.quick.steps).map(([k, v]) => [k, 2 * (v as number)])), tune: [1, 3] }
+    try {
+      const dir = join(root, 'sizes')
+      const r = await bench.runEvidence({ sizes: ['quick', 'quick-x2'], methods: ['grpo', 'ttrl'], out: join(dir, 'evidence.json'), cellsDir: join(dir, 'cells'), base: join(root, 'no-such-base'), openPolicy: scriptedPolicies({ script: improving }), log: () => {} })
+      expect(r.size).toBe('quick+quick-x2')
+      for (const name of ['grpo', 'ttrl']) {
+        const m = r.methods[name]
+        expect(m.tuning.candidates.map((c: any) => [c.size, c.steps, c.lrScale])).toEqual([
+          ['quick', bench.SIZES.quick.steps[name], 1],
+          ['quick-x2', 2 * bench.SIZES.quick.steps[name], 1],
+          ['quick-x2', 2 * bench.SIZES.quick.steps[name], 3],
+        ])
+        const best = Math.max(...m.tuning.candidates.map((c: any) => c.devMean4))
+        const chosen = m.tuning.candidates.find((c: any) => c.devMean4 === best)
+        expect([m.size, m.steps, m.tuning.chosenLrScale]).toEqual([chosen.size, chosen.steps, chosen.lrScale])
+        // the test cells exist for the chosen size alone
+        const testCells = (z: string) => readdirSync(join(dir, 'cells', z)).filter((f) => f.startsWith(name) && f.endsWith('test.json'))
+        expect(testCells(m.size).length).toBe(Object.keys(m.arms).length * 3)
+        expect(testCells(m.size === 'quick' ? 'quick-x2' : 'quick')).toEqual([])
+      }
+      // sizes with different splits cannot be compared on one development split
+      await expect(bench.runEvidence({ sizes: ['quick', 'reduced'], log: () => {} })).rejects.toThrow(/dev and test sizes must be equal/)
+    } finally {
+      delete bench.SIZES['quick-x2']
+    }
   }, 60_000)
 })
