@@ -47,6 +47,15 @@ const MEAN4 = { samples: 4, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7
 const TEST_OFFSET = 400
 const TUNING_SEED = 100
 
+const FULL = {
+  label: 'full size: the toy presets\' step counts, 200 test items',
+  steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 8, grpo: 30 },
+  dev: 100,
+  test: 200,
+  tune: [0.1, 0.3, 1, 3],
+  over: {},
+}
+
 /** Run sizes: step counts per method, split sizes, learning-rate scales tried on the dev split, per-method config overrides. */
 export const SIZES = {
   quick: {
@@ -71,22 +80,9 @@ export const SIZES = {
     tune: [1, 3],
     over: {},
   },
-  full: {
-    label: 'full size: the toy presets\' step counts, 200 test items',
-    steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 8, grpo: 30 },
-    dev: 100,
-    test: 200,
-    tune: [0.1, 0.3, 1, 3],
-    over: {},
-  },
-  long: {
-    label: 'long size: four times the toy presets\' step counts, 200 test items',
-    steps: { cose: 80, ttrl: 64, rzero: 80, jzero: 32, grpo: 120 },
-    dev: 100,
-    test: 200,
-    tune: [0.1, 0.3, 1, 3],
-    over: {},
-  },
+  full: FULL,
+  // the same splits and scales as full, so the two can be tuned against each other on one dev split
+  long: { ...FULL, label: 'long size: four times the toy presets\' step counts, 200 test items', steps: Object.fromEntries(Object.entries(FULL.steps).map(([m, n]) => [m, 4 * n])) },
 }
 
 const lrOf = (path) => (c) => path.reduce((o, k) => o[k], c)
@@ -349,10 +345,13 @@ function meanOverSeeds(cells, path) {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null
 }
 
+/** The default level keeps its historical file and folder names (its saved cells still resume); another level is tagged -L<N>. */
+const levelTag = (level) => (level === DEFAULT_LEVEL ? '' : `-L${level}`)
+
 /** Where a run's result goes unless --out says: evidence.json for the reduced size at the default level, else tagged -<sizes>, -L<N>, -tuning (--tune-only). */
 function defaultOut(sizes, level, tuneOnly) {
   const sizeTag = sizes.join('+')
-  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${level === DEFAULT_LEVEL ? '' : `-L${level}`}${tuneOnly ? '-tuning' : ''}.json`)
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
@@ -360,12 +359,12 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
   if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
+  if (!seeds.every((x) => Number.isSafeInteger(x) && x >= 0)) throw new RangeError(`--seeds ${seeds.join(',')}: seeds are whole numbers ≥ 0`)
+  if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (device) process.env.AUTODIDACT_DEVICE = device
   const outFile = out ?? defaultOut(sizes, level, tuneOnly)
-  // the default level keeps its historical file names, so its saved cells still resume
-  const levelTag = level === DEFAULT_LEVEL ? '' : `-L${level}`
   const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
   const shared = { level, tuneOnly, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
@@ -373,7 +372,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
     ...shared,
     sizeName: z,
     size: { ...SIZES[z], ...(tune ? { tune } : {}) },
-    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag}${device ? `-${device}` : ''}`),
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${device ? `-${device}` : ''}`),
   }))
   for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
   const o = { ...shared, stages }
