@@ -106,11 +106,6 @@ struct Q8WideScales {
   float value(int c, int64_t k) const { return static_cast<float>(q[c * ld + k]) * scale(c, k); }
 };
 
-// dot_tile's default per-step work: none.
-struct NothingEachStep {
-  void operator()() const {}
-};
-
 // A block of W already widened to f32 (rows from n0, depth from k0, rows ld apart): at() gives
 // the f32 view the kernel reads.
 struct WidenedBlock {
@@ -296,10 +291,8 @@ inline void dot_step(const float* a, int64_t a_row, const LoadA& load_a, const L
 // a last step of `tail` (0 .. kDepthLanes − 1) lanes, for an R × C tile (R ≤ kDotRows, C ≤ 3).
 // Element (i, L·s + l) of A lies at a[i·a_row + s·a_step + l] (packed: a_row = L, a_step = L·rows);
 // W is a view (see above). Lanes past the tail are zero, so nothing past the block is read.
-// `each_step` runs before every full step (the few-rows path requests memory ahead there).
-template <int R, int C, class W, class EachStep = NothingEachStep>
-inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R],
-                     EachStep&& each_step = {}) {
+template <int R, int C, class W>
+inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R]) {
   Vec acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -308,7 +301,6 @@ inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, 
   const auto full = [](const float* p) { return vec_load(p); };
 #pragma GCC unroll 2
   for (int64_t s = 0; s < steps; ++s, a += a_step) {
-    each_step();
     dot_step<R, C>(a, a_row, full, [&](int c) { return lanes(b, c, s); }, acc);
   }
   if (tail > 0) {
@@ -341,6 +333,12 @@ inline void store_first(float* p, __m128 v) {
 
 // Y[0..C) = base + sums, base = the row as it is, or (when the block is the first) 0 or the row
 // (accumulate), plus the bias. Only the C ≤ 3 columns of the tile are read or written.
+inline float sum_of(Sums4 sums, int c) {
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, sums);
+  return lanes[c];
+}
+
 template <int C>
 inline void dot_store(float* y, __m128 sums, const float* bias, bool first, bool accumulate) {
   __m128 base = !first || accumulate ? load_first<C>(y) : _mm_setzero_ps();
@@ -410,12 +408,10 @@ struct Sums4 {
 
 inline float lane_sum(const float l[kDepthLanes]) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
-template <int R, int C, class W, class EachStep = NothingEachStep>
-inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R],
-                     EachStep&& each_step = {}) {
+template <int R, int C, class W>
+inline void dot_tile(const float* a, int64_t a_row, int64_t a_step, const W& b, int64_t steps, int tail, Sums4 sums[R]) {
   float acc[R][C][kDepthLanes] = {};
   for (int64_t s = 0; s <= steps; ++s) {
-    if (s < steps) each_step();
     const int lanes = s < steps ? kDepthLanes : tail;
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c)
@@ -431,6 +427,8 @@ inline void widen_rows(const W& w, int rows, int64_t depth, float* dst, int64_t 
   for (int c = 0; c < rows; ++c)
     for (int64_t k = 0; k < depth; ++k) dst[c * ld + k] = w.value(c, k);
 }
+
+inline float sum_of(Sums4 sums, int c) { return sums.v[c]; }
 
 template <int C>
 inline void dot_store(float* y, Sums4 sums, const float* bias, bool first, bool accumulate) {
@@ -458,5 +456,16 @@ inline void outer_store_row(float* y, const float acc[kOuterCols], int cols, boo
 }
 
 #endif
+
+// dot_store for a tile whose C columns lie `apart` columns from each other in Y: the same
+// operations per element, so the same bits.
+template <int C>
+inline void dot_store_apart(float* y, int64_t apart, Sums4 sums, const float* bias, bool first, bool accumulate) {
+  for (int c = 0; c < C; ++c) {
+    float base = !first || accumulate ? y[c * apart] : 0.f;
+    if (first && bias) base += bias[c * apart];
+    y[c * apart] = base + sum_of(sums, c);
+  }
+}
 
 }  // namespace ad::cpu::gemm
