@@ -15,11 +15,23 @@
 //     model) on fresh level-2..4 questions: the pooled p̂ and r_dis R-Zero's Challenger is rewarded
 //     by, against the Solver's true accuracy; and the majority pseudo-labels of the questions in the
 //     Solver step's band (p̂ in [0.3, 0.8]) against the reference answers.
+//   judge-checks: whether a check cheaper than the step lets the small model's Judge compute rather
+//     than copy (JudgeCheck in src/worlds/arith/teachers.ts). For each form (recompute, units, nines)
+//     the bundled model is fine-tuned briefly (--steps 600 × 32 sequences, lr 3e-4, cosine): half of
+//     each batch Judge transcripts in that form (70% wrong inputs, no skimming), half the recipe's
+//     other roles. Its Judge then rates the bundled Solver's own level-3 samples (T 1, 2 per question)
+//     at T 1 and greedy: agreement with the verifier, P(says right | right), P(says right | wrong) and
+//     their difference (how far the reward separates right from wrong answers) with a question
+//     bootstrap, the same difference against the recompute fine-tune (paired), what a faultless checker
+//     of the form would say, and at the first step the form flags, whether the Judge wrote its own
+//     value or the response's. The bundled weights, unchanged, are the first row.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
+//        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200]
 //   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
 //   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
@@ -29,7 +41,8 @@ import { judgeQuestion } from '../dist/ensemble/ensemble.js'
 import { pairMargins, pairwiseAccuracy, rawJudgeScores } from '../dist/methods/jzero/judge.js'
 import { verifierPairMargins } from '../dist/methods/jzero/loop.js'
 import { BUNDLED_JUDGE } from '../dist/toymodel/bundled.js'
-import { arithWorld, trainingQuestions, writtenSteps } from '../dist/worlds/arith/index.js'
+import { TOY_IDS, TOY_RECIPE_DEFAULTS } from '../dist/toymodel/index.js'
+import { applyOp, arithWorld, buildCorpus, parseExpr, Rng, scriptedJudge, trainingQuestions, writtenSteps } from '../dist/worlds/arith/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 const arg = (name, fallback) => {
@@ -201,7 +214,146 @@ async function rzeroSignals() {
   return out
 }
 
-const probes = { 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals }
+/** The bundled model after `steps` SFT steps whose batches are half Judge transcripts in the `check` form; its folder. */
+async function fineTuneJudge(check, steps, lr) {
+  const model = await loadModel(MODEL, { threads: 2 })
+  const trainer = await model.trainer({
+    objective: { name: 'sft' },
+    optimizer: { lr, weightDecay: 0.1, beta1: 0.9, beta2: 0.99 },
+    schedule: { kind: 'cosine', warmupSteps: Math.min(20, steps), totalSteps: Math.max(steps, 21), minLrRatio: 0.1 },
+    clipGradNorm: 1,
+    microBatchSize: 16,
+  })
+  const half = 16
+  const levelWeights = TOY_RECIPE_DEFAULTS.levelWeights
+  const judged = buildCorpus({ seed: `judge-checks-${check}`, size: steps * half, mix: { judge: 1 }, levelWeights, judge: { check, lazyRate: 0, inputWrongRate: 0.7 } })
+  const rest = buildCorpus({ seed: 'judge-checks-rest', size: steps * half, mix: { ...TOY_RECIPE_DEFAULTS.mix, judge: 0 }, levelWeights })
+  const encode = (it) => ({ prompt: model.tokenizer.encode(it.prompt, { addSpecialTokens: false }), completion: [...model.tokenizer.encode(it.completion, { addSpecialTokens: false }), TOY_IDS.imEnd] })
+  for (let step = 0; step < steps; step++) {
+    const items = [...judged.slice(step * half, (step + 1) * half), ...rest.slice(step * half, (step + 1) * half)]
+    const m = await trainer.step({ sequences: items.map(encode) })
+    if ((step + 1) % 100 === 0) process.stderr.write(`${check}: step ${step + 1}/${steps} loss ${m.loss.toFixed(4)}\n`)
+  }
+  const dir = mkdtempSync(join(tmpdir(), `judge-checks-${check}-`))
+  await model.save(dir)
+  model.dispose()
+  return dir
+}
+
+/** Mean of P(says right | right) − P(says right | wrong) over question resamples: [2.5%, 97.5%]. */
+function discriminationInterval(rows, key, replicates = 2000) {
+  const byQuestion = new Map()
+  for (const r of rows) byQuestion.set(r.q, [...(byQuestion.get(r.q) ?? []), r])
+  const groups = [...byQuestion.values()]
+  const rng = new Rng('judge-checks-bootstrap')
+  const stats = []
+  for (let b = 0; b < replicates; b++) {
+    const sample = Array.from({ length: groups.length }, () => groups[rng.int(0, groups.length - 1)]).flat()
+    stats.push(key(sample))
+  }
+  stats.sort((a, b) => a - b)
+  return [stats[Math.floor(0.025 * replicates)], stats[Math.floor(0.975 * replicates)]]
+}
+
+function discrimination(rows, says = (r) => r.says) {
+  const rate = (xs) => xs.filter(says).length / xs.length
+  return rate(rows.filter((r) => r.truth)) - rate(rows.filter((r) => !r.truth))
+}
+
+/** At the first step the check form flags (the residue or result disagrees), what the Judge wrote as its own value there. */
+function residueAtFirstFlag(check, response, verdict) {
+  const m = check === 'units' ? 10n : 9n
+  const res = (v) => ((v % m) + m) % m
+  const steps = writtenSteps(response)
+  const k = steps.findIndex((s) => res(applyOp(s.op, res(s.a), res(s.b))) !== res(s.result))
+  if (k < 0) return null
+  const s = steps[k]
+  const line = (/<think>([\s\S]*?)(<\/think>|$)/.exec(verdict)?.[1] ?? '').split('. got')[0].split('; ')[k]
+  const wrote = line === undefined ? null : /[+\-*]\d:(\d) /.exec(line)?.[1] ?? null
+  if (wrote === null) return 'unchecked'
+  return BigInt(wrote) === res(applyOp(s.op, res(s.a), res(s.b))) ? 'computed' : BigInt(wrote) === res(s.result) ? 'copied' : 'other'
+}
+
+async function judgeRows(dir, answers, check, temperature) {
+  const judge = await loadModel(dir, { threads: 2 })
+  const verdicts = await judge.generate(answers.map((a) => world.cose.judgePrompt(a.problem.question, a.text)), { n: 1, temperature, maxTokens: 200, seed: 12 })
+  judge.dispose()
+  return answers.map((a, i) => {
+    const v = verdicts[i][0].text
+    const score = world.cose.parseScore(v)
+    const e = parseExpr(a.problem.question)
+    const faultless = world.cose.parseScore(scriptedJudge(new Rng(1), e, a.text, { lazyRate: 0, slipRate: 0, check }).completion)
+    const atFlag = check === 'recompute' ? checkAtFirstSlip(a.text, v) : residueAtFirstFlag(check, a.text, v)
+    return { q: a.q, truth: a.truth, says: score === null ? null : score >= 0.5, faultless: faultless >= 0.5, atFlag }
+  })
+}
+
+function summarizeChecks(rows, baseline) {
+  const parsed = rows.filter((r) => r.says !== null)
+  const rate = (xs) => xs.filter((r) => r.says).length / xs.length
+  const atFlag = { computed: 0, copied: 0, other: 0, unchecked: 0 }
+  for (const r of rows) if (r.atFlag) atFlag[r.atFlag]++
+  const out = {
+    verdicts: rows.length,
+    parsed: parsed.length,
+    agreement: parsed.filter((r) => r.says === r.truth).length / parsed.length,
+    saysRightWhenRight: rate(parsed.filter((r) => r.truth)),
+    saysRightWhenWrong: rate(parsed.filter((r) => !r.truth)),
+    discrimination: discrimination(parsed),
+    discriminationCi95: discriminationInterval(parsed, (xs) => discrimination(xs)),
+    faultlessAgreement: rows.filter((r) => r.faultless === r.truth).length / rows.length,
+    faultlessDiscrimination: discrimination(rows, (r) => r.faultless),
+    atFirstFlaggedStep: atFlag,
+  }
+  if (baseline) {
+    // paired on the same answers: this form's discrimination minus the baseline's (unparsed verdicts count as "not right")
+    const paired = rows.map((r, i) => ({ q: r.q, truth: r.truth, a: r.says === true, b: baseline[i].says === true }))
+    const diff = (xs) => discrimination(xs, (r) => r.a) - discrimination(xs, (r) => r.b)
+    out.discriminationVsRecompute = diff(paired)
+    out.discriminationVsRecomputeCi95 = discriminationInterval(paired, diff)
+  }
+  return out
+}
+
+async function judgeChecks() {
+  const steps = Number(arg('steps', 600))
+  const lr = Number(arg('lr', 3e-4))
+  const n = Number(arg('questions', 200))
+  const checks = String(arg('checks', 'recompute,units,nines')).split(',')
+  const solver = await loadModel(MODEL, { threads: 2 })
+  const problems = trainingQuestions('evidence-probe-checks-3', 3, n)
+  const groups = await solver.generate(problems.map((p) => world.cose.solverPrompt(p.question)), { n: 2, temperature: 1, maxTokens: 64, seed: 11 })
+  solver.dispose()
+  const answers = groups.flatMap((g, q) => g.map((c) => ({ q, problem: problems[q], text: c.text, truth: world.verifier.verify(problems[q], c.text) })))
+  const out = {
+    probe: 'judge-checks',
+    model: MODEL,
+    fineTune: { steps, sequencesPerStep: 32, judgeShare: 0.5, lr, schedule: 'cosine, 20 warmup steps, to 0.1×', judgeInputWrongRate: 0.7, judgeLazyRate: 0 },
+    level: 3,
+    questions: n,
+    samplesPerQuestion: 2,
+    solverSampleAccuracy: answers.filter((a) => a.truth).length / answers.length,
+    rows: {},
+  }
+  for (const temperature of [1, 0]) out.rows[`bundled, T ${temperature}`] = summarizeChecks(await judgeRows(MODEL, answers, 'recompute', temperature))
+  for (const check of checks) {
+    const dir = await fineTuneJudge(check, steps, lr)
+    try {
+      for (const temperature of [1, 0]) {
+        const rows = await judgeRows(dir, answers, check, temperature)
+        out.rows[`${check}, T ${temperature}`] = summarizeChecks(rows, out.baselineRows?.[temperature])
+        if (check === 'recompute') (out.baselineRows ??= {})[temperature] = rows
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+    process.stderr.write(`${check} done\n`)
+  }
+  delete out.baselineRows
+  return out
+}
+
+const probes = { 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
 if (!probes[probe]) {
   console.error(`usage: node bench/evidence-probes.mjs ${Object.keys(probes).join('|')} [options]`)
   process.exit(2)

@@ -19,11 +19,13 @@
 // several size flags (--full --long) tune each method over those sizes' step counts as well.
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
-//          [--tune-only] [--table] [--note TEXT]
+//          [--tune-only] [--table] [--note TEXT] [--model DIR]
+//   --model DIR runs on another base model folder (a retrained toy model, say); its cells and result
+//   file are named with the folder's name, so they never mix with the bundled model's.
 //   --tune-only runs the development split's cells alone (explore settings without a look at the test split).
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
-import { join, resolve } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { evaluateBenchmarks, greedyProtocol } from '../dist/methods/common/evaluation.js'
@@ -349,9 +351,14 @@ function meanOverSeeds(cells, path) {
 const levelTag = (level) => (level === DEFAULT_LEVEL ? '' : `-L${level}`)
 
 /** Where a run's result goes unless --out says: evidence.json for the reduced size at the default level, else tagged -<sizes>, -L<N>, -tuning (--tune-only). */
-function defaultOut(sizes, level, tuneOnly) {
+/** '' for the bundled model, else `-<folder name>`: what names another base's cells and result file. */
+function modelTag(base) {
+  return resolve(base) === resolve(DEFAULT_MODEL) ? '' : `-${basename(resolve(base))}`
+}
+
+function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL) {
   const sizeTag = sizes.join('+')
-  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${tuneOnly ? '-tuning' : ''}.json`)
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
@@ -363,8 +370,9 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
+  if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device
-  const outFile = out ?? defaultOut(sizes, level, tuneOnly)
+  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base)
   const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
   const shared = { level, tuneOnly, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
@@ -372,7 +380,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
     ...shared,
     sizeName: z,
     size: { ...SIZES[z], ...(tune ? { tune } : {}) },
-    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${device ? `-${device}` : ''}`),
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${device ? `-${device}` : ''}`),
   }))
   for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
   const o = { ...shared, stages }
@@ -428,7 +436,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--out', '--note']
+  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--out', '--note', '--model']
   const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -444,7 +452,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only')), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model')), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
@@ -457,6 +465,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     out: arg('out'),
     device: arg('device'),
     note: arg('note'),
+    base: arg('model'),
   }).catch((e) => {
     // a bad option (level, method, seeds) is refused before any training, in one line
     if (!(e instanceof RangeError)) throw e

@@ -19,7 +19,7 @@ import { loadModel, type Model } from '../engine/model.js'
 import { writeJsonAtomic } from '../util/atomic.js'
 import { afterThinking, extractBoxed, extractTag } from '../tasks/extract.js'
 import { answersEquivalent } from '../tasks/math.js'
-import { buildCorpus, parseSolution, referenceSolution, solverPrompt, type CorpusItem, type Role } from '../worlds/arith/index.js'
+import { buildCorpus, parseSolution, referenceSolution, solverPrompt, type CorpusItem, type JudgeCorpusOptions, type Role } from '../worlds/arith/index.js'
 import { chatSlot, mathChatItem, toyChatItem, type ChatItem } from './chat-corpus.js'
 import { TOY_ARCHITECTURE, writeInitialToyModel, parameterCount, type ToyArchitecture } from './init.js'
 import { TOY_IDS } from './tokenizer.js'
@@ -56,6 +56,8 @@ export interface ToyRecipeOptions {
   levelWeights?: readonly number[]
   /** Shares of chat items: ChatML transcripts, math-style Solver conversations (of which `wordShare` word problems). */
   chat?: { chatml: number; math: number; wordShare: number }
+  /** The Judge items' check form, skimming rate and share of wrong inputs (buildCorpus `judge`). Default: the corpus defaults. */
+  judge?: JudgeCorpusOptions
   /** Dev metrics (devMetrics; not the held-out sets) every this many steps; 0 = never. Default 250. */
   evalEvery?: number
   /** Dev questions per level (default 40). */
@@ -112,6 +114,7 @@ export function resolveRecipe(o: ToyRecipeOptions) {
     chat: o.chat ?? TOY_RECIPE_DEFAULTS.chat,
     evalEvery: o.evalEvery ?? 250,
     devSize: o.devSize ?? 40,
+    ...(o.judge ? { judge: o.judge } : {}),  // recorded only when set: the default recipe's recipe.json is unchanged
   }
 }
 
@@ -209,7 +212,7 @@ export async function buildToyModel(options: ToyRecipeOptions): Promise<ToyRecip
       clipGradNorm: r.clipGradNorm,
       microBatchSize: r.microBatchSize,
     })
-    const corpus = buildCorpus({ seed: r.seed, size: r.steps * r.batchSize, mix: r.mix, levelWeights: r.levelWeights, chat: true })
+    const corpus = buildCorpus({ seed: r.seed, size: r.steps * r.batchSize, mix: r.mix, levelWeights: r.levelWeights, chat: true, judge: r.judge })
     const curve: ToyRecipeResult['curve'] = []
     const dev: ToyRecipeResult['dev'] = []
     const window = { loss: 0, grad: 0, tokens: 0, seconds: 0, n: 0 }

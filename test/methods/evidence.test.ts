@@ -113,6 +113,8 @@ describe('bench/evidence.mjs --quick', () => {
       }
       // sizes with different splits cannot be compared on one development split
       await expect(bench.runEvidence({ sizes: ['quick', 'reduced'], log: () => {} })).rejects.toThrow(/dev and test sizes must be equal/)
+      // --model: a folder that holds no model is refused before any training
+      await expect(bench.runEvidence({ sizes: ['quick'], base: join(dir, 'no-model-here'), log: () => {} })).rejects.toThrow(/not a model folder/)
     } finally {
       delete bench.SIZES['quick-x2']
     }

@@ -13,6 +13,7 @@ import {
   EVAL_CAPACITY,
   evalSet,
   evalText,
+  applyOp,
   evaluate,
   exprStats,
   formatIndicator,
@@ -41,6 +42,7 @@ import {
   rolePrompt,
   roleChat,
   SCORE_PASS,
+  writtenSteps,
   scriptedCompose,
   scriptedDecompose,
   scriptedJudge,
@@ -612,6 +614,55 @@ describe('scripted teachers', () => {
     )
   })
 
+  it('units and nines checks: the residues of the written values, the verdict they imply, and only the slips that change a residue caught', () => {
+    const unhedged = (t: string) => t.replace(/\bmaybe\b|\bI think\b|, not sure/g, '').trim()
+    const thinkOf = (completion: string) => unhedged(/<think>([\s\S]*)<\/think>/.exec(completion)![1])
+    const exact = { lazyRate: 0, slipRate: 0 }
+    const q = parseExpr('17+68')!
+    const wrong = '<think>17+68=84</think><answer>84</answer>'
+    expect(thinkOf(scriptedJudge(new Rng(1), q, wrong, { ...exact, check: 'units' }).completion)).toBe('7+8:5 84:4 not. got 84: wrong')
+    expect(thinkOf(scriptedJudge(new Rng(1), q, wrong, { ...exact, check: 'nines' }).completion)).toBe('17:8 68:5 8+5:4 84:3 not. got 84: wrong')
+    // a slip of 10 keeps the units digit (units misses it), not the digit sum (nines catches it)
+    const tens = '<think>17+68=75</think><answer>75</answer>'
+    expect(thinkOf(scriptedJudge(new Rng(1), q, tens, { ...exact, check: 'units' }).completion)).toBe('7+8:5 75:5 ok. got 75: right')
+    expect(thinkOf(scriptedJudge(new Rng(1), q, tens, { ...exact, check: 'nines' }).completion)).toBe('17:8 68:5 8+5:4 75:3 not. got 75: wrong')
+    const rng = new Rng('judge-residue-checks')
+    for (const check of ['units', 'nines'] as const) {
+      const m = check === 'units' ? 10n : 9n
+      const res = (v: bigint) => ((v % m) + m) % m
+      let caught = 0
+      let missed = 0
+      let negative = 0
+      for (let i = 0; i < 1500; i++) {
+        const e = generateExpr(rng, rng.int(1, 5))
+        const solved = scriptedSolve(rng, e, { slipRate: 0.5, formatErrorRate: 0.05 })!
+        const steps = writtenSteps(solved.completion)
+        if (solved.given === null || steps.length === 0) continue
+        const j = scriptedJudge(rng, e, solved.completion, { ...exact, check })
+        const lines = thinkOf(j.completion).split('. got ')[0].split('; ')
+        const first = steps.findIndex((s) => res(applyOp(s.op, res(s.a), res(s.b))) !== res(s.result))
+        expect(lines).toHaveLength(first < 0 ? steps.length : first + 1)
+        lines.forEach((line, k) => {
+          const s = steps[k]
+          const [ra, rb, rr] = [res(s.a), res(s.b), res(s.result)]
+          const own = res(applyOp(s.op, ra, rb))
+          if (s.a < 0n || s.b < 0n || s.result < 0n) negative++
+          expect(line).toBe(`${check === 'nines' ? `${s.a}:${ra} ${s.b}:${rb} ` : ''}${ra}${s.op}${rb}:${own} ${s.result}:${rr} ${own === rr ? 'ok' : 'not'}`)
+        })
+        const saysRight = j.score >= SCORE_PASS
+        expect(saysRight).toBe(first < 0 && steps[steps.length - 1].result === solved.given)
+        if (solved.given !== evaluate(e)) saysRight ? missed++ : caught++
+      }
+      expect(negative).toBeGreaterThan(50) // residues of negative values were checked
+      expect(caught).toBeGreaterThan(200)
+      expect(missed).toBeGreaterThan(check === 'units' ? 100 : 0) // units misses the slips that keep the units digit
+      if (check === 'nines') expect(caught / (caught + missed)).toBeGreaterThan(0.85)
+    }
+    // the Judge's own slip: a wrong residue, so a right response is called wrong
+    const right = '<think>17+68=85</think><answer>85</answer>'
+    expect(thinkOf(scriptedJudge(new Rng(3), q, right, { lazyRate: 0, slipRate: 1, check: 'units' }).completion)).toMatch(/^7\+8:[0-46-9] 85:5 not\. got 85: wrong$/)
+  })
+
   it('decompose → solve subtasks → compose beats one-shot solving on hard problems', () => {
     expect(decomposeExpr(parseExpr('(12+7)*3-4')!)).toEqual(['12+7', '#1*3', '#2-4'])
     expect(decomposeExpr(parseExpr('(1+2)*(3+4)')!)).toEqual(['1+2', '3+4', '#1*#2'])
@@ -764,6 +815,18 @@ describe('corpus', () => {
     expect(only.filter((x) => x.meta.candidateCorrect).length).toBeGreaterThan(60)
     expect(only.filter((x) => !x.meta.candidateCorrect).length).toBeGreaterThan(60)
     expect(() => buildCorpus({ seed: 1, size: 1, levelWeights: [1] })).toThrow(RangeError)
+  })
+
+  it('writes the Judge items in the check form, skimming rate and share of wrong inputs it is given', () => {
+    const judged = buildCorpus({ seed: 1, size: 400, mix: { judge: 1 }, levelWeights: [0, 0, 1, 0, 0], judge: { check: 'units', lazyRate: 0, inputWrongRate: 0.7 } })
+    expect(judged.some((x) => x.meta.lazy)).toBe(false)
+    const wrongShare = judged.filter((x) => !x.meta.candidateCorrect).length / judged.length
+    expect(wrongShare).toBeGreaterThan(0.6)
+    const withSteps = judged.filter((x) => x.completion.includes('</think>') && !x.completion.includes('no answer'))
+    expect(withSteps.length).toBeGreaterThan(300)
+    for (const x of withSteps) expect(x.completion, x.completion).toMatch(/<think>(maybe |I think )?\d[+\-*]\d:\d -?\d+:\d (ok|not)[;. ]/)
+    // the defaults are the corpus's own: the same items as without the option
+    expect(buildCorpus({ seed: 1, size: 300, judge: {} })).toEqual(buildCorpus({ seed: 1, size: 300 }))
   })
 
   it('has malformed examples only where they are meant to be, at small rates', () => {

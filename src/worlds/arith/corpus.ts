@@ -10,7 +10,8 @@
 // - validator: a proposal from the scripted Proposer with more bad questions than it makes on its
 //   own (VALIDATOR_INPUT_RATES), so the Validator sees enough of every class.
 // - judge: a good level-L question and a scripted Solver response that is wrong with probability
-//   max(SOLVER_SLIP_RATE[L], JUDGE_INPUT_WRONG_RATE) and malformed with JUDGE_INPUT_MALFORMED_RATE.
+//   max(SOLVER_SLIP_RATE[L], JUDGE_INPUT_WRONG_RATE) and malformed with JUDGE_INPUT_MALFORMED_RATE;
+//   `judge` sets the share of wrong ones, the skimming rate and the check form (JudgeCheck).
 // - decompose: a good level-L question.
 // - subtask: one subtask k of the reference decomposition, the earlier answers as the scripted
 //   subtask solver produced them (so an earlier slip is visible in the context).
@@ -42,6 +43,7 @@ import {
   scriptedSolveSubtask,
   scriptedValidate,
   SOLVER_SLIP_RATE,
+  type JudgeCheck,
   type ProposalKind,
 } from './teachers.js'
 import { decomposeExpr, type QuestionClass } from './verify.js'
@@ -73,6 +75,14 @@ export interface CorpusOptions {
   levelWeights?: readonly number[]
   /** Also give each item its prompt as toy-style ChatML messages (`messages`). Default false. */
   chat?: boolean
+  /** The Judge items: its check form, its skimming rate, and the least share of wrong responses it judges (default JUDGE_INPUT_WRONG_RATE). */
+  judge?: JudgeCorpusOptions
+}
+
+export interface JudgeCorpusOptions {
+  check?: JudgeCheck
+  lazyRate?: number
+  inputWrongRate?: number
 }
 
 export interface CorpusMeta {
@@ -121,7 +131,7 @@ function good(rng: Rng, level: number) {
   return generateExpr(rng, level, { exclude: isEvalQuestion })
 }
 
-function makeItem(rng: Rng, role: Role, level: number): { input: RoleInput; completion: string; meta: CorpusMeta } {
+function makeItem(rng: Rng, role: Role, level: number, judge: JudgeCorpusOptions = {}): { input: RoleInput; completion: string; meta: CorpusMeta } {
   switch (role) {
     case 'proposer': {
       const p = scriptedPropose(rng, level, { exclude: isEvalQuestion })
@@ -151,9 +161,9 @@ function makeItem(rng: Rng, role: Role, level: number): { input: RoleInput; comp
     }
     case 'judge': {
       const e = good(rng, level)
-      const slipRate = Math.max(SOLVER_SLIP_RATE[level], JUDGE_INPUT_WRONG_RATE)
+      const slipRate = Math.max(SOLVER_SLIP_RATE[level], judge.inputWrongRate ?? JUDGE_INPUT_WRONG_RATE)
       const response = scriptedSolve(rng, e, { slipRate, formatErrorRate: JUDGE_INPUT_MALFORMED_RATE })!.completion
-      const j = scriptedJudge(rng, e, response)
+      const j = scriptedJudge(rng, e, response, { check: judge.check, lazyRate: judge.lazyRate })
       const meta: CorpusMeta = {
         level,
         question: printExpr(e),
@@ -234,7 +244,7 @@ export function buildCorpus(opts: CorpusOptions): CorpusItem[] {
     const rng = new Rng(deriveSeed(seed, 'arith-corpus-v1', i))
     const role = ROLES[rng.weighted(roleWeights)]
     const level = LEVELS[rng.weighted(levelWeights)].level
-    const { input, completion, meta } = makeItem(rng, role, level)
+    const { input, completion, meta } = makeItem(rng, role, level, opts.judge)
     const item: CorpusItem = { role, prompt: rolePrompt(input), completion, meta }
     if (opts.chat === true) item.messages = [...roleChat(input), { role: 'assistant', content: completion }]
     items.push(item)

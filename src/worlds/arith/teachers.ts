@@ -26,7 +26,10 @@
 //   steps is recomputed from the question instead, in the same form. Verdict right 8–10, wrong
 //   1–3, no readable answer 1. (The bundled weights were trained on the previous form, the
 //   response's own `a op b=`: a retrain on this one was measured no better,
-//   models/arith-qwen3-tiny/README.md.)
+//   models/arith-qwen3-tiny/README.md.) With `check: 'units'` or `'nines'` (JudgeCheck) it checks
+//   each step's units digit or its residue mod 9 instead: checks cheaper than the step, which a
+//   fine-tuned small model was measured to compute rather than copy (bench/evidence-probes.mjs
+//   judge-checks).
 // - Decompose: one subtask per operation (decomposeExpr); with DECOMPOSE_ERROR_RATE[level] it
 //   miscopies one literal, so the decomposition no longer computes the question.
 // - Subtask solver: like the Solver on one operation, slipping with SUBTASK_SLIP_RATE[level]
@@ -442,20 +445,55 @@ function judgeStep(s: { op: Op; a: bigint; b: bigint }, own: bigint): string {
 }
 
 /**
- * The Judge's check of written steps: each step recomputed from its own operands (one of them,
- * drawn like a Solver slip, slipped with probability `slipRate`), stopping at the first step
- * whose written result differs; then the answer against the last step's result.
+ * How the scripted Judge checks one written step `a op b=r`:
+ * - `recompute`: the step's result in its own form (judgeStepForm), `68+17=85 ok` / `68+17=85 not 75`.
+ *   Checking costs what the step costs, and a small model copies r instead (the model card, "The
+ *   Judge copies").
+ * - `units`: the units digit only, (a mod 10) op (b mod 10) mod 10 against r mod 10, `7+8:5 75:5 ok`
+ *   / `7+8:5 84:4 not`: one single-digit operation, cheaper than the step. It misses slips that keep
+ *   the units digit (±10, a dropped carry: about 60% of the bundled Solver's level-3 slips).
+ * - `nines`: casting out nines, each number's residue mod 9 (its digit sum), the operation on the
+ *   residues, against r's, `17:8 68:5 8+5:4 75:3 not`: several single-digit operations; it misses only
+ *   slips that keep the digit sum (swapped digits).
+ * Residues are of the signed value (−21 mod 10 = 9). A response without readable steps is recomputed
+ * from the question in the `recompute` form, whatever the check.
  */
-function checkWrittenSteps(rng: Rng, steps: readonly Step[], given: bigint, slipRate: number): { think: string; saysRight: boolean } {
+export type JudgeCheck = 'recompute' | 'units' | 'nines'
+export const JUDGE_CHECKS: readonly JudgeCheck[] = ['recompute', 'units', 'nines']
+
+function residue(v: bigint, m: bigint): bigint {
+  return ((v % m) + m) % m
+}
+
+/** One written step checked in the `check` form; `slip`: the Judge's own value is wrong. */
+function checkStep(rng: Rng, s: Step, check: JudgeCheck, slip: boolean): { text: string; agrees: boolean } {
+  const exact = applyOp(s.op, s.a, s.b)
+  if (check === 'recompute') {
+    const own = slip ? slipResult(rng, { ...s, result: exact }) : exact
+    const agrees = own === s.result
+    return { text: `${judgeStep(s, own)} ${agrees ? 'ok' : `not ${s.result}`}`, agrees }
+  }
+  const m = check === 'units' ? 10n : 9n
+  const [ra, rb, rr] = [residue(s.a, m), residue(s.b, m), residue(s.result, m)]
+  let own = residue(applyOp(s.op, ra, rb), m)
+  if (slip) own = (own + BigInt(rng.int(1, Number(m) - 1))) % m
+  const agrees = own === rr
+  const operands = check === 'nines' ? `${s.a}:${ra} ${s.b}:${rb} ` : ''
+  return { text: `${operands}${ra}${s.op}${rb}:${own} ${s.result}:${rr} ${agrees ? 'ok' : 'not'}`, agrees }
+}
+
+/**
+ * The Judge's check of written steps, one at a time in the `check` form (one of them, drawn like a
+ * Solver slip, slipped with probability `slipRate`), stopping at the first step that disagrees;
+ * then the answer against the last step's result.
+ */
+function checkWrittenSteps(rng: Rng, steps: readonly Step[], given: bigint, slipRate: number, check: JudgeCheck): { think: string; saysRight: boolean } {
   const slipAt = rng.chance(slipRate) ? rng.weighted(steps.map((s) => digits(s.a) + digits(s.b) + (s.op === '*' ? 2 : 0))) : -1
   const checked: string[] = []
   for (let i = 0; i < steps.length; i++) {
-    const s = steps[i]
-    const exact = applyOp(s.op, s.a, s.b)
-    const own = i === slipAt ? slipResult(rng, { ...s, result: exact }) : exact
-    const mine = judgeStep(s, own)
-    if (own !== s.result) return { think: `${[...checked, `${mine} not ${s.result}`].join('; ')}. got ${given}: wrong`, saysRight: false }
-    checked.push(`${mine} ok`)
+    const c = checkStep(rng, steps[i], check, i === slipAt)
+    checked.push(c.text)
+    if (!c.agrees) return { think: `${checked.join('; ')}. got ${given}: wrong`, saysRight: false }
   }
   const last = steps[steps.length - 1].result
   if (last !== given) return { think: `${checked.join('; ')}. got ${given} not ${last}: wrong`, saysRight: false }
@@ -468,6 +506,8 @@ export interface JudgeTeacherOptions {
   lazyRate?: number
   /** P(a slip in its own recomputation), default JUDGE_SLIP_RATE[level]. */
   slipRate?: number
+  /** How it checks a written step, default `recompute` (the form the bundled weights learned). */
+  check?: JudgeCheck
 }
 
 /** The scripted Judge on a well-formed question and a raw Solver response. */
@@ -491,7 +531,7 @@ export function scriptedJudge(rng: Rng, question: Expr, response: string, opts: 
     think = 'looks fine'
     saysRight = true
   } else if (written.length > 0) {
-    ;({ think, saysRight } = checkWrittenSteps(rng, written, given, slipRate))
+    ;({ think, saysRight } = checkWrittenSteps(rng, written, given, slipRate, opts.check ?? 'recompute'))
   } else {
     const slipAt = rng.chance(slipRate) ? chooseSlipStep(rng, question, []) : -1
     const own = tracedSteps(rng, question, [], slipAt)!
