@@ -27,7 +27,10 @@
 //     value or the response's. The bundled weights, unchanged, are the first row.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
-//        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200]
+//        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200] [--keep DIR]
+//          (--keep DIR: the fine-tuned models stay, as DIR/<check>, e.g. for bench/evidence.mjs --model;
+//          --steps 0: no fine-tune, the --model weights judge as they are, in each form; --solver DIR:
+//          whose samples are rated, default the bundled model)
 //   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
 //   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -234,7 +237,8 @@ async function fineTuneJudge(check, steps, lr) {
     const m = await trainer.step({ sequences: items.map(encode) })
     if ((step + 1) % 100 === 0) process.stderr.write(`${check}: step ${step + 1}/${steps} loss ${m.loss.toFixed(4)}\n`)
   }
-  const dir = mkdtempSync(join(tmpdir(), `judge-checks-${check}-`))
+  const keep = arg('keep', null)
+  const dir = keep ? join(keep, check) : mkdtempSync(join(tmpdir(), `judge-checks-${check}-`))
   await model.save(dir)
   model.dispose()
   return dir
@@ -320,7 +324,8 @@ async function judgeChecks() {
   const lr = Number(arg('lr', 3e-4))
   const n = Number(arg('questions', 200))
   const checks = String(arg('checks', 'recompute,units,nines')).split(',')
-  const solver = await loadModel(MODEL, { threads: 2 })
+  const solverDir = arg('solver', DEFAULT_MODEL)
+  const solver = await loadModel(solverDir, { threads: 2 })
   const problems = trainingQuestions('evidence-probe-checks-3', 3, n)
   const groups = await solver.generate(problems.map((p) => world.cose.solverPrompt(p.question)), { n: 2, temperature: 1, maxTokens: 64, seed: 11 })
   solver.dispose()
@@ -328,6 +333,7 @@ async function judgeChecks() {
   const out = {
     probe: 'judge-checks',
     model: MODEL,
+    solver: solverDir,
     fineTune: { steps, sequencesPerStep: 32, judgeShare: 0.5, lr, schedule: 'cosine, 20 warmup steps, to 0.1×', judgeInputWrongRate: 0.7, judgeLazyRate: 0 },
     level: 3,
     questions: n,
@@ -335,9 +341,10 @@ async function judgeChecks() {
     solverSampleAccuracy: answers.filter((a) => a.truth).length / answers.length,
     rows: {},
   }
-  for (const temperature of [1, 0]) out.rows[`bundled, T ${temperature}`] = summarizeChecks(await judgeRows(MODEL, answers, 'recompute', temperature))
+  // the --model weights as they are (the bundled ones by default), their Judge checking as it was taught
+  for (const temperature of [1, 0]) out.rows[`${MODEL === DEFAULT_MODEL ? 'bundled' : 'as given'}, T ${temperature}`] = summarizeChecks(await judgeRows(MODEL, answers, 'recompute', temperature))
   for (const check of checks) {
-    const dir = await fineTuneJudge(check, steps, lr)
+    const dir = steps > 0 ? await fineTuneJudge(check, steps, lr) : MODEL
     try {
       for (const temperature of [1, 0]) {
         const rows = await judgeRows(dir, answers, check, temperature)
@@ -345,7 +352,7 @@ async function judgeChecks() {
         if (check === 'recompute') (out.baselineRows ??= {})[temperature] = rows
       }
     } finally {
-      rmSync(dir, { recursive: true, force: true })
+      if (steps > 0 && !arg('keep', null)) rmSync(dir, { recursive: true, force: true })
     }
     process.stderr.write(`${check} done\n`)
   }
