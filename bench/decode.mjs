@@ -140,6 +140,8 @@ for (const name of wanted) {
     for (const ours of rows.filter((r) => same(r) && r.engine.startsWith('ours') && !r.unavailable))
       for (const r of rows.filter((r) => same(r) && !r.engine.startsWith('ours') && !r.unavailable)) {
         ours[`decodeRatioTo ${r.engine}`] = ours.decode.median / r.decode.median
+        // each round's own ratio: the two runs a minute apart, so a bandwidth that drifts over the bench cancels
+        ours[`roundDecodeRatiosTo ${r.engine}`] = ours.decode.runs.map((x, i) => x / r.decode.runs[i])
         ours[`prefillRatioTo ${r.engine}`] = ours.prefill.median / r.prefill.median
       }
   }
@@ -180,4 +182,9 @@ for (const r of rows) {
   )
 }
 console.log('ours/peer: our decode tok/s over the peer\'s (ours bf16/f16: over llama.cpp f16; ours int8: over llama.cpp q8_0); of floor: decode tok/s over (read bandwidth / weight bytes per step × batch).')
+for (const r of rows.filter((r) => r.engine.startsWith('ours ') && !r.unavailable)) {
+  const peer = r.engine === 'ours int8' ? 'llama.cpp q8_0' : 'llama.cpp f16'
+  const ratios = r[`roundDecodeRatiosTo ${peer}`]
+  if (ratios) console.log(`${r.model} b${r.batch} ${r.engine} / ${peer}, round by round: median ${median(ratios).toFixed(2)}× [${spread(ratios)[0].toFixed(2)}–${spread(ratios)[1].toFixed(2)}] over ${ratios.length} rounds`)
+}
 console.log(`wrote bench/results/${outName}`)
