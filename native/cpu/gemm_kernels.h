@@ -331,14 +331,15 @@ inline void store_first(float* p, __m128 v) {
   if (C == 3) _mm_store_ss(p + 2, _mm_movehl_ps(v, v));
 }
 
-// Y[0..C) = base + sums, base = the row as it is, or (when the block is the first) 0 or the row
-// (accumulate), plus the bias. Only the C ≤ 3 columns of the tile are read or written.
+// Lane c of a tile row's sums.
 inline float sum_of(Sums4 sums, int c) {
   alignas(16) float lanes[4];
   _mm_store_ps(lanes, sums);
   return lanes[c];
 }
 
+// Y[0..C) = base + sums, base = the row as it is, or (when the block is the first) 0 or the row
+// (accumulate), plus the bias. Only the C ≤ 3 columns of the tile are read or written.
 template <int C>
 inline void dot_store(float* y, __m128 sums, const float* bias, bool first, bool accumulate) {
   __m128 base = !first || accumulate ? load_first<C>(y) : _mm_setzero_ps();
