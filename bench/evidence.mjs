@@ -19,10 +19,13 @@
 // several size flags (--full --long) tune each method over those sizes' step counts as well.
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
-//          [--tune-only] [--table] [--note TEXT] [--model DIR]
+//          [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
 //   --model DIR runs on another base model folder (a retrained toy model, say); its cells and result
 //   file are named with the folder's name, so they never mix with the bundled model's.
+//   --config JSON overrides a method's preset, by method ('{"cose":{"judge":{"maxTokens":200}}}'); the
+//   cells and result file carry a hash of it.
 //   --tune-only runs the development split's cells alone (explore settings without a look at the test split).
+import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { basename, join, resolve } from 'node:path'
@@ -220,8 +223,8 @@ async function cell(o, key, compute) {
 /** Trains one arm of a method for its steps and evaluates its Solver on `benchmark`. */
 async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
   const m = METHOD_TABLE[name]
-  const preset = m.resolve({ ...o.size.over[name] })
-  const settings = [m.atLevel(o.level), o.size.over[name] ?? {}, m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
+  const preset = m.resolve(deepMerge(o.size.over[name] ?? {}, o.config?.[name] ?? {}))
+  const settings = [m.atLevel(o.level), o.size.over[name] ?? {}, o.config?.[name] ?? {}, m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
   const config = m.resolve(settings.reduce(deepMerge))
   const run = await m.start(o.base, config, o.world, { openPolicy: o.openPolicy, threads: o.threads })
   try {
@@ -330,7 +333,7 @@ async function runMethod(o, name, sp) {
 /** A method's adaptation benchmark (TTRL: its test-time prompts): each arm against the base, and the ablation rows, on those prompts. */
 async function adaptationRows(o, name, arms, armCells) {
   const m = METHOD_TABLE[name]
-  const adapt = m.adaptation(o.world, m.resolve({ ...o.size.over[name] }))
+  const adapt = m.adaptation(o.world, m.resolve(deepMerge(o.size.over[name] ?? {}, o.config?.[name] ?? {})))
   const base = await baseCell(o, `adapt-${name}-${adapt.problems.length}`, adapt)
   const pooled = Object.fromEntries(Object.entries(armCells).map(([arm, cells]) => [arm, pool(cells.map((c) => c.adaptation))]))
   const baseRepeated = baseAsSeeds(base, o.seeds.length)
@@ -356,31 +359,37 @@ function modelTag(base) {
   return resolve(base) === resolve(DEFAULT_MODEL) ? '' : `-${basename(resolve(base))}`
 }
 
-function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL) {
+/** '' without preset overrides, else `-cfg<hash>`: cells and results of another configuration never mix. */
+function configTag(config) {
+  return config ? `-cfg${createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 8)}` : ''
+}
+
+function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config) {
   const sizeTag = sizes.join('+')
-  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${tuneOnly ? '-tuning' : ''}.json`)
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
   if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
   if (!seeds.every((x) => Number.isSafeInteger(x) && x >= 0)) throw new RangeError(`--seeds ${seeds.join(',')}: seeds are whole numbers ≥ 0`)
   if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
+  for (const m of Object.keys(config ?? {})) if (!METHOD_TABLE[m]) throw new RangeError(`--config: unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device
-  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base)
+  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config)
   const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
-  const shared = { level, tuneOnly, seeds, base: resolve(base), world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
+  const shared = { level, tuneOnly, seeds, base: resolve(base), config, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
     ...shared,
     sizeName: z,
     size: { ...SIZES[z], ...(tune ? { tune } : {}) },
-    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${device ? `-${device}` : ''}`),
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${device ? `-${device}` : ''}`),
   }))
   for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
   const o = { ...shared, stages }
@@ -388,7 +397,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const sp = splits(world, s, level)
   const started = Date.now()
   const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
-  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -430,13 +439,30 @@ export function table(r) {
   return lines.join('\n')
 }
 
+/** --config's JSON ({ method: preset overrides }), or undefined; anything else is a one-line error. */
+function parseConfig(text) {
+  if (text === undefined) return undefined
+  let parsed
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    console.error(`evidence: --config is not JSON: ${text}`)
+    process.exit(2)
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    console.error('evidence: --config must be an object of method presets, e.g. {"cose":{"judge":{"maxTokens":200}}}')
+    process.exit(2)
+  }
+  return parsed
+}
+
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const argv = process.argv.slice(2)
   const arg = (name) => {
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--out', '--note', '--model']
+  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--out', '--note', '--model', '--config']
   const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -452,7 +478,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model')), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config'))), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
@@ -466,6 +492,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     device: arg('device'),
     note: arg('note'),
     base: arg('model'),
+    config: parseConfig(arg('config')),
   }).catch((e) => {
     // a bad option (level, method, seeds) is refused before any training, in one line
     if (!(e instanceof RangeError)) throw e

@@ -115,6 +115,8 @@ describe('bench/evidence.mjs --quick', () => {
       await expect(bench.runEvidence({ sizes: ['quick', 'reduced'], log: () => {} })).rejects.toThrow(/dev and test sizes must be equal/)
       // --model: a folder that holds no model is refused before any training
       await expect(bench.runEvidence({ sizes: ['quick'], base: join(dir, 'no-model-here'), log: () => {} })).rejects.toThrow(/not a model folder/)
+      // --config: overrides are by method; an unknown one is refused before any training
+      await expect(bench.runEvidence({ sizes: ['quick'], config: { nope: {} }, log: () => {} })).rejects.toThrow(/--config: unknown method 'nope'/)
     } finally {
       delete bench.SIZES['quick-x2']
     }
