@@ -45,7 +45,7 @@ import { pairMargins, pairwiseAccuracy, rawJudgeScores } from '../dist/methods/j
 import { verifierPairMargins } from '../dist/methods/jzero/loop.js'
 import { BUNDLED_JUDGE } from '../dist/toymodel/bundled.js'
 import { TOY_IDS, TOY_RECIPE_DEFAULTS } from '../dist/toymodel/index.js'
-import { applyOp, arithWorld, buildCorpus, parseExpr, Rng, scriptedJudge, trainingQuestions, writtenSteps } from '../dist/worlds/arith/index.js'
+import { arithWorld, buildCorpus, JUDGE_CHECKS, parseExpr, Rng, scriptedJudge, stepResidues, trainingQuestions, writtenSteps } from '../dist/worlds/arith/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 const arg = (name, fallback) => {
@@ -264,18 +264,15 @@ function discrimination(rows, says = (r) => r.says) {
   return rate(rows.filter((r) => r.truth)) - rate(rows.filter((r) => !r.truth))
 }
 
-/** At the first step the check form flags (the residue or result disagrees), what the Judge wrote as its own value there. */
+/** At the first step the check form flags (its residue disagrees), what the Judge wrote as its own residue there. */
 function residueAtFirstFlag(check, response, verdict) {
-  const m = check === 'units' ? 10n : 9n
-  const res = (v) => ((v % m) + m) % m
-  const steps = writtenSteps(response)
-  const k = steps.findIndex((s) => res(applyOp(s.op, res(s.a), res(s.b))) !== res(s.result))
+  const steps = writtenSteps(response).map((s) => stepResidues(check, s))
+  const k = steps.findIndex((r) => r.own !== r.written)
   if (k < 0) return null
-  const s = steps[k]
   const line = (/<think>([\s\S]*?)(<\/think>|$)/.exec(verdict)?.[1] ?? '').split('. got')[0].split('; ')[k]
   const wrote = line === undefined ? null : /[+\-*]\d:(\d) /.exec(line)?.[1] ?? null
   if (wrote === null) return 'unchecked'
-  return BigInt(wrote) === res(applyOp(s.op, res(s.a), res(s.b))) ? 'computed' : BigInt(wrote) === res(s.result) ? 'copied' : 'other'
+  return BigInt(wrote) === steps[k].own ? 'computed' : BigInt(wrote) === steps[k].written ? 'copied' : 'other'
 }
 
 async function judgeRows(dir, answers, check, temperature) {
@@ -324,6 +321,14 @@ async function judgeChecks() {
   const lr = Number(arg('lr', 3e-4))
   const n = Number(arg('questions', 200))
   const checks = String(arg('checks', 'recompute,units,nines')).split(',')
+  const refuse = (message) => {
+    console.error(`judge-checks: ${message}`)
+    process.exit(2)
+  }
+  if (!(Number.isInteger(steps) && steps >= 0)) refuse(`--steps must be a whole number ≥ 0, got ${arg('steps')}`)
+  if (!(lr > 0)) refuse(`--lr must be a number > 0, got ${arg('lr')}`)
+  if (!(Number.isInteger(n) && n >= 1)) refuse(`--questions must be a whole number ≥ 1, got ${arg('questions')}`)
+  for (const c of checks) if (!JUDGE_CHECKS.includes(c)) refuse(`--checks: '${c}' is not one of ${JUDGE_CHECKS.join(', ')}`)
   const solverDir = arg('solver', DEFAULT_MODEL)
   const solver = await loadModel(solverDir, { threads: 2 })
   const problems = trainingQuestions('evidence-probe-checks-3', 3, n)

@@ -377,7 +377,15 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (!seeds.every((x) => Number.isSafeInteger(x) && x >= 0)) throw new RangeError(`--seeds ${seeds.join(',')}: seeds are whole numbers ≥ 0`)
   if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
-  for (const m of Object.keys(config ?? {})) if (!METHOD_TABLE[m]) throw new RangeError(`--config: unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
+  for (const [m, over] of Object.entries(config ?? {})) {
+    if (!METHOD_TABLE[m]) throw new RangeError(`--config: unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
+    // a bad key or value is refused now, not at the first training cell
+    try {
+      METHOD_TABLE[m].resolve(over)
+    } catch (e) {
+      throw new RangeError(`--config ${m}: ${e.message}`)
+    }
+  }
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device

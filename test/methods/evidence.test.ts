@@ -117,6 +117,7 @@ describe('bench/evidence.mjs --quick', () => {
       await expect(bench.runEvidence({ sizes: ['quick'], base: join(dir, 'no-model-here'), log: () => {} })).rejects.toThrow(/not a model folder/)
       // --config: overrides are by method; an unknown one is refused before any training
       await expect(bench.runEvidence({ sizes: ['quick'], config: { nope: {} }, log: () => {} })).rejects.toThrow(/--config: unknown method 'nope'/)
+      await expect(bench.runEvidence({ sizes: ['quick'], config: { cose: { judge: { maxTokenz: 1 } } }, log: () => {} })).rejects.toThrow(/--config cose: .*unknown key 'judge.maxTokenz'/)
     } finally {
       delete bench.SIZES['quick-x2']
     }

@@ -827,6 +827,10 @@ describe('corpus', () => {
     for (const x of withSteps) expect(x.completion, x.completion).toMatch(/<think>(maybe |I think )?\d[+\-*]\d:\d -?\d+:\d (ok|not)[;. ]/)
     // the defaults are the corpus's own: the same items as without the option
     expect(buildCorpus({ seed: 1, size: 300, judge: {} })).toEqual(buildCorpus({ seed: 1, size: 300 }))
+    // options that may come from a recipe's JSON are refused before any item is drawn
+    expect(() => buildCorpus({ seed: 1, size: 1, judge: { check: 'tens' as never } })).toThrow(/judge.check must be one of recompute, units, nines/)
+    expect(() => buildCorpus({ seed: 1, size: 1, judge: { inputWrongRate: 1.5 } })).toThrow(RangeError)
+    expect(() => buildCorpus({ seed: 1, size: 1, judge: { lazyRate: Number.NaN } })).toThrow(/judge.lazyRate must be a probability/)
   })
 
   it('has malformed examples only where they are meant to be, at small rates', () => {

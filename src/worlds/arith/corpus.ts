@@ -42,6 +42,7 @@ import {
   scriptedSolve,
   scriptedSolveSubtask,
   scriptedValidate,
+  JUDGE_CHECKS,
   SOLVER_SLIP_RATE,
   type JudgeCheck,
   type ProposalKind,
@@ -227,6 +228,15 @@ function makeItem(rng: Rng, role: Role, level: number, judge: JudgeCorpusOptions
   }
 }
 
+/** The Judge items' options, refused with a RangeError before any item is drawn (they may come from a recipe JSON). */
+function checkJudgeOptions(j: JudgeCorpusOptions): void {
+  if (j.check !== undefined && !JUDGE_CHECKS.includes(j.check)) throw new RangeError(`judge.check must be one of ${JUDGE_CHECKS.join(', ')}, got ${String(j.check)}`)
+  for (const key of ['lazyRate', 'inputWrongRate'] as const) {
+    const v = j[key]
+    if (v !== undefined && !(typeof v === 'number' && v >= 0 && v <= 1)) throw new RangeError(`judge.${key} must be a probability in [0, 1], got ${String(v)}`)
+  }
+}
+
 /**
  * The synthetic SFT corpus: `size` items `{ role, prompt, completion, meta }`, deterministic in
  * `seed` (and prefix-stable in `size`). Prompts are the toy format (rolePrompt); `chat: true` adds
@@ -239,6 +249,7 @@ export function buildCorpus(opts: CorpusOptions): CorpusItem[] {
   const roleWeights = ROLES.map((r) => mix[r] ?? 0)
   const levelWeights = opts.levelWeights ?? LEVELS.map(() => 1)
   if (levelWeights.length !== LEVELS.length) throw new RangeError(`levelWeights must have ${LEVELS.length} entries`)
+  checkJudgeOptions(opts.judge ?? {})
   const items: CorpusItem[] = []
   for (let i = 0; i < size; i++) {
     const rng = new Rng(deriveSeed(seed, 'arith-corpus-v1', i))

@@ -461,22 +461,35 @@ function judgeStep(s: { op: Op; a: bigint; b: bigint }, own: bigint): string {
 export type JudgeCheck = 'recompute' | 'units' | 'nines'
 export const JUDGE_CHECKS: readonly JudgeCheck[] = ['recompute', 'units', 'nines']
 
+/** The modulus of a residue check. */
+const CHECK_MODULUS: Readonly<Record<'units' | 'nines', bigint>> = { units: 10n, nines: 9n }
+
 function residue(v: bigint, m: bigint): bigint {
   return ((v % m) + m) % m
 }
 
+/**
+ * A written step's residues under a residue check: the operands', the one the operation on them
+ * gives (what a faultless Judge writes as its own) and the written result's. The step passes
+ * the check when `own === written`.
+ */
+export function stepResidues(check: 'units' | 'nines', s: Step): { a: bigint; b: bigint; own: bigint; written: bigint } {
+  const m = CHECK_MODULUS[check]
+  const [a, b] = [residue(s.a, m), residue(s.b, m)]
+  return { a, b, own: residue(applyOp(s.op, a, b), m), written: residue(s.result, m) }
+}
+
 /** One written step checked in the `check` form; `slip`: the Judge's own value is wrong. */
 function checkStep(rng: Rng, s: Step, check: JudgeCheck, slip: boolean): { text: string; agrees: boolean } {
-  const exact = applyOp(s.op, s.a, s.b)
   if (check === 'recompute') {
+    const exact = applyOp(s.op, s.a, s.b)
     const own = slip ? slipResult(rng, { ...s, result: exact }) : exact
     const agrees = own === s.result
     return { text: `${judgeStep(s, own)} ${agrees ? 'ok' : `not ${s.result}`}`, agrees }
   }
-  const m = check === 'units' ? 10n : 9n
-  const [ra, rb, rr] = [residue(s.a, m), residue(s.b, m), residue(s.result, m)]
-  let own = residue(applyOp(s.op, ra, rb), m)
-  if (slip) own = (own + BigInt(rng.int(1, Number(m) - 1))) % m
+  const m = CHECK_MODULUS[check]
+  const { a: ra, b: rb, own: faultless, written: rr } = stepResidues(check, s)
+  const own = slip ? (faultless + BigInt(rng.int(1, Number(m) - 1))) % m : faultless
   const agrees = own === rr
   const operands = check === 'nines' ? `${s.a}:${ra} ${s.b}:${rb} ` : ''
   return { text: `${operands}${ra}${s.op}${rb}:${own} ${s.result}:${rr} ${agrees ? 'ok' : 'not'}`, agrees }
