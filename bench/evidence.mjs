@@ -102,9 +102,10 @@ export const METHOD_TABLE = {
     lr: ['ppo', 'lr'],
     // the toy preset proposes levels 2-4 around the default 3: the same band around any level
     atLevel: (level) => ({ proposer: { levels: [level - 1, level, level + 1].filter((l) => l >= 1 && l <= 5) } }),
-    arms: { full: {}, 'w/o weighting': { switches: { weighting: false, priority: 'cose' } }, 'w/o priority': { switches: { weighting: true, priority: 'uniform' } } },
+    // verifier Judge: a control outside the paper (as TTRL's reference-label): the same loop with every p(q, a) right, so the gap to full is what the Judge's errors cost
+    arms: { full: {}, 'w/o weighting': { switches: { weighting: false, priority: 'cose' } }, 'w/o priority': { switches: { weighting: true, priority: 'uniform' } }, 'verifier Judge': { switches: { judge: 'verifier' } } },
     headline: 'full',
-    ablations: [['full', 'w/o weighting'], ['full', 'w/o priority'], ['w/o priority', 'w/o weighting']],
+    ablations: [['full', 'w/o weighting'], ['full', 'w/o priority'], ['w/o priority', 'w/o weighting'], ['verifier Judge', 'full']],
     paper: 'COSE Table 5: full > w/o priority > w/o weighting',
     diagnostics: ['diagnostics.validatorAcceptPrecision', 'diagnostics.proposalGoodRate', 'diagnostics.judgeVerifierAgreement', 'diagnostics.solveRateError', 'diagnostics.solveRateCorrelation', 'confidenceJudge.std', 'confidenceValidator.std', 'rewardSolver.mean'],
   },

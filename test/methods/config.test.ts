@@ -10,7 +10,7 @@ describe('COSE config', () => {
     const c = resolveCoseConfig({ solver: { n: 8 }, switches: { weighting: false } }, TOY_PRESET, 'x.json')
     expect(c.solver.n).toBe(8)
     expect(c.solver.questions).toBe(TOY_PRESET.solver.questions)
-    expect(c.switches).toEqual({ weighting: false, priority: 'cose' })
+    expect(c.switches).toEqual({ weighting: false, priority: 'cose', judge: 'policy' })
     expect(resolveCoseConfig({}, PAPER_PRESET).ppo).toMatchObject({ lr: 1e-6, clip: 0.2, klCoef: 0.01 })
   })
 

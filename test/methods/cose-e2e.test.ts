@@ -101,4 +101,30 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE on 
     if (uniform.questionsSolved > 0) expect(uniform.prioritySpread.max).toBe(uniform.prioritySpread.min)
     expect(uniform.rewardProposer).toEqual(base.rewardProposer)
   })
+
+  it("the 'verifier' Judge control scores the same answers by the world's verifier, with full confidence", async () => {
+    const step = async (judge: string) => {
+      const run = await CoseRun.start(DEFAULT_MODEL, small({ steps: 1, switches: { judge } }), arithWorld, { threads: 2 })
+      const r = await run.runStep()
+      run.dispose()
+      return untimed(r as unknown as Record<string, unknown>) as any
+    }
+    const policy = await step('policy')
+    const verifier = await step('verifier')
+    expect(verifier.questionsSolved).toBeGreaterThan(0)
+    // the Proposer, the Validator and the Solver's answers are the same; only the verdicts (and so p(q) and r_P, Eq. 8) differ
+    for (const k of ['proposals', 'acceptRate', 'questionsSolved', 'solverFormatRate', 'weightProposer'] as const) expect(verifier[k]).toEqual(policy[k])
+    expect(verifier.diagnostics.trueSolveRate).toEqual(policy.diagnostics.trueSolveRate)
+    // every verdict is the verifier's: p(q, a) agrees with it, p(q) is the true solve rate, c_J = 1, no Judge ran
+    expect(verifier.diagnostics.judgeVerifierAgreement).toBe(1)
+    expect(verifier.diagnostics.solveRateError).toBe(0)
+    expect([verifier.confidenceJudge.min, verifier.confidenceJudge.max]).toEqual([1, 1])
+    expect(verifier.judgeFormatRate).toBeNull() // NaN in the record: no Judge output to parse
+    expect(policy.judgeFormatRate).toBeGreaterThan(0)
+    expect(verifier.generatedTokens).toBeLessThan(policy.generatedTokens)
+  })
+
+  it("refuses an unknown Judge source", () => {
+    expect(() => small({ switches: { judge: 'oracle' } })).toThrow(/switches\.judge/)
+  })
 })

@@ -38,6 +38,9 @@ function samplingPassSignal() {
   )
 }
 
+/** Who scores the Solver's answers: the paper's Judge role, or the world's verifier (a control, like TTRL's reference-label arm). */
+export const JUDGE_SOURCES = ['policy', 'verifier'] as const
+
 export function coseSchema() {
   return z.strictObject({
     ...runShape,
@@ -55,6 +58,9 @@ export function coseSchema() {
     switches: z.strictObject({
       weighting: z.boolean().describe('false: every w = 1 (Table 5 "w/o weighting")'),
       priority: registered(priorityModes).describe("'cose' (Eq. 6), 'uniform' (Table 5 \"w/o priority\") or 'one-minus-p' (§4.6)"),
+      judge: z
+        .enum(JUDGE_SOURCES)
+        .describe("'policy' (COSE: the backbone's Judge role scores each answer) or 'verifier', a control outside the paper: the world's verifier scores each answer 1 or 0 with full confidence, so a run measures what COSE's loop reaches when p(q, a) is never wrong"),
     }),
     replay: z.strictObject({ capacity: intAtLeast(1), floor: unitInterval() }),
     ppo: z.strictObject({
@@ -83,7 +89,7 @@ export const PAPER_PRESET: CoseConfig = {
   solver: { questions: 16, freshFirst: 16, n: 8, temperature: 1, maxTokens: 1024 },
   judge: { temperature: 1, maxTokens: 512 },
   confidence: 'normalized-entropy',
-  switches: { weighting: true, priority: 'cose' },
+  switches: { weighting: true, priority: 'cose', judge: 'policy' },
   replay: { capacity: 8192, floor: 0.1 },
   ppo: { lr: 1e-6, minLrRatio: 0, warmupSteps: 0, clip: 0.2, klCoef: 0.01, entropyCoef: 0, advantage: 'grpo', microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
   eval: { every: 20, size: 100, benchmarks: [] },

@@ -5,7 +5,8 @@
 // PPO update on Proposer and Solver trajectories only (Validator and Judge are inference-only).
 // With `roleAdapters`, the roles share the base but not the update: the Proposer, the Solver (with
 // the Validator) and the Judge each run through their own LoRA adapter, and the one optimizer step
-// moves the Proposer's adapter by r_P and the Solver's by r_S.
+// moves the Proposer's adapter by r_P and the Solver's by r_S. With `switches.judge: 'verifier'`
+// (a control outside the paper) the world's verifier scores the answers in the Judge's place.
 import { join, resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
 import type { Completion, GenerateOptions, Prompt } from '../../engine/model.js'
@@ -190,6 +191,14 @@ export class CoseRun {
     return out.map((group, i) => group.map((completion) => ({ prompt: this.model.encodePrompt(prompts[i]), completion })))
   }
 
+  /** The Judge role's verdict on each prompt: p(q, a) (null when malformed) and c_J (COSE §3.2). */
+  private async judgeVerdicts(prompts: Prompt[], count: (groups: Sample[][]) => void): Promise<Verdict[]> {
+    const c = this.config
+    const judged = await this.sample(prompts, { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, 'judge')
+    count(judged)
+    return judged.map(([{ completion }]) => ({ score: this.world.cose.parseScore(completion.text), cJ: this.confidence(completion) }))
+  }
+
   /** One COSE iteration; returns its metrics line. */
   async runStep(): Promise<CoseStepRecord> {
     const started = process.hrtime.bigint()
@@ -237,15 +246,10 @@ export class CoseRun {
     const answers = await this.sample(questions.map(([, q]) => w.solverPrompt(q.question)), { n: c.solver.n, temperature: c.solver.temperature, maxTokens: c.solver.maxTokens }, 'solver')
     count(answers)
     const flat = answers.flatMap((group, qi) => group.map((traj) => ({ qi, traj })))
-    const judged = await this.sample(flat.map(({ qi, traj }) => w.judgePrompt(questions[qi][1].question, traj.completion.text)), { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, 'judge')
-    count(judged)
-    let judgeFormatOk = 0
-    const solverRows = flat.map(({ qi, traj }, i) => {
-      const verdict = judged[i][0].completion
-      const score = w.parseScore(verdict.text)
-      if (score !== null) judgeFormatOk++
-      return { qi, traj, fS: w.solverFormat(traj.completion.text), pqa: score ?? 0, cJ: this.confidence(verdict) }
-    })
+    const verdicts = c.switches.judge === 'verifier'
+      ? flat.map(({ qi, traj }) => verifierVerdict(this.world, questions[qi][1].question, traj.completion.text))
+      : await this.judgeVerdicts(flat.map(({ qi, traj }) => w.judgePrompt(questions[qi][1].question, traj.completion.text)), count)
+    const solverRows = flat.map(({ qi, traj }, i) => ({ qi, traj, fS: w.solverFormat(traj.completion.text), pqa: verdicts[i].score ?? 0, cJ: verdicts[i].cJ }))
     const solveRates = questions.map((_, qi) => solveRate(solverRows.filter((r) => r.qi === qi).map((r) => r.pqa))) // Eq. 1
     questions.forEach(([key], qi) => this.replay.setSolveRate(key, solveRates[qi]))
     const pOf = new Map(questions.map(([key], qi) => [key, solveRates[qi]]))
@@ -277,7 +281,7 @@ export class CoseRun {
       prioritySpread: { min: Math.min(...priorities), max: Math.max(...priorities) },
       questionsSolved: questions.length,
       solverFormatRate: solverRows.length ? solverRows.filter((r) => r.fS).length / solverRows.length : NaN,
-      judgeFormatRate: solverRows.length ? judgeFormatOk / solverRows.length : NaN,
+      judgeFormatRate: solverRows.length && c.switches.judge === 'policy' ? verdicts.filter((v) => v.score !== null).length / solverRows.length : NaN,
       rewardSolver: spread(rS),
       rewardProposer: spread(rP),
       weightSolver: spread(wS),
@@ -313,6 +317,17 @@ export class CoseRun {
     })
     await this.evals.flush(dir)
   }
+}
+
+/** A verdict on one answer: the Judge's score p(q, a) (null: malformed, which scores 0) and its confidence c_J. */
+interface Verdict {
+  score: number | null
+  cJ: number
+}
+
+/** The 'verifier' control's verdict: 1 when the world's verifier marks the answer right, else 0 (an unposed question included), with full confidence. */
+function verifierVerdict(world: TaskWorld, question: string, answer: string): Verdict {
+  return { score: verifyPosed(world, question, answer) === true ? 1 : 0, cJ: 1 }
 }
 
 /** A Judge score at or above this says "right" (the arith world's verdict is score ≥ 6 of 1..10, normalized ≥ 0.56). */
