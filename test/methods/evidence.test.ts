@@ -40,7 +40,7 @@ describe('bench/evidence.mjs --quick', () => {
       // the headline row is the headline arm against the base
       expect(m.mean4Delta).toBeCloseTo(100 * (m.arms[m.headline].mean4 - m.base.mean4), 9)
     }
-    expect(r.methods.cose.ablations.map((a: any) => a.name)).toEqual(['full vs w/o weighting', 'full vs w/o priority', 'w/o priority vs w/o weighting'])
+    expect(r.methods.cose.ablations.map((a: any) => a.name)).toEqual(['full vs w/o weighting', 'full vs w/o priority', 'w/o priority vs w/o weighting', 'verifier Judge vs full'])
     expect(r.methods.ttrl.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs ttrl', 'uid-conj vs permuted-uid', 'reference-label vs ttrl'])
     expect(r.methods.rzero.ablations.map((a: any) => a.name)).toEqual(['+disagreement vs R-Zero'])
     expect(r.methods.jzero.ablations.map((a: any) => a.name)).toEqual(['J-Zero vs frozen Judge'])
