@@ -2,8 +2,10 @@
 // headline comparison and its paper's ablation over several seeds, and writes
 // bench/results/evidence.json (and the table it prints, for the README).
 //   1. Tuning: per method, the headline arm at each candidate learning-rate scale (and step count,
-//      when several sizes are named), on a separate tuning seed, evaluated on the DEVELOPMENT split
-//      (held-out items [0, dev) of the level); the best candidate by dev mean@4 is kept.
+//      when several sizes are named), on separate tuning seeds (100, 101, …: --tune-seeds N, default 1),
+//      evaluated on the DEVELOPMENT split (held-out items [0, dev) of the level); the best candidate by
+//      dev mean@4 pooled over the tuning seeds is kept. One seed's dev mean@4 on 100 items moves about
+//      2 pp from seed to seed, as much as the gains it is asked to pick between.
 //   2. Report: every arm × seed at the chosen candidate, evaluated once on the TEST split (held-out
 //      items [400, 400 + test) of the level), which the tuning never saw; the base model on the same items.
 //   --level N (default 3) sets the difficulty throughout: the splits, the tasks each method's
@@ -19,7 +21,7 @@
 // several size flags (--full --long) tune each method over those sizes' step counts as well.
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
-//          [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
+//          [--tune-seeds N] [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
 //   --model DIR runs on another base model folder (a retrained toy model, say); its cells and result
 //   file are named with the folder's name, so they never mix with the bundled model's.
 //   --config JSON overrides a method's preset, by method ('{"cose":{"judge":{"maxTokens":200}}}'); the
@@ -284,12 +286,15 @@ async function runMethod(o, name, sp) {
   const tuning = []
   for (const st of o.stages) {
     for (const scale of st.size.tune) {
-      const c = await cell(st, `${name}|${m.headline}|seed ${TUNING_SEED}|lr×${scale}|dev`, () => trainAndEvaluate(st, name, m.headline, TUNING_SEED, scale, sp.dev))
-      tuning.push({ size: st.sizeName, steps: st.size.steps[name], lrScale: scale, lr: c.lr, devMean4: accuracy(c.mean4), devMean4Delta: 100 * (accuracy(c.mean4) - accuracy(devBase.mean4)), devGreedy: accuracy(c.greedy.map((x) => [x])), diagnostics: c.diagnostics })
+      const cells = []
+      for (const seed of o.tuningSeeds) cells.push(await cell(st, `${name}|${m.headline}|seed ${seed}|lr×${scale}|dev`, () => trainAndEvaluate(st, name, m.headline, seed, scale, sp.dev)))
+      const pooled = pool(cells)
+      // diagnostics: the first tuning seed's run
+      tuning.push({ size: st.sizeName, steps: st.size.steps[name], lrScale: scale, lr: cells[0].lr, devMean4: accuracy(pooled.mean4), devMean4Delta: 100 * (accuracy(pooled.mean4) - accuracy(devBase.mean4)), devGreedy: accuracy(pooled.greedy), diagnostics: cells[0].diagnostics })
     }
   }
   const chosen = tuning.reduce((best, t) => (t.devMean4 > best.devMean4 ? t : best), tuning[0])
-  const tuningRecord = { split: 'dev', devItems: sp.dev.problems.length, seed: TUNING_SEED, base: accuracies(devBase), candidates: tuning, chosenSize: chosen.size, chosenSteps: chosen.steps, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr }
+  const tuningRecord = { split: 'dev', devItems: sp.dev.problems.length, seeds: o.tuningSeeds, base: accuracies(devBase), candidates: tuning, chosenSize: chosen.size, chosenSteps: chosen.steps, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr }
   // --tune-only: the development split alone, so settings can be explored without a look at the test split
   if (o.tuneOnly) return { command: m.command, tuning: tuningRecord }
   o = o.stages.find((st) => st.sizeName === chosen.size)
@@ -371,11 +376,14 @@ function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config) {
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
   if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
   if (!seeds.every((x) => Number.isSafeInteger(x) && x >= 0)) throw new RangeError(`--seeds ${seeds.join(',')}: seeds are whole numbers ≥ 0`)
+  if (!(Number.isSafeInteger(tuneSeeds) && tuneSeeds >= 1 && tuneSeeds <= 10)) throw new RangeError(`--tune-seeds ${tuneSeeds}: a whole number of tuning seeds, 1 to 10`)
+  const tuningSeeds = Array.from({ length: tuneSeeds }, (_, i) => TUNING_SEED + i)
+  if (seeds.some((x) => tuningSeeds.includes(x))) throw new RangeError(`--seeds ${seeds.join(',')}: the test seeds must differ from the tuning seeds ${tuningSeeds.join(',')}`)
   if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   for (const [m, over] of Object.entries(config ?? {})) {
@@ -392,7 +400,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (device) process.env.AUTODIDACT_DEVICE = device
   const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config)
   const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
-  const shared = { level, tuneOnly, seeds, base: resolve(base), config, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
+  const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
     ...shared,
@@ -471,7 +479,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--out', '--note', '--model', '--config']
+  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--out', '--note', '--model', '--config']
   const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -496,6 +504,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     methods: arg('methods')?.split(','),
     seeds: arg('seeds')?.split(',').map(Number),
     tune: arg('tune')?.split(',').map(Number),
+    tuneSeeds: arg('tune-seeds') === undefined ? undefined : Number(arg('tune-seeds')),
     tuneOnly: argv.includes('--tune-only'),
     out: arg('out'),
     device: arg('device'),

@@ -1,7 +1,7 @@
 // bench/evidence.mjs --quick on the scripted policy (a Solver that gets better as it trains): every
 // method's cells run, the JSON has the shape issue 27 asks for, each interval contains its delta,
 // and a second run resumes from the saved cells instead of training again.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -121,5 +121,26 @@ describe('bench/evidence.mjs --quick', () => {
     } finally {
       delete bench.SIZES['quick-x2']
     }
+  }, 60_000)
+
+  it('--tune-seeds N: each dev candidate pools N tuning seeds (100, 101, …), and the tuning seeds never double as test seeds', async () => {
+    const dir = join(root, 'tune-seeds')
+    const cellsDir = join(dir, 'cells')
+    // seed 101's cell saved beforehand (a finished cell is read back, not trained): a Solver wrong on every dev item
+    mkdirSync(cellsDir, { recursive: true })
+    const wrong = { key: 'grpo|verifier GRPO|seed 101|lr×1|dev', mean4: Array.from({ length: 8 }, () => [0, 0, 0, 0]), greedy: Array(8).fill(0), lr: 3e-5, diagnostics: {}, seconds: 0, load: 0 }
+    writeFileSync(join(cellsDir, 'grpo_verifier_GRPO_seed_101_lr_1_dev.json'), JSON.stringify(wrong))
+    const r = await bench.runEvidence({ size: 'quick', methods: ['grpo'], tuneSeeds: 2, tuneOnly: true, out: join(dir, 'evidence.json'), cellsDir, base: join(root, 'no-such-base'), openPolicy: scriptedPolicies({ script: improving }), log: () => {} })
+    const t = r.methods.grpo.tuning
+    expect(t.seeds).toEqual([100, 101])
+    const trained = JSON.parse(readFileSync(join(cellsDir, 'grpo_verifier_GRPO_seed_100_lr_1_dev.json'), 'utf8'))
+    const share = (xs: number[][]) => xs.reduce((a, q) => a + q.reduce((s, x) => s + x, 0) / q.length, 0) / xs.length
+    expect(share(trained.mean4)).toBeGreaterThan(0)
+    // the candidate is the two seeds pooled: half of seed 100's accuracy, since seed 101 got nothing right
+    expect(t.candidates[0].devMean4).toBeCloseTo(share(trained.mean4) / 2, 12)
+    expect(t.candidates[0].devGreedy).toBeCloseTo(share(trained.greedy.map((x: number) => [x])) / 2, 12)
+    await expect(bench.runEvidence({ size: 'quick', tuneSeeds: 0, log: () => {} })).rejects.toThrow(/--tune-seeds 0/)
+    await expect(bench.runEvidence({ size: 'quick', tuneSeeds: 1.5, log: () => {} })).rejects.toThrow(/--tune-seeds 1.5/)
+    await expect(bench.runEvidence({ size: 'quick', tuneSeeds: 2, seeds: [1, 2, 101], log: () => {} })).rejects.toThrow(/must differ from the tuning seeds 100,101/)
   }, 60_000)
 })
