@@ -52,6 +52,8 @@ const arg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : fallback
 }
+/** judge-checks --keep DIR: where its fine-tuned models stay (null: removed after rating). */
+const KEEP = arg('keep', null)
 const probe = process.argv[2]
 const world = arithWorld()
 const MODEL = arg('model', DEFAULT_MODEL)
@@ -237,8 +239,7 @@ async function fineTuneJudge(check, steps, lr) {
     const m = await trainer.step({ sequences: items.map(encode) })
     if ((step + 1) % 100 === 0) process.stderr.write(`${check}: step ${step + 1}/${steps} loss ${m.loss.toFixed(4)}\n`)
   }
-  const keep = arg('keep', null)
-  const dir = keep ? join(keep, check) : mkdtempSync(join(tmpdir(), `judge-checks-${check}-`))
+  const dir = KEEP ? join(KEEP, check) : mkdtempSync(join(tmpdir(), `judge-checks-${check}-`))
   await model.save(dir)
   model.dispose()
   return dir
@@ -357,7 +358,7 @@ async function judgeChecks() {
         if (check === 'recompute') (out.baselineRows ??= {})[temperature] = rows
       }
     } finally {
-      if (steps > 0 && !arg('keep', null)) rmSync(dir, { recursive: true, force: true })
+      if (steps > 0 && !KEEP) rmSync(dir, { recursive: true, force: true })
     }
     process.stderr.write(`${check} done\n`)
   }

@@ -223,11 +223,16 @@ async function cell(o, key, compute) {
   return value
 }
 
+/** A method's overrides of its preset in this run: the size's, then --config's. */
+function overridesOf(o, name) {
+  return deepMerge(o.size.over[name] ?? {}, o.config?.[name] ?? {})
+}
+
 /** Trains one arm of a method for its steps and evaluates its Solver on `benchmark`. */
 async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
   const m = METHOD_TABLE[name]
-  const preset = m.resolve(deepMerge(o.size.over[name] ?? {}, o.config?.[name] ?? {}))
-  const settings = [m.atLevel(o.level), o.size.over[name] ?? {}, o.config?.[name] ?? {}, m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
+  const preset = m.resolve(overridesOf(o, name))
+  const settings = [m.atLevel(o.level), overridesOf(o, name), m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
   const config = m.resolve(settings.reduce(deepMerge))
   const run = await m.start(o.base, config, o.world, { openPolicy: o.openPolicy, threads: o.threads })
   try {
@@ -339,7 +344,7 @@ async function runMethod(o, name, sp) {
 /** A method's adaptation benchmark (TTRL: its test-time prompts): each arm against the base, and the ablation rows, on those prompts. */
 async function adaptationRows(o, name, arms, armCells) {
   const m = METHOD_TABLE[name]
-  const adapt = m.adaptation(o.world, m.resolve(deepMerge(o.size.over[name] ?? {}, o.config?.[name] ?? {})))
+  const adapt = m.adaptation(o.world, m.resolve(overridesOf(o, name)))
   const base = await baseCell(o, `adapt-${name}-${adapt.problems.length}`, adapt)
   const pooled = Object.fromEntries(Object.entries(armCells).map(([arm, cells]) => [arm, pool(cells.map((c) => c.adaptation))]))
   const baseRepeated = baseAsSeeds(base, o.seeds.length)
