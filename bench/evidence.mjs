@@ -21,7 +21,9 @@
 // several size flags (--full --long) tune each method over those sizes' step counts as well.
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
-//          [--tune-seeds N] [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
+//          [--tune-seeds N] [--items DEV,TEST] [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
+//   --items DEV,TEST sets the split sizes (dev items [0, DEV), DEV ≤ 400; test items [400, 400 + TEST),
+//   TEST ≤ 500) in place of the size's 100 and 200; its cells and result file are tagged -itemsDEVxTEST.
 //   --model DIR runs on another base model folder (a retrained toy model, say); its cells and result
 //   file are named with the folder's name, so they never mix with the bundled model's.
 //   --config JSON overrides a method's preset, by method ('{"cose":{"judge":{"maxTokens":200}}}'); the
@@ -370,18 +372,23 @@ function modelTag(base) {
   return resolve(base) === resolve(DEFAULT_MODEL) ? '' : `-${basename(resolve(base))}`
 }
 
+/** '' at the sizes' own split sizes, else `-items<dev>x<test>`: cells evaluated on other splits never mix. */
+function itemsTag(items) {
+  return items ? `-items${items[0]}x${items[1]}` : ''
+}
+
 /** '' without preset overrides, else `-cfg<hash>`: cells and results of another configuration never mix. */
 function configTag(config) {
   return config ? `-cfg${createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 8)}` : ''
 }
 
-function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config) {
+function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items) {
   const sizeTag = sizes.join('+')
-  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${tuneOnly ? '-tuning' : ''}.json`)
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, items, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
   if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
@@ -389,6 +396,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (!(Number.isSafeInteger(tuneSeeds) && tuneSeeds >= 1 && tuneSeeds <= 10)) throw new RangeError(`--tune-seeds ${tuneSeeds}: a whole number of tuning seeds, 1 to 10`)
   const tuningSeeds = Array.from({ length: tuneSeeds }, (_, i) => TUNING_SEED + i)
   if (seeds.some((x) => tuningSeeds.includes(x))) throw new RangeError(`--seeds ${seeds.join(',')}: the test seeds must differ from the tuning seeds ${tuningSeeds.join(',')}`)
+  if (items && !(items.length === 2 && items.every((x) => Number.isSafeInteger(x) && x >= 1) && items[0] <= TEST_OFFSET && TEST_OFFSET + items[1] <= 900)) throw new RangeError(`--items ${items.join(',')}: DEV,TEST item counts, DEV 1 to ${TEST_OFFSET} (items [0, DEV)) and TEST 1 to ${900 - TEST_OFFSET} (items [${TEST_OFFSET}, ${TEST_OFFSET} + TEST))`)
   if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   for (const [m, over] of Object.entries(config ?? {})) {
@@ -403,15 +411,15 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device
-  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config)
+  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items)
   const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
   const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
     ...shared,
     sizeName: z,
-    size: { ...SIZES[z], ...(tune ? { tune } : {}) },
-    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${device ? `-${device}` : ''}`),
+    size: { ...SIZES[z], ...(tune ? { tune } : {}), ...(items ? { dev: items[0], test: items[1] } : {}) },
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${device ? `-${device}` : ''}`),
   }))
   for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
   const o = { ...shared, stages }
@@ -484,7 +492,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--out', '--note', '--model', '--config']
+  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--items', '--out', '--note', '--model', '--config']
   const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -500,7 +508,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config'))), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config')), arg('items')?.split(',').map(Number)), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
@@ -510,6 +518,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     seeds: arg('seeds')?.split(',').map(Number),
     tune: arg('tune')?.split(',').map(Number),
     tuneSeeds: arg('tune-seeds') === undefined ? undefined : Number(arg('tune-seeds')),
+    items: arg('items')?.split(',').map(Number),
     tuneOnly: argv.includes('--tune-only'),
     out: arg('out'),
     device: arg('device'),

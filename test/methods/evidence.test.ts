@@ -143,4 +143,17 @@ describe('bench/evidence.mjs --quick', () => {
     await expect(bench.runEvidence({ size: 'quick', tuneSeeds: 1.5, log: () => {} })).rejects.toThrow(/--tune-seeds 1.5/)
     await expect(bench.runEvidence({ size: 'quick', tuneSeeds: 2, seeds: [1, 2, 101], log: () => {} })).rejects.toThrow(/must differ from the tuning seeds 100,101/)
   }, 60_000)
+
+  it('--items DEV,TEST sets the split sizes in place of the size\'s, and is refused when the splits would overlap or run into the TTRL prompts', async () => {
+    const dir = join(root, 'items')
+    const r = await bench.runEvidence({ size: 'quick', methods: ['grpo'], items: [6, 5], out: join(dir, 'evidence.json'), cellsDir: join(dir, 'cells'), base: join(root, 'no-such-base'), openPolicy: scriptedPolicies({ script: improving }), log: () => {} })
+    expect(r.splits).toEqual({ dev: 'L3 held-out items [0, 6)', test: 'L3 held-out items [400, 405)' })
+    expect(r.methods.grpo.tuning.devItems).toBe(6)
+    expect(r.methods.grpo.testItems).toBe(5)
+    const cell = JSON.parse(readFileSync(join(dir, 'cells', 'base_test.json'), 'utf8'))
+    expect(cell.mean4).toHaveLength(5)
+    for (const bad of [[401, 5], [6, 501], [0, 5], [6], [6, 2.5]]) {
+      await expect(bench.runEvidence({ size: 'quick', items: bad, log: () => {} })).rejects.toThrow(/--items .*DEV 1 to 400 .*TEST 1 to 500/)
+    }
+  }, 60_000)
 })
