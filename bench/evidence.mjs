@@ -9,9 +9,11 @@
 //   2. Report: every arm × seed at the chosen candidate, evaluated once on the TEST split (held-out
 //      items [400, 400 + test) of the level), which the tuning never saw; the base model on the same items.
 //   --level N (default 3) sets the difficulty throughout: the splits, the tasks each method's
-//   Proposer/Challenger is asked for (COSE N-1..N+1 as its toy preset does around 3) and TTRL's
-//   unlabeled prompts (level N's reserve from item 900). Level 2 is where the bundled Solver's
-//   majority answer is right far more often than one sample (TTRL's and R-Zero's premise).
+//   Proposer/Challenger is asked for (COSE N-1..N+1 as its toy preset does around 3). Level 2 is where
+//   the bundled Solver's majority answer is right far more often than one sample (TTRL's and R-Zero's premise).
+//   TTRL adapts to the split it is scored on, as TTRL and UID §5.1 do: its unlabeled test-time prompts
+//   are that split's questions (dev cells adapt on dev, test cells on test), their answers read by
+//   diagnostics only. The other methods never see the split's questions.
 //   mean@4: 4 samples per question at T 0.6, top-p 0.95 (UID C.4's protocol, 4 samples); greedy
 //   beside it. Δ in percentage points with a 95% paired prompt bootstrap (UID D.4): per prompt,
 //   all seeds' samples of an arm against the base's (or another arm's).
@@ -45,7 +47,7 @@ import { JzeroRun } from '../dist/methods/jzero/loop.js'
 import { resolveRzeroConfig } from '../dist/methods/rzero/config.js'
 import { RzeroRun } from '../dist/methods/rzero/loop.js'
 import { resolveTtrlConfig } from '../dist/methods/ttrl/config.js'
-import { testTimePrompts, TtrlRun } from '../dist/methods/ttrl/loop.js'
+import { TtrlRun } from '../dist/methods/ttrl/loop.js'
 import { pairedPromptBootstrap } from '../dist/stats/index.js'
 import { toyJudge } from '../dist/toymodel/bundled.js'
 import { arithWorld, DEFAULT_LEVEL } from '../dist/worlds/arith/index.js'
@@ -119,12 +121,11 @@ export const METHOD_TABLE = {
     start: (base, c, world, o) => TtrlRun.start(base, c, world, o),
     solver: (run) => run.model,
     lr: ['ppo', 'lr'],
-    atLevel: () => ({}), // the world's unlabeled prompts carry the level
+    atLevel: () => ({}), // its prompts are the split's questions, of the split's level
     // reference-label: the control with true labels (not a paper arm): what the same prompts, steps and updates reach when no label is wrong
     arms: { 'uid-conj': { reward: { arm: 'uid-conj' } }, ttrl: { reward: { arm: 'ttrl' } }, 'permuted-uid': { reward: { arm: 'permuted-uid' } }, 'reference-label': { reward: { arm: 'reference-label' } } },
     headline: 'uid-conj',
-    // UID §5.1's adaptation benchmark: the unlabeled test-time prompts themselves, scored against their answers after training
-    adaptation: (world, c) => ({ name: 'adapt', problems: testTimePrompts(world, c) }),
+    adaptsToSplit: true,
     ablations: [['uid-conj', 'ttrl'], ['uid-conj', 'permuted-uid'], ['reference-label', 'ttrl']],
     paper: 'UID §5.1: UID-Conj > TTRL, and > its permutation control',
     diagnostics: ['labelAccuracy', 'rolloutAccuracy', 'agreeRate', 'kl'],
@@ -230,18 +231,23 @@ function overridesOf(o, name) {
   return deepMerge(o.size.over[name] ?? {}, o.config?.[name] ?? {})
 }
 
+/** The world with `benchmark`'s questions as its unlabeled test-time prompts (TTRL §3, UID §5.1: adapt on the test set, labels unseen). */
+function adaptingTo(world, benchmark) {
+  return { ...world, data: { ...world.data, unlabeledPrompts: () => benchmark.problems } }
+}
+
 /** Trains one arm of a method for its steps and evaluates its Solver on `benchmark`. */
 async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
   const m = METHOD_TABLE[name]
   const preset = m.resolve(overridesOf(o, name))
-  const settings = [m.atLevel(o.level), overridesOf(o, name), m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
+  const adapting = m.adaptsToSplit ? { prompts: { offset: 0, size: benchmark.problems.length } } : {}
+  const settings = [m.atLevel(o.level), overridesOf(o, name), adapting, m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
   const config = m.resolve(settings.reduce(deepMerge))
-  const run = await m.start(o.base, config, o.world, { openPolicy: o.openPolicy, threads: o.threads })
+  const run = await m.start(o.base, config, m.adaptsToSplit ? adaptingTo(o.world, benchmark) : o.world, { openPolicy: o.openPolicy, threads: o.threads })
   try {
     const records = []
     for (let s = 0; s < config.steps; s++) records.push(await run.runStep())
-    const adaptation = m.adaptation ? { adaptation: await evaluate(m.solver(run), o.world, m.adaptation(o.world, config)) } : {}
-    return { ...(await evaluate(m.solver(run), o.world, benchmark)), ...adaptation, lr: lrOf(m.lr)(config), diagnostics: summarizeDiagnostics(records, m.diagnostics) }
+    return { ...(await evaluate(m.solver(run), o.world, benchmark)), lr: lrOf(m.lr)(config), diagnostics: summarizeDiagnostics(records, m.diagnostics) }
   } finally {
     run.dispose()
   }
@@ -254,7 +260,7 @@ function deepMerge(a, b) {
   return out
 }
 
-/** The base model on a split (or on a method's adaptation prompts). */
+/** The base model on a split. */
 async function baseCell(o, split, benchmark) {
   return cell(o, `base|${split}`, async () => {
     const policy = await o.openPolicy({ model: o.base, threads: o.threads })
@@ -289,12 +295,14 @@ function pool(cells) {
  */
 async function runMethod(o, name, sp) {
   const m = METHOD_TABLE[name]
+  // a method that adapts to its split names it so in its cells (TTRL's earlier cells, adapted to other prompts, never mix in)
+  const trained = (split) => (m.adaptsToSplit ? `adapted|${split}` : split)
   const devBase = await baseCell(o.stages[0], 'dev', sp.dev)
   const tuning = []
   for (const st of o.stages) {
     for (const scale of st.size.tune) {
       const cells = []
-      for (const seed of o.tuningSeeds) cells.push(await cell(st, `${name}|${m.headline}|seed ${seed}|lr×${scale}|dev`, () => trainAndEvaluate(st, name, m.headline, seed, scale, sp.dev)))
+      for (const seed of o.tuningSeeds) cells.push(await cell(st, `${name}|${m.headline}|seed ${seed}|lr×${scale}|${trained('dev')}`, () => trainAndEvaluate(st, name, m.headline, seed, scale, sp.dev)))
       const pooled = pool(cells)
       // diagnostics: the first tuning seed's run
       tuning.push({ size: st.sizeName, steps: st.size.steps[name], lrScale: scale, lr: cells[0].lr, devMean4: accuracy(pooled.mean4), devMean4Delta: 100 * (accuracy(pooled.mean4) - accuracy(devBase.mean4)), devGreedy: accuracy(pooled.greedy), diagnostics: cells[0].diagnostics })
@@ -307,11 +315,9 @@ async function runMethod(o, name, sp) {
   o = o.stages.find((st) => st.sizeName === chosen.size)
   const base = await baseCell(o, 'test', sp.test)
   const arms = {}
-  const armCells = {}
   for (const arm of Object.keys(m.arms)) {
     const cells = []
-    for (const seed of o.seeds) cells.push(await cell(o, `${name}|${arm}|seed ${seed}|lr×${chosen.lrScale}|test`, () => trainAndEvaluate(o, name, arm, seed, chosen.lrScale, sp.test)))
-    armCells[arm] = cells
+    for (const seed of o.seeds) cells.push(await cell(o, `${name}|${arm}|seed ${seed}|lr×${chosen.lrScale}|${trained('test')}`, () => trainAndEvaluate(o, name, arm, seed, chosen.lrScale, sp.test)))
     const pooled = pool(cells)
     arms[arm] = {
       mean4: accuracy(pooled.mean4),
@@ -324,7 +330,6 @@ async function runMethod(o, name, sp) {
   }
   const head = arms[m.headline]
   const ablations = m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(arms[a].pooled, arms[b].pooled) }))
-  const adaptation = m.adaptation ? await adaptationRows(o, name, arms, armCells) : undefined
   for (const a of Object.values(arms)) delete a.pooled
   return {
     command: m.command,
@@ -338,23 +343,8 @@ async function runMethod(o, name, sp) {
     tuning: tuningRecord,
     arms,
     ablations,
-    ...(adaptation ? { adaptation } : {}),
+    ...(m.adaptsToSplit ? { adaptedToTestSplit: true } : {}),
     paper: m.paper,
-  }
-}
-
-/** A method's adaptation benchmark (TTRL: its test-time prompts): each arm against the base, and the ablation rows, on those prompts. */
-async function adaptationRows(o, name, arms, armCells) {
-  const m = METHOD_TABLE[name]
-  const adapt = m.adaptation(o.world, m.resolve(overridesOf(o, name)))
-  const base = await baseCell(o, `adapt-${name}-${adapt.problems.length}`, adapt)
-  const pooled = Object.fromEntries(Object.entries(armCells).map(([arm, cells]) => [arm, pool(cells.map((c) => c.adaptation))]))
-  const baseRepeated = baseAsSeeds(base, o.seeds.length)
-  return {
-    items: adapt.problems.length,
-    base: accuracies(base),
-    arms: Object.fromEntries(Object.keys(arms).map((arm) => [arm, { mean4: accuracy(pooled[arm].mean4), vsBase: compare(pooled[arm], baseRepeated) }])),
-    ablations: m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(pooled[a], pooled[b]) })),
   }
 }
 
@@ -460,11 +450,6 @@ export function table(r) {
     const row = (name, label, d, seeds, items) => `| ${name} | ${setting} | ${label} | ${f(d.mean4Delta)} ${ci(d.ci95)} | ${f(d.greedyDelta)} ${ci(d.greedyCi95)} | ${seeds} | ${items} |`
     for (const [arm, a] of Object.entries(m.arms)) lines.push(row(name, `${arm}${arm === m.headline ? ' (headline)' : ''}`, a.vsBase, m.seeds, m.testItems))
     for (const ab of m.ablations) lines.push(row(name, ab.name, ab, m.seeds, m.testItems))
-    const ad = m.adaptation
-    if (ad) {
-      for (const [arm, a] of Object.entries(ad.arms)) lines.push(row(name, `adaptation prompts: ${arm}`, a.vsBase, m.seeds, ad.items))
-      for (const ab of ad.ablations) lines.push(row(name, `adaptation prompts: ${ab.name}`, ab, m.seeds, ad.items))
-    }
   }
   return lines.join('\n')
 }

@@ -44,8 +44,7 @@ describe('bench/evidence.mjs --quick', () => {
     expect(r.methods.ttrl.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs ttrl', 'uid-conj vs permuted-uid', 'reference-label vs ttrl'])
     expect(r.methods.rzero.ablations.map((a: any) => a.name)).toEqual(['+disagreement vs R-Zero'])
     expect(r.methods.jzero.ablations.map((a: any) => a.name)).toEqual(['J-Zero vs frozen Judge'])
-    expect(r.methods.ttrl.adaptation.items).toBe(4) // UID §5.1: the test-time prompts themselves
-    for (const a of r.methods.ttrl.adaptation.ablations) expect(inside(a.mean4Delta, a.ci95)).toBe(true)
+    expect(r.methods.ttrl.adaptedToTestSplit).toBe(true) // TTRL §3, UID §5.1: it adapts to the split it is scored on
     expect(r.notRun).toEqual([])
     expect(r.pending).toEqual([])
     expect(r.methods.grpo.mean4Delta).toBeGreaterThan(0) // the improving script's trained Solver beats its base
@@ -59,22 +58,27 @@ describe('bench/evidence.mjs --quick', () => {
     expect(again.methods).toEqual(r.methods)
   }, 60_000)
 
-  it('--level 2 asks every method for level-2 tasks and reports on level 2\'s splits and unlabeled prompts', async () => {
-    /** What the prompts of one method's run asked for: the levels the Proposer/Challenger was asked for, the difficulties of the questions the Solver was given. */
+  it('--level 2 asks every method for level-2 tasks and reports on level 2\'s splits; TTRL adapts to the split it is scored on, the others never train on it', async () => {
+    /** What the prompts of one method's run asked for: the levels the Proposer/Challenger was asked for, the difficulties of the questions the Solver was given, and the questions it was trained on (sampled at T 1; evaluation samples at 0.6 and 0). */
     const asked = async (method: string) => {
       const proposed = new Set<number>()
       const solved = new Set<number | null>()
+      const trainedOn = new Set<string>()
       const script = (c: ScriptContext) => {
         const propose = /^Propose a level (\d+) problem/.exec(c.prompt)
         if (propose) proposed.add(Number(propose[1]))
         const solve = /^Solve: (.*)/.exec(c.prompt)
         if (solve) solved.add(difficultyOf(solve[1]))
+        if (solve && c.temperature === 1) trainedOn.add(solve[1].trim())
         return improving(c)
       }
       const dir = join(root, `level2-${method}`)
       const r = await bench.runEvidence({ size: 'quick', level: 2, methods: [method], out: join(dir, 'evidence.json'), cellsDir: join(dir, 'cells'), base: join(root, 'no-such-base'), openPolicy: scriptedPolicies({ script }), log: () => {} })
-      return { r, proposed: [...proposed].sort(), solved: [...solved].sort() }
+      return { r, proposed: [...proposed].sort(), solved: [...solved].sort(), trainedOn: [...trainedOn] }
     }
+    const level2 = evalSet(2, 1000).map((e) => e.question)
+    const dev = new Set(level2.slice(0, 8))
+    const test = new Set(level2.slice(400, 408))
     const rzero = await asked('rzero')
     expect(rzero.r.level).toBe(2)
     expect(rzero.r.splits).toEqual({ dev: 'L2 held-out items [0, 8)', test: 'L2 held-out items [400, 408)' })
@@ -82,12 +86,17 @@ describe('bench/evidence.mjs --quick', () => {
     expect((await asked('jzero')).proposed).toEqual([2])
     expect((await asked('cose')).proposed).toEqual([1, 2, 3]) // the toy preset's band of three levels, around 2
     // GRPO's training questions and every evaluation are level 2; so are TTRL's test-time prompts, level 2's reserve from item 900
-    expect((await asked('grpo')).solved).toEqual([2])
+    const grpo = await asked('grpo')
+    expect(grpo.solved).toEqual([2])
+    expect(grpo.trainedOn.length).toBeGreaterThan(0)
+    expect(grpo.trainedOn.filter((q) => dev.has(q) || test.has(q))).toEqual([])
     const ttrl = await asked('ttrl')
     expect(ttrl.solved).toEqual([2])
-    expect(ttrl.r.methods.ttrl.adaptation.items).toBe(4)
     expect(ttrl.r.methods.ttrl.testItems).toBe(8)
-    expect(evalSet(2, 1000)[900].question).not.toBe(evalSet(3, 1000)[900].question)
+    // its test-time prompts are the splits' questions: dev cells trained on dev items, test cells on test items
+    expect(ttrl.trainedOn.filter((q) => !dev.has(q) && !test.has(q))).toEqual([])
+    expect(ttrl.trainedOn.some((q) => dev.has(q))).toBe(true)
+    expect(ttrl.trainedOn.some((q) => test.has(q))).toBe(true)
   }, 60_000)
 
   it('several sizes: each method is tuned over every size\'s step count × lr scale on dev, and only the chosen one runs on test', async () => {
