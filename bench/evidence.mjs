@@ -59,7 +59,7 @@ const TEST_OFFSET = 400
 const TUNING_SEED = 100
 
 const FULL = {
-  label: 'full size: the toy presets\' step counts, 200 test items',
+  label: 'full size: the toy presets\' step counts',
   steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 8, grpo: 30 },
   dev: 100,
   test: 200,
@@ -84,7 +84,7 @@ export const SIZES = {
     },
   },
   reduced: {
-    label: 'reduced size (2 CPU cores shared with other jobs): half the toy presets\' step counts (J-Zero 2 of 8 iterations), 100 test items, 2 lr scales tuned',
+    label: 'reduced size (2 CPU cores shared with other jobs): half the toy presets\' step counts (J-Zero 2 of 8 iterations), 2 lr scales tuned',
     steps: { cose: 10, ttrl: 8, rzero: 10, jzero: 2, grpo: 15 },
     dev: 50,
     test: 100,
@@ -93,7 +93,7 @@ export const SIZES = {
   },
   full: FULL,
   // the same splits and scales as full, so the two can be tuned against each other on one dev split
-  long: { ...FULL, label: 'long size: four times the toy presets\' step counts, 200 test items', steps: Object.fromEntries(Object.entries(FULL.steps).map(([m, n]) => [m, 4 * n])) },
+  long: { ...FULL, label: 'long size: four times the toy presets\' step counts', steps: Object.fromEntries(Object.entries(FULL.steps).map(([m, n]) => [m, 4 * n])) },
 }
 
 const lrOf = (path) => (c) => path.reduce((o, k) => o[k], c)
