@@ -50,12 +50,14 @@ import { resolveTtrlConfig } from '../dist/methods/ttrl/config.js'
 import { TtrlRun } from '../dist/methods/ttrl/loop.js'
 import { pairedPromptBootstrap } from '../dist/stats/index.js'
 import { toyJudge } from '../dist/toymodel/bundled.js'
-import { arithWorld, DEFAULT_LEVEL } from '../dist/worlds/arith/index.js'
+import { arithWorld, DEFAULT_LEVEL, UNLABELED_OFFSET } from '../dist/worlds/arith/index.js'
 
 const here = fileURLToPath(new URL('.', import.meta.url))
 /** UID C.4's sampled protocol with 4 samples (mean@4), as the TTRL toy preset evaluates. */
 const MEAN4 = { samples: 4, temperature: 0.6, topP: 0.95, maxTokens: 64, seed: 7 }
 const TEST_OFFSET = 400
+/** The splits end where the world's unlabeled prompts (evolve's TTRL) begin in each level's reserve. */
+const SPLITS_END = UNLABELED_OFFSET
 const TUNING_SEED = 100
 
 const FULL = {
@@ -186,11 +188,11 @@ function summarizeDiagnostics(records, paths) {
   return out
 }
 
-/** A level's development and test splits: disjoint item ranges of its reserved held-out stream (TTRL's prompts sit at 900+). */
+/** A level's development and test splits: disjoint item ranges of its reserved held-out stream, below SPLITS_END. */
 export function splits(world, size, level = DEFAULT_LEVEL) {
   const stream = world.data.benchmarks.find((b) => b.name === `L${level}`)
   if (!stream) throw new RangeError(`the world has no benchmark L${level}`)
-  if (TEST_OFFSET + size.test > 900 || size.dev > TEST_OFFSET) throw new RangeError('the dev and test splits must stay disjoint and below the TTRL prompts')
+  if (TEST_OFFSET + size.test > SPLITS_END || size.dev > TEST_OFFSET) throw new RangeError(`the dev and test splits must stay disjoint and below item ${SPLITS_END}`)
   return { dev: { name: `L${level}-dev`, problems: stream.problems.slice(0, size.dev) }, test: { name: `L${level}-test`, problems: stream.problems.slice(TEST_OFFSET, TEST_OFFSET + size.test) } }
 }
 
@@ -386,7 +388,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (!(Number.isSafeInteger(tuneSeeds) && tuneSeeds >= 1 && tuneSeeds <= 10)) throw new RangeError(`--tune-seeds ${tuneSeeds}: a whole number of tuning seeds, 1 to 10`)
   const tuningSeeds = Array.from({ length: tuneSeeds }, (_, i) => TUNING_SEED + i)
   if (seeds.some((x) => tuningSeeds.includes(x))) throw new RangeError(`--seeds ${seeds.join(',')}: the test seeds must differ from the tuning seeds ${tuningSeeds.join(',')}`)
-  if (items && !(items.length === 2 && items.every((x) => Number.isSafeInteger(x) && x >= 1) && items[0] <= TEST_OFFSET && TEST_OFFSET + items[1] <= 900)) throw new RangeError(`--items ${items.join(',')}: DEV,TEST item counts, DEV 1 to ${TEST_OFFSET} (items [0, DEV)) and TEST 1 to ${900 - TEST_OFFSET} (items [${TEST_OFFSET}, ${TEST_OFFSET} + TEST))`)
+  if (items && !(items.length === 2 && items.every((x) => Number.isSafeInteger(x) && x >= 1) && items[0] <= TEST_OFFSET && TEST_OFFSET + items[1] <= SPLITS_END)) throw new RangeError(`--items ${items.join(',')}: DEV,TEST item counts, DEV 1 to ${TEST_OFFSET} (items [0, DEV)) and TEST 1 to ${SPLITS_END - TEST_OFFSET} (items [${TEST_OFFSET}, ${TEST_OFFSET} + TEST))`)
   if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
   for (const [m, over] of Object.entries(config ?? {})) {
@@ -402,7 +404,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device
   const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items)
-  const world = arithWorld({ benchmarks: [`L${level}`], unlabeledLevel: level })
+  const world = arithWorld({ benchmarks: [`L${level}`] })
   const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
