@@ -13,7 +13,9 @@
 //   the bundled Solver's majority answer is right far more often than one sample (TTRL's and R-Zero's premise).
 //   TTRL adapts to the split it is scored on, as TTRL and UID §5.1 do: its unlabeled test-time prompts
 //   are that split's questions (dev cells adapt on dev, test cells on test), their answers read by
-//   diagnostics only. The other methods never see the split's questions.
+//   diagnostics only. The other methods never see the split's questions. The offline methods (dpo,
+//   wsft) learn from verified responses to the world's labeled training problems (UID §4.3), never a
+//   split's; their size counts epochs over that pool.
 //   mean@4: 4 samples per question at T 0.6, top-p 0.95 (UID C.4's protocol, 4 samples); greedy
 //   beside it. Δ in percentage points with a 95% paired prompt bootstrap (UID D.4): per prompt,
 //   all seeds' samples of an arm against the base's (or another arm's).
@@ -22,7 +24,7 @@
 // on 2 quiet cores), --full (the presets' step counts), --long (four times those);
 // several size flags (--full --long) tune each method over those sizes' step counts as well.
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
-//          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
+//          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo,dpo,wsft] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
 //          [--tune-seeds N] [--items DEV,TEST] [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
 //   --items DEV,TEST sets the split sizes (dev items [0, DEV), DEV ≤ 400; test items [400, 400 + TEST),
 //   TEST ≤ 500) in place of the size's 100 and 200; its cells and result file are tagged -itemsDEVxTEST.
@@ -44,6 +46,8 @@ import { resolveGrpoConfig } from '../dist/methods/grpo/config.js'
 import { GrpoRun } from '../dist/methods/grpo/loop.js'
 import { resolveJzeroConfig } from '../dist/methods/jzero/config.js'
 import { JzeroRun } from '../dist/methods/jzero/loop.js'
+import { DPO_TOY_PRESET, resolveOfflineConfig, TOY_PRESET as WSFT_TOY_PRESET } from '../dist/methods/offline/config.js'
+import { OfflineRun } from '../dist/methods/offline/loop.js'
 import { resolveRzeroConfig } from '../dist/methods/rzero/config.js'
 import { RzeroRun } from '../dist/methods/rzero/loop.js'
 import { resolveTtrlConfig } from '../dist/methods/ttrl/config.js'
@@ -62,7 +66,8 @@ const TUNING_SEED = 100
 
 const FULL = {
   label: 'full size: the toy presets\' step counts',
-  steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 8, grpo: 30 },
+  // dpo and wsft count epochs over their pool (their toy presets' 3 and 2), the others optimizer steps or iterations
+  steps: { cose: 20, ttrl: 16, rzero: 20, jzero: 8, grpo: 30, dpo: 3, wsft: 2 },
   dev: 100,
   test: 200,
   tune: [0.1, 0.3, 1, 3],
@@ -73,7 +78,7 @@ const FULL = {
 export const SIZES = {
   quick: {
     label: 'quick smoke size: 1 step per method, tiny batches; says nothing about the methods',
-    steps: { cose: 1, ttrl: 1, rzero: 2, jzero: 1, grpo: 1 },
+    steps: { cose: 1, ttrl: 1, rzero: 2, jzero: 1, grpo: 1, dpo: 1, wsft: 1 },
     dev: 8,
     test: 8,
     tune: [1],
@@ -83,11 +88,13 @@ export const SIZES = {
       rzero: { phases: { challengerSteps: 1, solverSteps: 1 }, challenger: { batch: 4 }, ensemble: { k: 2, second: { model: 'none', temperature: 0.7, healSteps: 0 } }, solver: { candidates: 4, questions: 2, n: 2 } },
       jzero: { challenger: { steps: 1, batch: 3, solverSamples: 2 }, selection: { pool: 4, keep: 2, samples: 2 }, solver: { steps: 1, batch: 2, miniBatch: 2, rollouts: 2 }, judge: { steps: 1, batch: 2, tasks: 3 }, eval: { judgePairs: 3 } },
       grpo: { questions: { perStep: 2 }, rollout: { n: 2 } },
+      dpo: { pool: { prompts: 16, calibrationPrompts: 4, k: 8 }, pairs: { minGap: 0 }, warmStart: { batchSize: 8 }, train: { batchSize: 4 } },
+      wsft: { pool: { prompts: 16, calibrationPrompts: 4, k: 8 }, train: { batchSize: 4 } },
     },
   },
   reduced: {
     label: 'reduced size (2 CPU cores shared with other jobs): half the toy presets\' step counts (J-Zero 2 of 8 iterations), 2 lr scales tuned',
-    steps: { cose: 10, ttrl: 8, rzero: 10, jzero: 2, grpo: 15 },
+    steps: { cose: 10, ttrl: 8, rzero: 10, jzero: 2, grpo: 15, dpo: 1, wsft: 1 },
     dev: 50,
     test: 100,
     tune: [1, 3],
@@ -171,6 +178,41 @@ export const METHOD_TABLE = {
     paper: 'positive control: the verifier as reward (not self-evolution)',
     diagnostics: ['reward.mean'],
   },
+  dpo: offlineMethod('dpo', DPO_TOY_PRESET, {
+    // random: UID's control, pairs drawn at random from the same verified responses and warm start
+    arms: { 'uid-conj': { arm: 'uid-conj' }, sc: { arm: 'sc' }, random: { arm: 'random' } },
+    headline: 'uid-conj',
+    ablations: [['uid-conj', 'random'], ['sc', 'random']],
+    paper: 'UID Table 6: DPO on UID-Conj max-vs-min pairs > random pairs (one pool, one warm start)',
+    diagnostics: ['loss', 'train.objective.rewardMargin', 'train.objective.accuracy'],
+  }),
+  wsft: offlineMethod('wsft', WSFT_TOY_PRESET, {
+    arms: { 'uid-conj': { arm: 'uid-conj' }, sc: { arm: 'sc' }, uniform: { arm: 'uniform' } },
+    headline: 'uid-conj',
+    ablations: [['uid-conj', 'uniform'], ['sc', 'uniform']],
+    paper: 'UID Table 6: weighted SFT w = m·softmax(2q) on UID-Conj scores > uniform weights (one pool)',
+    diagnostics: ['loss', 'train.objective.nll', 'train.objective.meanWeight'],
+  }),
+}
+
+/**
+ * An offline method (UID §4.3): a pool of verified responses to the world's labeled training
+ * problems, sampled and scored once by the frozen base and shared by every arm and seed
+ * (with DPO's warm start), in the cells folder; its size counts epochs over the arm's data.
+ */
+function offlineMethod(name, preset, spec) {
+  return {
+    command: `autodidact evolve --method ${name}`,
+    resolve: (over) => resolveOfflineConfig(over, preset),
+    start: (base, c, world, o) => OfflineRun.start(base, c, world, { ...o, outDir: o.cellsDir }),
+    solver: (run) => run.model,
+    lr: ['train', 'lr'],
+    // the toy preset's level-3 pool at every evidence level: level 2's verified traces are one string per problem, which gives DPO no pair and weighted SFT nothing to weigh
+    atLevel: () => ({}),
+    stepsOf: (epochs) => ({ steps: 0, epochs }),
+    stepUnit: 'epochs',
+    ...spec,
+  }
 }
 
 /** The value at a dotted path of a record (undefined when absent). */
@@ -243,12 +285,14 @@ async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
   const m = METHOD_TABLE[name]
   const preset = m.resolve(overridesOf(o, name))
   const adapting = m.adaptsToSplit ? { prompts: { offset: 0, size: benchmark.problems.length } } : {}
-  const settings = [m.atLevel(o.level), overridesOf(o, name), adapting, m.arms[arm], { steps: o.size.steps[name], seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
+  const length = (m.stepsOf ?? ((steps) => ({ steps })))(o.size.steps[name])
+  const settings = [m.atLevel(o.level), overridesOf(o, name), adapting, m.arms[arm], { ...length, seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
   const config = m.resolve(settings.reduce(deepMerge))
-  const run = await m.start(o.base, config, m.adaptsToSplit ? adaptingTo(o.world, benchmark) : o.world, { openPolicy: o.openPolicy, threads: o.threads })
+  const run = await m.start(o.base, config, m.adaptsToSplit ? adaptingTo(o.world, benchmark) : o.world, { openPolicy: o.openPolicy, threads: o.threads, cellsDir: o.cellsDir })
   try {
     const records = []
-    for (let s = 0; s < config.steps; s++) records.push(await run.runStep())
+    // the run's own step count: an offline run resolves its epochs into steps once its pool is known
+    for (let s = 0; s < run.config.steps; s++) records.push(await run.runStep())
     return { ...(await evaluate(m.solver(run), o.world, benchmark)), lr: lrOf(m.lr)(config), diagnostics: summarizeDiagnostics(records, m.diagnostics) }
   } finally {
     run.dispose()
@@ -313,7 +357,7 @@ async function runMethod(o, name, sp) {
   const chosen = tuning.reduce((best, t) => (t.devMean4 > best.devMean4 ? t : best), tuning[0])
   const tuningRecord = { split: 'dev', devItems: sp.dev.problems.length, seeds: o.tuningSeeds, base: accuracies(devBase), candidates: tuning, chosenSize: chosen.size, chosenSteps: chosen.steps, chosenLrScale: chosen.lrScale, chosenLr: chosen.lr }
   // --tune-only: the development split alone, so settings can be explored without a look at the test split
-  if (o.tuneOnly) return { command: m.command, tuning: tuningRecord }
+  if (o.tuneOnly) return { command: m.command, ...(m.stepUnit ? { stepUnit: m.stepUnit } : {}), tuning: tuningRecord }
   o = o.stages.find((st) => st.sizeName === chosen.size)
   const base = await baseCell(o, 'test', sp.test)
   const arms = {}
@@ -342,6 +386,7 @@ async function runMethod(o, name, sp) {
     base: accuracies(base),
     size: chosen.size,
     steps: chosen.steps,
+    ...(m.stepUnit ? { stepUnit: m.stepUnit } : {}),
     tuning: tuningRecord,
     arms,
     ablations,
@@ -435,7 +480,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
 function tuningTable(r) {
   const lines = ['| method | steps | lr × | lr | dev mean@4 | Δ pp vs base | dev greedy |', '| --- | --- | --- | --- | --- | --- | --- |']
   for (const [name, m] of Object.entries(r.methods)) {
-    for (const t of m.tuning.candidates) lines.push(`| ${name} | ${t.steps} | ${t.lrScale} | ${t.lr.toExponential(1)} | ${(100 * t.devMean4).toFixed(1)}% | ${(t.devMean4Delta >= 0 ? '+' : '') + t.devMean4Delta.toFixed(1)} | ${(100 * t.devGreedy).toFixed(1)}% |`)
+    for (const t of m.tuning.candidates) lines.push(`| ${name} | ${t.steps}${m.stepUnit ? ` ${m.stepUnit}` : ''} | ${t.lrScale} | ${t.lr.toExponential(1)} | ${(100 * t.devMean4).toFixed(1)}% | ${(t.devMean4Delta >= 0 ? '+' : '') + t.devMean4Delta.toFixed(1)} | ${(100 * t.devGreedy).toFixed(1)}% |`)
   }
   return lines.join('\n')
 }
@@ -448,7 +493,7 @@ export function table(r) {
   // a comparison d (mean4Delta, ci95, greedyDelta, greedyCi95) as a row
   const lines = [`| method | steps, lr | arm | mean@4 Δ pp [95% CI] | greedy Δ pp [95% CI] | seeds | test items |`, '| --- | --- | --- | --- | --- | --- | --- |']
   for (const [name, m] of Object.entries(r.methods)) {
-    const setting = `${m.steps}, ${m.tuning.chosenLr.toExponential(0)}`
+    const setting = `${m.steps}${m.stepUnit ? ` ${m.stepUnit}` : ''}, ${m.tuning.chosenLr.toExponential(0)}`
     const row = (name, label, d, seeds, items) => `| ${name} | ${setting} | ${label} | ${f(d.mean4Delta)} ${ci(d.ci95)} | ${f(d.greedyDelta)} ${ci(d.greedyCi95)} | ${seeds} | ${items} |`
     for (const [arm, a] of Object.entries(m.arms)) lines.push(row(name, `${arm}${arm === m.headline ? ' (headline)' : ''}`, a.vsBase, m.seeds, m.testItems))
     for (const ab of m.ablations) lines.push(row(name, ab.name, ab, m.seeds, m.testItems))

@@ -24,7 +24,7 @@ describe('bench/evidence.mjs --quick', () => {
     const run = () => bench.runEvidence({ size: 'quick', out, cellsDir, base: join(root, 'no-such-base'), openPolicy: scriptedPolicies({ script: improving }), log: () => {} })
     const r = await run()
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(JSON.parse(JSON.stringify(r)))
-    expect(Object.keys(r.methods)).toEqual(['cose', 'ttrl', 'rzero', 'jzero', 'grpo'])
+    expect(Object.keys(r.methods)).toEqual(['cose', 'ttrl', 'rzero', 'jzero', 'grpo', 'dpo', 'wsft'])
     const inside = (x: number, [lo, hi]: number[]) => lo - 1e-9 <= x && x <= hi + 1e-9
     for (const [name, m] of Object.entries<any>(r.methods)) {
       for (const k of ['mean4Delta', 'greedyDelta']) expect(Number.isFinite(m[k]), `${name}.${k}`).toBe(true)
@@ -44,11 +44,14 @@ describe('bench/evidence.mjs --quick', () => {
     expect(r.methods.ttrl.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs ttrl', 'uid-conj vs permuted-uid', 'reference-label vs ttrl'])
     expect(r.methods.rzero.ablations.map((a: any) => a.name)).toEqual(['+disagreement vs R-Zero'])
     expect(r.methods.jzero.ablations.map((a: any) => a.name)).toEqual(['J-Zero vs frozen Judge'])
+    expect(r.methods.dpo.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs random', 'sc vs random'])
+    expect(r.methods.wsft.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs uniform', 'sc vs uniform'])
     expect(r.methods.ttrl.adaptedToTestSplit).toBe(true) // TTRL §3, UID §5.1: it adapts to the split it is scored on
     expect(r.notRun).toEqual([])
     expect(r.pending).toEqual([])
     expect(r.methods.grpo.mean4Delta).toBeGreaterThan(0) // the improving script's trained Solver beats its base
     expect(bench.table(r)).toContain(`| cose | 1, ${r.methods.cose.tuning.chosenLr.toExponential(0)} | full (headline) |`) // steps, the chosen lr
+    expect(bench.table(r)).toContain(`| wsft | 1 epochs, ${r.methods.wsft.tuning.chosenLr.toExponential(0)} | uid-conj (headline) |`) // the offline methods count epochs over their pool
     // resumable: a rerun finds every cell and trains nothing
     const cells = readdirSync(cellsDir).sort()
     const opened = scriptedPolicies({ script: improving })
@@ -58,7 +61,7 @@ describe('bench/evidence.mjs --quick', () => {
     expect(again.methods).toEqual(r.methods)
   }, 60_000)
 
-  it('--level 2 asks every method for level-2 tasks and reports on level 2\'s splits; TTRL adapts to the split it is scored on, the others never train on it', async () => {
+  it('--level 2 asks every self-play method for level-2 tasks and reports on level 2\'s splits; TTRL adapts to the split it is scored on, the others never train on it; the offline methods keep their level-3 pool', async () => {
     /** What the prompts of one method's run asked for: the levels the Proposer/Challenger was asked for, the difficulties of the questions the Solver was given, and the questions it was trained on (sampled at T 1; evaluation samples at 0.6 and 0). */
     const asked = async (method: string) => {
       const proposed = new Set<number>()
@@ -97,6 +100,13 @@ describe('bench/evidence.mjs --quick', () => {
     expect(ttrl.trainedOn.filter((q) => !dev.has(q) && !test.has(q))).toEqual([])
     expect(ttrl.trainedOn.some((q) => dev.has(q))).toBe(true)
     expect(ttrl.trainedOn.some((q) => test.has(q))).toBe(true)
+    // the offline methods sample their pool from the world's labeled training problems at the toy preset's level 3, never a split's
+    for (const method of ['dpo', 'wsft']) {
+      const offline = await asked(method)
+      expect(offline.trainedOn.length, method).toBeGreaterThan(0)
+      expect(offline.trainedOn.map((q) => difficultyOf(q)).every((l) => l === 3), method).toBe(true)
+      expect(offline.trainedOn.filter((q) => dev.has(q) || test.has(q)), method).toEqual([])
+    }
   }, 60_000)
 
   it('several sizes: each method is tuned over every size\'s step count × lr scale on dev, and only the chosen one runs on test', async () => {
