@@ -9,7 +9,7 @@ import { basename, join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { checkpointDir, drive } from '../../src/methods/common/driver.js'
 import type { BaseMethodConfig, BaseStepRecord, MethodRun } from '../../src/methods/common/method.js'
-import { scriptedPolicies, type ScriptedPolicy, type ScriptedPolicyOptions, type ScriptedTrainer } from '../../src/methods/common/scripted-policy.js'
+import { scriptedPolicies, type ScriptContext, type ScriptedPolicy, type ScriptedPolicyOptions, type ScriptedTrainer } from '../../src/methods/common/scripted-policy.js'
 import { resolveCoseConfig } from '../../src/methods/cose/config.js'
 import { CoseRun } from '../../src/methods/cose/loop.js'
 import { resolveGrpoConfig } from '../../src/methods/grpo/config.js'
@@ -29,7 +29,7 @@ import { repetitionPenalty } from '../../src/tasks/cluster.js'
 import { coseSolverReward, coseSolverWeight } from '../../src/rl/cose.js'
 import type { TrainSequence } from '../../src/train/trainer.js'
 import { answerOf, arithWorld as toyWorld, verifyAnswer } from '../../src/worlds/arith/index.js'
-import { arithScript, scriptedJudge, scriptedJudgeScore, scriptedValidatorScore } from './arith-script.js'
+import { arithScript, scriptedAnswer, scriptedJudge, scriptedJudgeScore, scriptedValidatorScore } from './arith-script.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-scripted-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -353,5 +353,13 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
     const again = await OfflineRun.start(BASE, c, arithWorld, { openPolicy: open })
     expect(again.modelDir).toBe(run.modelDir)
     again.dispose()
+  })
+
+  it('DPO on a pool with one distinct verified response per prompt is refused up front, naming the pair rule', async () => {
+    const c = small(DPO_TOY_PRESET, join(root, 'pool-dpo-one-response'))
+    const oneTrace = (ctx: ScriptContext) => (ctx.prompt.startsWith('Solve: ') ? scriptedAnswer(ctx.prompt.slice('Solve: '.length).split('\n')[0].trim(), true, 0) : arithScript()(ctx))
+    const open = scriptedPolicies({ script: oneTrace })
+    await expect(OfflineRun.start(BASE, c, arithWorld, { openPolicy: open })).rejects.toThrow(/no preference pairs \(no prompt has two distinct verified responses whose scores differ by pairs\.minGap 0\.05\)/)
+    expect(open.policies.map((p) => p.trainerOf)).toEqual(open.policies.map(() => null)) // no trainer was opened: nothing trained, no warm start
   })
 })

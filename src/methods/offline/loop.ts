@@ -155,7 +155,13 @@ export class OfflineRun {
   /** Resolves `steps` = 0 to `epochs` passes over the arm's units. */
   static resolveSteps(c: OfflineConfig, units: number): OfflineConfig {
     if (units === 0)
-      throw new ConfigError('(config)', 'pool', `the pool gives arm '${c.arm}' no ${c.objective === 'dpo' ? 'preference pairs' : 'examples'} (it holds no verified response to learn from): sample more prompts or responses (pool.prompts, pool.k), or start from a model that solves some`)
+      throw new ConfigError(
+        '(config)',
+        'pool',
+        c.objective === 'dpo'
+          ? `the pool gives arm '${c.arm}' no preference pairs (no prompt has two distinct verified responses whose scores differ by pairs.minGap ${c.pairs.minGap}): sample more or harder prompts or more responses (pool.prompts, pool.level, pool.k), or lower pairs.minGap`
+          : `the pool gives arm '${c.arm}' no examples (it holds no verified response to learn from): sample more prompts or responses (pool.prompts, pool.k), or start from a model that solves some`,
+      )
     return c.steps > 0 ? c : { ...c, steps: Math.ceil(units / c.train.batchSize) * c.epochs }
   }
 
