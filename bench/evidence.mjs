@@ -464,7 +464,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const sp = splits(world, s, level)
   const started = Date.now()
   const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
-  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come

@@ -48,6 +48,7 @@ describe('bench/evidence.mjs --quick', () => {
     expect(r.methods.wsft.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs uniform', 'sc vs uniform'])
     expect(r.methods.ttrl.adaptedToTestSplit).toBe(true) // TTRL §3, UID §5.1: it adapts to the split it is scored on
     expect(r.notRun).toEqual([])
+    expect(r.model).toBe(join(root, 'no-such-base')) // a base other than the bundled model is named in the result
     expect(r.pending).toEqual([])
     expect(r.methods.grpo.mean4Delta).toBeGreaterThan(0) // the improving script's trained Solver beats its base
     expect(bench.table(r)).toContain(`| cose | 1, ${r.methods.cose.tuning.chosenLr.toExponential(0)} | full (headline) |`) // steps, the chosen lr
