@@ -25,15 +25,20 @@
 //     bootstrap, the same difference against the recompute fine-tune (paired), what a faultless checker
 //     of the form would say, and at the first step the form flags, whether the Judge wrote its own
 //     value or the response's. The bundled weights, unchanged, are the first row.
+//   dpo-warm-start: what the DPO command's shared SFT warm start (UID B.3) does alone. The toy DPO
+//     pool is rebuilt (deterministic, as bench/evidence.mjs builds it), each test seed's warm start is
+//     evaluated on the level's test split by the evidence protocol, against the base and against the
+//     DPO cells of a finished evidence run (--cells DIR, --lr-scale X: the run's chosen scale).
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
+//        nice node bench/evidence-probes.mjs dpo-warm-start [--level 3] [--cells bench/results/evidence-cells-full-items400x500] [--lr-scale 1]
 //        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200] [--keep DIR]
 //          (--keep DIR: the fine-tuned models stay, as DIR/<check>, e.g. for bench/evidence.mjs --model;
 //          --steps 0: no fine-tune, the --model weights judge as they are, in each form; --solver DIR:
 //          whose samples are rated, default the bundled model)
 //   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
 //   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -366,7 +371,43 @@ async function judgeChecks() {
   return out
 }
 
-const probes = { 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
+async function dpoWarmStart() {
+  const bench = await import('./evidence.mjs')
+  const { ensurePool } = await import('../dist/methods/offline/pool.js')
+  const { ensureWarmStart } = await import('../dist/methods/offline/loop.js')
+  const level = Number(arg('level', 3))
+  const cells = arg('cells', join(here, 'results', 'evidence-cells-full-items400x500'))
+  const scale = arg('lr-scale', '1')
+  const seeds = [1, 2, 3]
+  const levelWorld = arithWorld({ benchmarks: [`L${level}`] })
+  const test = bench.splits(levelWorld, { dev: 400, test: 500 }, level).test
+  const dir = mkdtempSync(join(tmpdir(), 'dpo-warm-start-'))
+  try {
+    const config = (seed) => bench.METHOD_TABLE.dpo.resolve({ seed })
+    const scorer = await loadModel(MODEL, { threads: 2 })
+    const { pool } = await ensurePool(config(0), scorer, levelWorld, dir)
+    const base = await bench.evaluate(scorer, levelWorld, test)
+    scorer.dispose()
+    const warm = []
+    for (const seed of seeds) {
+      const policy = await loadModel(await ensureWarmStart(dir, pool, config(seed), MODEL, levelWorld, { threads: 2 }), { threads: 2 })
+      warm.push(await bench.evaluate(policy, levelWorld, test))
+      policy.dispose()
+    }
+    const warmPooled = bench.pool(warm)
+    const out = { probe: 'dpo-warm-start', model: MODEL, level, testItems: test.problems.length, seeds, warmStartVsBase: bench.compare(warmPooled, bench.baseAsSeeds(base, seeds.length)), dpoVsWarmStart: {} }
+    for (const arm of Object.keys(bench.METHOD_TABLE.dpo.arms)) {
+      const file = (seed) => join(cells, `dpo_${arm}_seed_${seed}_lr_${scale}_test.json`)
+      const armCells = seeds.map((seed) => JSON.parse(readFileSync(file(seed), 'utf8')))
+      out.dpoVsWarmStart[arm] = bench.compare(bench.pool(armCells), warmPooled)
+    }
+    return out
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+const probes = { 'dpo-warm-start': dpoWarmStart, 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
 if (!probes[probe]) {
   console.error(`usage: node bench/evidence-probes.mjs ${Object.keys(probes).join('|')} [options]`)
   process.exit(2)

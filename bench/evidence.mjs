@@ -239,7 +239,7 @@ export function splits(world, size, level = DEFAULT_LEVEL) {
 }
 
 /** Per item: mean@4 samples and the greedy answer, 0/1 each. */
-async function evaluate(policy, world, benchmark) {
+export async function evaluate(policy, world, benchmark) {
   const solver = { prompt: (q) => world.solve.solverPrompt(q), verifier: world.verifier }
   const sampled = await evaluateBenchmarks(policy, [benchmark], solver, MEAN4, 0)
   const greedy = await evaluateBenchmarks(policy, [benchmark], solver, greedyProtocol(MEAN4.maxTokens), 0)
@@ -250,7 +250,7 @@ const accuracy = (perPrompt) => perPrompt.reduce((a, xs) => a + xs.reduce((s, x)
 /** A cell's mean@4 and greedy accuracy (each prompt's greedy answer a pool of one). */
 const accuracies = (c) => ({ mean4: accuracy(c.mean4), greedy: accuracy(c.greedy.map((x) => [x])) })
 /** The base's answers once per seed: the shape of an arm's seeds pooled, to compare prompt by prompt. */
-const baseAsSeeds = (base, seeds) => ({ mean4: base.mean4, greedy: base.greedy.map((x) => Array(seeds).fill(x)) })
+export const baseAsSeeds = (base, seeds) => ({ mean4: base.mean4, greedy: base.greedy.map((x) => Array(seeds).fill(x)) })
 
 /** Writes JSON atomically (a temporary file renamed into place): an interrupted run leaves no half-written cell. */
 function writeJson(file, value) {
@@ -319,7 +319,7 @@ async function baseCell(o, split, benchmark) {
 }
 
 /** A − B in pp with its 95% paired prompt bootstrap interval, on mean@4 and greedy. */
-function compare(a, b) {
+export function compare(a, b) {
   const interval = (x, y) => {
     const r = pairedPromptBootstrap([{ name: 'test', a: x, b: y }], { replicates: 10_000, seed: 1 }).macro
     return { delta: r.estimate, ci95: [r.lo, r.hi] }
@@ -330,7 +330,7 @@ function compare(a, b) {
 }
 
 /** Pools seeds: per prompt, every seed's samples (mean@4) and every seed's greedy answer. */
-function pool(cells) {
+export function pool(cells) {
   return { mean4: cells[0].mean4.map((_, q) => cells.flatMap((c) => c.mean4[q])), greedy: cells[0].greedy.map((_, q) => cells.map((c) => c.greedy[q])) }
 }
 
