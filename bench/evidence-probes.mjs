@@ -38,7 +38,7 @@
 //          whose samples are rated, default the bundled model)
 //   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
 //   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -375,12 +375,27 @@ async function dpoWarmStart() {
   const bench = await import('./evidence.mjs')
   const { ensurePool } = await import('../dist/methods/offline/pool.js')
   const { ensureWarmStart } = await import('../dist/methods/offline/loop.js')
+  const refuse = (message) => {
+    console.error(`dpo-warm-start: ${message}`)
+    process.exit(2)
+  }
   const level = Number(arg('level', 3))
+  if (![2, 3, 4, 5].includes(level)) refuse(`--level must be 2, 3, 4 or 5, as the evidence runs; got ${arg('level')}`)
   const cells = arg('cells', join(here, 'results', 'evidence-cells-full-items400x500'))
   const scale = arg('lr-scale', '1')
   const seeds = [1, 2, 3]
+  // the finished run's DPO test cells, read first: a wrong folder or scale is refused before any sampling
+  const armCells = {}
+  for (const arm of Object.keys(bench.METHOD_TABLE.dpo.arms)) {
+    armCells[arm] = seeds.map((seed) => {
+      const file = bench.cellFile(cells, bench.cellKey('dpo', arm, seed, scale, 'test'))
+      if (!existsSync(file)) refuse(`no DPO test cell ${file}: --cells names the evidence run's cells folder and --lr-scale its chosen scale (the "lr×" of its test cells)`)
+      return JSON.parse(readFileSync(file, 'utf8'))
+    })
+  }
   const levelWorld = arithWorld({ benchmarks: [`L${level}`] })
   const test = bench.splits(levelWorld, { dev: 400, test: 500 }, level).test
+  if (armCells['uid-conj'][0].mean4.length !== test.problems.length) refuse(`the cells in ${cells} hold ${armCells['uid-conj'][0].mean4.length} test items, not the ${test.problems.length} of --items 400,500`)
   const dir = mkdtempSync(join(tmpdir(), 'dpo-warm-start-'))
   try {
     const config = (seed) => bench.METHOD_TABLE.dpo.resolve({ seed })
@@ -396,11 +411,7 @@ async function dpoWarmStart() {
     }
     const warmPooled = bench.pool(warm)
     const out = { probe: 'dpo-warm-start', model: MODEL, level, testItems: test.problems.length, seeds, warmStartVsBase: bench.compare(warmPooled, bench.baseAsSeeds(base, seeds.length)), dpoVsWarmStart: {} }
-    for (const arm of Object.keys(bench.METHOD_TABLE.dpo.arms)) {
-      const file = (seed) => join(cells, `dpo_${arm}_seed_${seed}_lr_${scale}_test.json`)
-      const armCells = seeds.map((seed) => JSON.parse(readFileSync(file(seed), 'utf8')))
-      out.dpoVsWarmStart[arm] = bench.compare(bench.pool(armCells), warmPooled)
-    }
+    for (const [arm, cellsOfArm] of Object.entries(armCells)) out.dpoVsWarmStart[arm] = bench.compare(bench.pool(cellsOfArm), warmPooled)
     return out
   } finally {
     rmSync(dir, { recursive: true, force: true })

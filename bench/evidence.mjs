@@ -259,8 +259,18 @@ function writeJson(file, value) {
 }
 
 /** One cell, or its saved result when a previous run finished it. */
+/** A trained cell's key: method, arm, seed, learning-rate scale and split. A method that adapts to its split names it so (TTRL's earlier cells, adapted to other prompts, never mix in). */
+export function cellKey(name, arm, seed, scale, split) {
+  return `${name}|${arm}|seed ${seed}|lr×${scale}|${METHOD_TABLE[name].adaptsToSplit ? `adapted|${split}` : split}`
+}
+
+/** Where a cell's result is saved in a cells folder. */
+export function cellFile(cellsDir, key) {
+  return join(cellsDir, `${key.replace(/[^A-Za-z0-9.+-]+/g, '_')}.json`)
+}
+
 async function cell(o, key, compute) {
-  const file = join(o.cellsDir, `${key.replace(/[^A-Za-z0-9.+-]+/g, '_')}.json`)
+  const file = cellFile(o.cellsDir, key)
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8'))
   const started = Date.now()
   const value = { key, ...(await compute()), seconds: (Date.now() - started) / 1000, load: loadavg()[0] }
@@ -341,14 +351,12 @@ export function pool(cells) {
  */
 async function runMethod(o, name, sp) {
   const m = METHOD_TABLE[name]
-  // a method that adapts to its split names it so in its cells (TTRL's earlier cells, adapted to other prompts, never mix in)
-  const trained = (split) => (m.adaptsToSplit ? `adapted|${split}` : split)
   const devBase = await baseCell(o.stages[0], 'dev', sp.dev)
   const tuning = []
   for (const st of o.stages) {
     for (const scale of st.size.tune) {
       const cells = []
-      for (const seed of o.tuningSeeds) cells.push(await cell(st, `${name}|${m.headline}|seed ${seed}|lr×${scale}|${trained('dev')}`, () => trainAndEvaluate(st, name, m.headline, seed, scale, sp.dev)))
+      for (const seed of o.tuningSeeds) cells.push(await cell(st, cellKey(name, m.headline, seed, scale, 'dev'), () => trainAndEvaluate(st, name, m.headline, seed, scale, sp.dev)))
       const pooled = pool(cells)
       // diagnostics: the first tuning seed's run
       tuning.push({ size: st.sizeName, steps: st.size.steps[name], lrScale: scale, lr: cells[0].lr, devMean4: accuracy(pooled.mean4), devMean4Delta: 100 * (accuracy(pooled.mean4) - accuracy(devBase.mean4)), devGreedy: accuracy(pooled.greedy), diagnostics: cells[0].diagnostics })
@@ -363,7 +371,7 @@ async function runMethod(o, name, sp) {
   const arms = {}
   for (const arm of Object.keys(m.arms)) {
     const cells = []
-    for (const seed of o.seeds) cells.push(await cell(o, `${name}|${arm}|seed ${seed}|lr×${chosen.lrScale}|${trained('test')}`, () => trainAndEvaluate(o, name, arm, seed, chosen.lrScale, sp.test)))
+    for (const seed of o.seeds) cells.push(await cell(o, cellKey(name, arm, seed, chosen.lrScale, 'test'), () => trainAndEvaluate(o, name, arm, seed, chosen.lrScale, sp.test)))
     const pooled = pool(cells)
     arms[arm] = {
       mean4: accuracy(pooled.mean4),
