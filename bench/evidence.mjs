@@ -26,6 +26,7 @@
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo,dpo,wsft] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
 //          [--tune-seeds N] [--items DEV,TEST] [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
+//          [--on-collapse warn|stop|rollback]
 //   --items DEV,TEST sets the split sizes (dev items [0, DEV), DEV ≤ 400; test items [400, 400 + TEST),
 //   TEST ≤ 500) in place of the size's 100 and 200; its cells and result file are tagged -itemsDEVxTEST.
 //   --model DIR runs on another base model folder (a retrained toy model, say); its cells and result
@@ -33,13 +34,22 @@
 //   --config JSON overrides a method's preset, by method ('{"cose":{"judge":{"maxTokens":200}}}'); the
 //   cells and result file carry a hash of it.
 //   --tune-only runs the development split's cells alone (explore settings without a look at the test split).
+//   --on-collapse warn|stop|rollback runs every cell as `evolve --on-collapse` would: through the run
+//   driver, its held-out probe (items [0, 100) of the level, inside the dev split, never the test
+//   split) evaluated 8 times over the run and checkpointed there, the collapse guard watching. The
+//   cell records whether the guard fired and where, and with rollback is evaluated on the best probed
+//   checkpoint. Only the self-rewarding methods (cose, ttrl, rzero, jzero, grpo) are guarded; the cells
+//   and result file are tagged -guard-<action>.
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
+import { COLLAPSE_ACTIONS, DEFAULT_COLLAPSE_WINDOW, TRAINING_REWARD } from '../dist/methods/common/collapse.js'
+import { drive } from '../dist/methods/common/driver.js'
 import { evaluateBenchmarks, greedyProtocol } from '../dist/methods/common/evaluation.js'
+import { readMetrics } from '../dist/methods/common/run-folder.js'
 import { resolveCoseConfig } from '../dist/methods/cose/config.js'
 import { CoseRun } from '../dist/methods/cose/loop.js'
 import { resolveGrpoConfig } from '../dist/methods/grpo/config.js'
@@ -63,6 +73,9 @@ const TEST_OFFSET = 400
 /** The splits end where the world's unlabeled prompts (evolve's TTRL) begin in each level's reserve. */
 const SPLITS_END = UNLABELED_OFFSET
 const TUNING_SEED = 100
+/** A guarded cell's held-out probe: the level's first PROBE_ITEMS items (inside the dev split, below TEST_OFFSET), evaluated PROBES times over the run. */
+const PROBE_ITEMS = 100
+const PROBES = 8
 
 const FULL = {
   label: 'full size: the toy presets\' step counts',
@@ -131,6 +144,8 @@ export const METHOD_TABLE = {
     solver: (run) => run.model,
     lr: ['ppo', 'lr'],
     atLevel: () => ({}), // its prompts are the split's questions, of the split's level
+    // the guard's probe is the dev items alone, not the adapted-to prompts (a test cell's are the test split)
+    probe: { eval: { adaptation: false } },
     // reference-label: the control with true labels (not a paper arm): what the same prompts, steps and updates reach when no label is wrong
     arms: { 'uid-conj': { reward: { arm: 'uid-conj' } }, ttrl: { reward: { arm: 'ttrl' } }, 'permuted-uid': { reward: { arm: 'permuted-uid' } }, 'reference-label': { reward: { arm: 'reference-label' } } },
     headline: 'uid-conj',
@@ -276,7 +291,9 @@ async function cell(o, key, compute) {
   const value = { key, ...(await compute()), seconds: (Date.now() - started) / 1000, load: loadavg()[0] }
   writeJson(file, value)
   const acc = accuracies(value)
-  o.log(`${key}: mean@4 ${acc.mean4.toFixed(3)} greedy ${acc.greedy.toFixed(3)} (${value.seconds.toFixed(0)} s, load ${value.load.toFixed(1)})`)
+  const g = value.guard
+  const guarded = g ? `, ${g.fired ? `collapse at step ${g.firedAt}${g.rolledBackTo !== null ? `, rolled back to step ${g.rolledBackTo}` : ''}` : 'no collapse'}` : ''
+  o.log(`${key}: mean@4 ${acc.mean4.toFixed(3)} greedy ${acc.greedy.toFixed(3)}${guarded} (${value.seconds.toFixed(0)} s, load ${value.load.toFixed(1)})`)
   return value
 }
 
@@ -297,15 +314,52 @@ async function trainAndEvaluate(o, name, arm, seed, scale, benchmark) {
   const adapting = m.adaptsToSplit ? { prompts: { offset: 0, size: benchmark.problems.length } } : {}
   const length = (m.stepsOf ?? ((steps) => ({ steps })))(o.size.steps[name])
   const settings = [m.atLevel(o.level), overridesOf(o, name), adapting, m.arms[arm], { ...length, seed, ...withLr(m.lr, lrOf(m.lr)(preset) * scale) }]
-  const config = m.resolve(settings.reduce(deepMerge))
+  let config = m.resolve(settings.reduce(deepMerge))
+  if (o.guard) config = m.resolve(deepMerge(config, probeSettings(m, config.steps)))
   const run = await m.start(o.base, config, m.adaptsToSplit ? adaptingTo(o.world, benchmark) : o.world, { openPolicy: o.openPolicy, threads: o.threads, cellsDir: o.cellsDir })
   try {
+    if (o.guard) return { ...(await guardedRun(o, m, name, run, join(o.cellsDir, 'runs', `${name}-${arm}-seed${seed}-lr${scale}-${benchmark.name}`.replace(/[^A-Za-z0-9.+-]+/g, '_')), benchmark)), lr: lrOf(m.lr)(config) }
     const records = []
     // the run's own step count: an offline run resolves its epochs into steps once its pool is known
     for (let s = 0; s < run.config.steps; s++) records.push(await run.runStep())
     return { ...(await evaluate(m.solver(run), o.world, benchmark)), lr: lrOf(m.lr)(config), diagnostics: summarizeDiagnostics(records, m.diagnostics) }
   } finally {
     run.dispose()
+  }
+}
+
+/** A guarded run's evaluations and checkpoints: the probe items, PROBES times over `steps`. */
+function probeSettings(m, steps) {
+  const every = Math.max(1, Math.round(steps / PROBES))
+  return deepMerge({ eval: { every, size: PROBE_ITEMS, benchmarks: [] }, checkpointEvery: every }, m.probe ?? {})
+}
+
+/**
+ * A cell as `evolve --on-collapse` runs it: the driver evaluates the probe, checkpoints and applies
+ * the collapse guard; the cell is evaluated on the model the run ends with (with rollback, the best
+ * probed checkpoint when the guard fired). The run folder goes once the cell is saved.
+ */
+async function guardedRun(o, m, name, run, dir, benchmark) {
+  rmSync(dir, { recursive: true, force: true }) // an interrupted cell starts over
+  const r = await drive(run, { outDir: dir, method: name, totalSteps: run.config.steps, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: [], describe: () => '', onCollapse: o.guard, keep: 1 })
+  const rows = (await readMetrics(join(dir, 'metrics.jsonl'))).rows
+  let final = null
+  if (r.rolledBackTo !== null) final = await o.openPolicy(r.trainedModel.kind === 'model' ? { model: r.trainedModel.dir, threads: o.threads } : { model: o.base, adapter: r.trainedModel.dir, threads: o.threads })
+  try {
+    const guard = {
+      action: o.guard,
+      fired: r.collapse !== null,
+      firedAt: r.collapse?.to ?? null,
+      message: r.collapse?.message ?? null,
+      stepsRun: run.step,
+      rolledBackTo: r.rolledBackTo,
+      probe: rows.filter((x) => typeof x.heldOutAccuracy === 'number').map((x) => ({ step: x.step, accuracy: x.heldOutAccuracy })),
+    }
+    // step 0's row is the base model's probe alone
+    return { ...(await evaluate(final ?? m.solver(run), o.world, benchmark)), diagnostics: summarizeDiagnostics(rows.filter((x) => x.step > 0), m.diagnostics), guard }
+  } finally {
+    final?.dispose()
+    rmSync(dir, { recursive: true, force: true })
   }
 }
 
@@ -379,6 +433,7 @@ async function runMethod(o, name, sp) {
       perSeed: cells.map((c) => accuracies(c)),
       vsBase: compare(pooled, baseAsSeeds(base, o.seeds.length)),
       diagnostics: Object.fromEntries(m.diagnostics.map((p) => [p, meanOverSeeds(cells, p)])),
+      ...(o.guard ? { guard: { fired: cells.filter((c) => c.guard.fired).length, rolledBack: cells.filter((c) => c.guard.rolledBackTo !== null).length, firedAt: cells.map((c) => c.guard.firedAt) } } : {}),
       pooled,
     }
   }
@@ -427,13 +482,18 @@ function configTag(config) {
   return config ? `-cfg${createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 8)}` : ''
 }
 
-function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items) {
+/** '' unguarded, else `-guard-<action>`: guarded cells ran another loop (probes, checkpoints, perhaps a rollback). */
+function guardTag(guard) {
+  return guard ? `-guard-${guard}` : ''
+}
+
+function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items, guard) {
   const sizeTag = sizes.join('+')
-  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${tuneOnly ? '-tuning' : ''}.json`)
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard)}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, items, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, items, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, guard, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
   if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
@@ -453,18 +513,21 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
       throw new RangeError(`--config ${m}: ${e.message}`)
     }
   }
+  if (guard !== undefined && !COLLAPSE_ACTIONS.includes(guard)) throw new RangeError(`--on-collapse ${guard}: one of ${COLLAPSE_ACTIONS.join(', ')}`)
+  const unguarded = guard ? methods.filter((m) => !TRAINING_REWARD[m]) : []
+  if (unguarded.length) throw new RangeError(`--on-collapse: ${unguarded.join(', ')} train on no reward of their own for the collapse guard to watch; guard ${Object.keys(TRAINING_REWARD).filter((m) => METHOD_TABLE[m]).join(', ')}`)
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device
-  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items)
+  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items, guard)
   const world = arithWorld({ benchmarks: [`L${level}`] })
-  const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
+  const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, guard, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
     ...shared,
     sizeName: z,
     size: { ...SIZES[z], ...(tune ? { tune } : {}), ...(items ? { dev: items[0], test: items[1] } : {}) },
-    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${device ? `-${device}` : ''}`),
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard)}${device ? `-${device}` : ''}`),
   }))
   for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
   const o = { ...shared, stages }
@@ -472,7 +535,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const sp = splits(world, s, level)
   const started = Date.now()
   const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
-  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -532,7 +595,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--items', '--out', '--note', '--model', '--config']
+  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--items', '--out', '--note', '--model', '--config', '--on-collapse']
   const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -548,7 +611,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config')), arg('items')?.split(',').map(Number)), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config')), arg('items')?.split(',').map(Number), arg('on-collapse')), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
@@ -565,6 +628,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     note: arg('note'),
     base: arg('model'),
     config: parseConfig(arg('config')),
+    guard: arg('on-collapse'),
   }).catch((e) => {
     // a bad option (level, method, seeds) is refused before any training, in one line
     if (!(e instanceof RangeError)) throw e

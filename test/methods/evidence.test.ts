@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { scriptedPolicies, type ScriptContext } from '../../src/methods/common/scripted-policy.js'
 import { difficultyOf, evalSet } from '../../src/worlds/arith/index.js'
-import { arithScript } from './arith-script.js'
+import { arithScript, scriptedAnswer } from './arith-script.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-evidence-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
@@ -176,4 +176,37 @@ describe('bench/evidence.mjs --quick', () => {
       await expect(bench.runEvidence({ size: 'quick', items: bad, log: () => {} })).rejects.toThrow(/--items .*DEV 1 to 400 .*TEST 1 to 500/)
     }
   }, 60_000)
+
+  it('--on-collapse rollback: each cell runs through the driver with its probe on dev items; a collapsing run is evaluated on its best probed checkpoint, and the run folder goes', async () => {
+    // sampled (training) answers right more often with every update, greedy (held-out) answers less often: self-play's collapse
+    const collapsing = (c: ScriptContext) => {
+      const question = c.prompt.slice('Solve: '.length).split('\n')[0].trim()
+      const rate = c.temperature === 0 ? Math.max(0, 0.9 - 0.3 * c.updates) : Math.min(1, 0.3 * c.updates)
+      return scriptedAnswer(question, c.uniform < rate, c.uniform)
+    }
+    bench.SIZES['quick-guard'] = { ...bench.SIZES.quick, label: 'five grpo steps', steps: { ...bench.SIZES.quick.steps, grpo: 5 }, over: { grpo: { questions: { perStep: 8 }, rollout: { n: 8 } } } }
+    try {
+      const dir = join(root, 'guard')
+      const opened = scriptedPolicies({ script: collapsing })
+      const run = (guard?: string) => bench.runEvidence({ size: 'quick-guard', methods: ['grpo'], guard, out: join(dir, `${guard}.json`), cellsDir: join(dir, `cells-${guard}`), base: join(root, 'no-such-base'), openPolicy: opened, log: () => {} })
+      const guarded = await run('rollback')
+      expect(guarded.guard).toEqual({ onCollapse: 'rollback', probe: 'L3 held-out items [0, 100), 8 evaluations a run', window: 3 })
+      const cell = JSON.parse(readFileSync(join(dir, 'cells-rollback', 'grpo_verifier_GRPO_seed_1_lr_1_test.json'), 'utf8'))
+      // the probe at every step (5 steps / 8 probes rounds to every step), the base's at step 0; the guard fires on steps 1-3
+      expect(cell.guard.probe.map((p: { step: number }) => p.step)).toEqual([0, 1, 2, 3])
+      expect(cell.guard).toMatchObject({ action: 'rollback', fired: true, firedAt: 3, stepsRun: 3, rolledBackTo: 1 })
+      expect(cell.guard.message).toMatch(/^collapse: training reward rising/)
+      // evaluated on step 1's checkpoint, opened from its folder (a fresh policy: the script sees no updates)
+      expect(opened.policies.some((p) => /checkpoints/.test((p as unknown as { dir: string }).dir))).toBe(true)
+      expect(guarded.methods.grpo.arms['verifier GRPO'].guard).toEqual({ fired: 3, rolledBack: 3, firedAt: [3, 3, 3] })
+      expect(readdirSync(join(dir, 'cells-rollback', 'runs'))).toEqual([])
+      // unguarded, the same cells end on the collapsed model: the rollback's greedy accuracy is higher
+      const plain = await run(undefined)
+      expect(guarded.methods.grpo.arms['verifier GRPO'].greedy).toBeGreaterThan(plain.methods.grpo.arms['verifier GRPO'].greedy + 0.2)
+      await expect(bench.runEvidence({ size: 'quick', methods: ['grpo', 'dpo'], guard: 'rollback', log: () => {} })).rejects.toThrow(/--on-collapse: dpo train on no reward of their own/)
+      await expect(bench.runEvidence({ size: 'quick', methods: ['grpo'], guard: 'undo', log: () => {} })).rejects.toThrow(/--on-collapse undo: one of warn, stop, rollback/)
+    } finally {
+      delete bench.SIZES['quick-guard']
+    }
+  }, 120_000)
 })
