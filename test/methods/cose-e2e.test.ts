@@ -124,6 +124,19 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE on 
     expect(verifier.generatedTokens).toBeLessThan(policy.generatedTokens)
   })
 
+  it("a frozen Judge model with the policy's own weights gives the policy Judge's step exactly (same verdicts, same c_J)", async () => {
+    const step = async (over: Record<string, unknown>) => {
+      const run = await CoseRun.start(DEFAULT_MODEL, small({ steps: 1, ...over }), arithWorld, { threads: 2 })
+      const r = await run.runStep()
+      run.dispose()
+      return untimed(r as unknown as Record<string, unknown>) as any
+    }
+    const policy = await step({ switches: { judge: 'policy' } })
+    const model = await step({ switches: { judge: 'model' }, judge: { model: DEFAULT_MODEL } })
+    expect(model.questionsSolved).toBeGreaterThan(0)
+    expect(model).toEqual(policy)
+  })
+
   it("refuses an unknown Judge source", () => {
     expect(() => small({ switches: { judge: 'oracle' } })).toThrow(/switches\.judge/)
   })

@@ -123,6 +123,40 @@ describe('COSE on the scripted policy', () => {
     expect(resumed).toEqual(straight)
     for (const f of ['model', 'model-state', 'replay.json', 'run_state.json']) expect(existsSync(join(checkpointDir(splitDir, 2), f))).toBe(true)
   })
+
+  it("switches.judge 'model': a frozen Judge model scores the Solver's answers (its verdicts, its c_J), is never trained, and is reopened on resume", async () => {
+    const judgeDir = join(root, 'frozen-judge')
+    // the frozen Judge says 9 ("right") of every answer; the policy's own Judge role would follow the verifier
+    const open = scriptedPolicies((ref) => (ref.model === judgeDir ? { script: () => '<score>9</score>' } : script))
+    const withJudge = resolveCoseConfig({ switches: { judge: 'model' }, judge: { model: judgeDir } }, config)
+    const run = await CoseRun.start(BASE, withJudge, arithWorld, { openPolicy: open })
+    const r = await run.runStep()
+    const judge = open.policies.find((p) => p.dir === judgeDir)!
+    const policy = open.policies.find((p) => p.trainerOf)!
+    expect(judge.trainerOf).toBeNull()
+    expect(policy.calls.some((c) => c.prompts.some((p) => p.startsWith('Judge: ')))).toBe(false)
+    const [judged] = judge.calls
+    expect(judged.prompts.every((p) => p.startsWith('Judge: '))).toBe(true)
+    const solver = (trainerOf(policy).batches[0].sequences ?? []).filter((s) => text(s.prompt).startsWith('Solve: '))
+    expect(solver.length).toBe(r.questionsSolved * 4)
+    expect(judged.prompts).toHaveLength(solver.length)
+    // every answer scored p = (9 − 1)/9 by the frozen Judge, whatever the verifier says
+    expect(r.rewardSolver.mean).toBeCloseTo(coseSolverReward(true, 8 / 9), 12)
+    expect(r.diagnostics.judgeVerifierAgreement).toBeCloseTo(r.diagnostics.trueSolveRate.mean, 12)
+    expect(r.diagnostics.judgeVerifierAgreement).toBeLessThan(1)
+    const cJ = judged.outputs.map((g) => sequenceConfidence('normalized-entropy', { entropy: g[0].entropy, vocabSize: 256 }))
+    expect(r.confidenceJudge.mean).toBeCloseTo(cJ.reduce((a, b) => a + b, 0) / cJ.length, 12)
+    expect(run.config.judge.model).toBe(judgeDir)
+    run.dispose()
+    expect(judge.isDisposed).toBe(true)
+    const { straight, resumed } = await straightAndResumed('cose-judge-model', 2, () => CoseRun.start(BASE, withJudge, arithWorld, { openPolicy: open }), (dir) => CoseRun.resume(dir, arithWorld, { openPolicy: open }))
+    expect(resumed).toEqual(straight)
+  })
+
+  it("refuses a Judge model without switches.judge 'model', and 'model' without a folder", () => {
+    expect(() => resolveCoseConfig({ switches: { judge: 'model' } }, config)).toThrow(/judge\.model/)
+    expect(() => resolveCoseConfig({ judge: { model: '/some/judge' } }, config)).toThrow(/judge\.model names the Judge's model folder exactly when switches\.judge is 'model'/)
+  })
 })
 
 describe('GRPO (the example method) on the scripted policy', () => {

@@ -38,8 +38,8 @@ function samplingPassSignal() {
   )
 }
 
-/** Who scores the Solver's answers: the paper's Judge role, or the world's verifier (a control, like TTRL's reference-label arm). */
-export const JUDGE_SOURCES = ['policy', 'verifier'] as const
+/** Who scores the Solver's answers: the paper's Judge role, a frozen Judge model beside the trained policy, or the world's verifier (a control, like TTRL's reference-label arm). */
+export const JUDGE_SOURCES = ['policy', 'model', 'verifier'] as const
 
 export function coseSchema() {
   return z.strictObject({
@@ -53,14 +53,21 @@ export function coseSchema() {
       n: intAtLeast(1),
       ...samplingShape,
     }),
-    judge: z.strictObject(samplingShape),
+    judge: z.strictObject({
+      ...samplingShape,
+      model: z
+        .string()
+        .min(1)
+        .nullable()
+        .describe("with switches.judge 'model': the model folder whose Judge role scores the Solver's answers, frozen (never trained), beside the trained policy; null otherwise"),
+    }),
     confidence: samplingPassSignal().describe('COSE §3.2 and Table 7: which per-token signal becomes c_V and c_J'),
     switches: z.strictObject({
       weighting: z.boolean().describe('false: every w = 1 (Table 5 "w/o weighting")'),
       priority: registered(priorityModes).describe("'cose' (Eq. 6), 'uniform' (Table 5 \"w/o priority\") or 'one-minus-p' (§4.6)"),
       judge: z
         .enum(JUDGE_SOURCES)
-        .describe("'policy' (COSE: the backbone's Judge role scores each answer) or 'verifier', a control outside the paper: the world's verifier scores each answer 1 or 0 with full confidence, so a run measures what COSE's loop reaches when p(q, a) is never wrong"),
+        .describe("'policy' (COSE: the backbone's Judge role scores each answer); 'model', outside the paper: the Judge role of another, frozen model (judge.model) scores them, with its own c_J, while the policy's Proposer, Validator and Solver train; or 'verifier', a control outside the paper: the world's verifier scores each answer 1 or 0 with full confidence, so a run measures what COSE's loop reaches when p(q, a) is never wrong"),
     }),
     replay: z.strictObject({ capacity: intAtLeast(1), floor: unitInterval() }),
     ppo: z.strictObject({
@@ -74,7 +81,12 @@ export function coseSchema() {
     roleAdapters: roleAdaptersField(
       "true: the Proposer, the Solver (with the Validator) and the Judge each have their own LoRA adapter ('proposer', 'solver', 'judge', rank ppo.loraRank) on the one shared base; each role's update reaches only its adapter, and the Judge's (inference-only, as in COSE) stays at its init. false: one policy for every role, as in the paper",
     ),
-  }).refine(...roleAdaptersNeedRank('ppo'))
+  })
+    .refine(...roleAdaptersNeedRank('ppo'))
+    .refine((c) => (c.switches.judge === 'model') === (c.judge.model !== null), {
+      error: "judge.model names the Judge's model folder exactly when switches.judge is 'model'",
+      path: ['judge', 'model'],
+    })
 }
 
 export type CoseConfig = z.infer<ReturnType<typeof coseSchema>>
@@ -87,7 +99,7 @@ export const PAPER_PRESET: CoseConfig = {
   proposer: { count: 128, levels: [3], temperature: 1, maxTokens: 512 },
   validator: { temperature: 1, maxTokens: 512, acceptThreshold: 0.5 },
   solver: { questions: 16, freshFirst: 16, n: 8, temperature: 1, maxTokens: 1024 },
-  judge: { temperature: 1, maxTokens: 512 },
+  judge: { temperature: 1, maxTokens: 512, model: null },
   confidence: 'normalized-entropy',
   switches: { weighting: true, priority: 'cose', judge: 'policy' },
   replay: { capacity: 8192, floor: 0.1 },
@@ -106,7 +118,7 @@ export const TOY_PRESET: CoseConfig = {
   // freshFirst 3 of 6: with all 6 slots for fresh proposals (5–8 accepted a step) the replay was drawn from by
   // priority for at most 1 question in 10 steps, so 'w/o priority' trained the same Solver as full COSE
   solver: { questions: 6, freshFirst: 3, n: 4, temperature: 1, maxTokens: 64 },
-  judge: { temperature: 1, maxTokens: 96 },
+  judge: { temperature: 1, maxTokens: 96, model: null },
   // lr: 3e-4 collapsed held-out accuracy 0.60 → 0.04 in 20 steps (Adam's normalized steps swamp a 1.2M-parameter
   // model); 3e-5 keeps it (0.60 → 0.58), 1e-5 barely moves the policy (KL ≈ 1e-4).
   ppo: { ...PAPER_PRESET.ppo, lr: 3e-5, warmupSteps: 2, klCoef: 0.01, microBatchSize: 16, loraRank: 0 },

@@ -6,7 +6,8 @@
 // With `roleAdapters`, the roles share the base but not the update: the Proposer, the Solver (with
 // the Validator) and the Judge each run through their own LoRA adapter, and the one optimizer step
 // moves the Proposer's adapter by r_P and the Solver's by r_S. With `switches.judge: 'verifier'`
-// (a control outside the paper) the world's verifier scores the answers in the Judge's place.
+// (a control outside the paper) the world's verifier scores the answers in the Judge's place; with
+// `switches.judge: 'model'` (outside the paper too) another model's Judge role does, frozen.
 import { join, resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
 import type { Completion, GenerateOptions, Prompt } from '../../engine/model.js'
@@ -127,6 +128,8 @@ export class CoseRun {
     private rng: Rng,
     private stepIndex: number,
     readonly baseModel: string,
+    /** switches.judge 'model': the frozen Judge model (in `policies`); null: the policy judges. */
+    private readonly judge: Policy | null = null,
   ) {
     this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
   }
@@ -139,7 +142,9 @@ export class CoseRun {
     const { policies, policy, trainer } = config.roleAdapters
       ? await openRoleAdapters({ ...o, base, plan: trainingPlan(config), roles: COSE_ROLE_ADAPTERS, seed: config.seed })
       : await openTrainedPolicy({ ...o, base, plan: trainingPlan(config), frozenWeights: config.frozenWeights })
-    return new CoseRun(config, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base)
+    // the Judge's folder is kept absolute in the config, so a resume elsewhere opens the same one
+    const judged = config.judge.model === null ? config : { ...config, judge: { ...config.judge, model: resolve(config.judge.model) } }
+    return new CoseRun(judged, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base, await openJudge(policies, judged, o))
   }
 
   /** Continues from a checkpoint folder written by `checkpoint()`; the folder is checked before anything is loaded. */
@@ -156,7 +161,7 @@ export class CoseRun {
     const { policies, policy, trainer } = state.config.roleAdapters
       ? await openRoleAdapters({ ...opened, roles: COSE_ROLE_ADAPTERS, seed: state.config.seed })
       : await openTrainedPolicy({ ...opened, frozenWeights: state.config.frozenWeights })
-    return new CoseRun(state.config, world, policy, trainer, replay, policies, Rng.fromState(state.rng), state.step, state.baseModel)
+    return new CoseRun(state.config, world, policy, trainer, replay, policies, Rng.fromState(state.rng), state.step, state.baseModel, await openJudge(policies, state.config, o))
   }
 
   get step(): number {
@@ -167,14 +172,15 @@ export class CoseRun {
     this.policies.dispose()
   }
 
-  private confidence(c: Completion): number {
+  /** c_V or c_J of a verdict sampled by `by` (its vocabulary normalizes the entropy). */
+  private confidence(c: Completion, by: Policy = this.model): number {
     return sequenceConfidence(this.config.confidence, {
       entropy: c.entropy,
       maxLogit: c.maxLogit,
       margin: c.margin,
       topKLogits: c.topK?.logits,
       topK: c.topK?.k,
-      vocabSize: this.model.config.vocabSize,
+      vocabSize: by.config.vocabSize,
     })
   }
 
@@ -183,20 +189,22 @@ export class CoseRun {
     return this.config.roleAdapters ? ROLE_ADAPTER[role] : undefined
   }
 
-  private async sample(prompts: Prompt[], o: { n: number; temperature: number; maxTokens: number }, role: CoseRole): Promise<Sample[][]> {
+  /** `role`'s samples of `prompts`, by the policy (through the role's adapter) or by `by` (the frozen Judge model). */
+  private async sample(prompts: Prompt[], o: { n: number; temperature: number; maxTokens: number }, role: CoseRole, by: Policy = this.model): Promise<Sample[][]> {
     if (!prompts.length) return []
     const topK = this.config.confidence === 'self-certainty-topk' ? 25 : 0
-    const adapter = this.adapterOf(role)
-    const out = await this.model.generate(prompts, { ...o, seed: samplingSeed(this.config.seed, this.stepIndex, CALL[role]), stats: { topK }, ...(adapter === undefined ? {} : { adapter }) })
-    return out.map((group, i) => group.map((completion) => ({ prompt: this.model.encodePrompt(prompts[i]), completion })))
+    const adapter = by === this.model ? this.adapterOf(role) : undefined
+    const out = await by.generate(prompts, { ...o, seed: samplingSeed(this.config.seed, this.stepIndex, CALL[role]), stats: { topK }, ...(adapter === undefined ? {} : { adapter }) })
+    return out.map((group, i) => group.map((completion) => ({ prompt: by.encodePrompt(prompts[i]), completion })))
   }
 
-  /** The Judge role's verdict on each prompt: p(q, a) (null when malformed) and c_J (COSE §3.2). */
+  /** The Judge role's verdict on each prompt (the policy's, or the frozen Judge model's): p(q, a) (null when malformed) and c_J (COSE §3.2). */
   private async judgeVerdicts(prompts: Prompt[], count: (groups: Sample[][]) => void): Promise<Verdict[]> {
     const c = this.config
-    const judged = await this.sample(prompts, { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, 'judge')
+    const by = this.judge ?? this.model
+    const judged = await this.sample(prompts, { n: 1, temperature: c.judge.temperature, maxTokens: c.judge.maxTokens }, 'judge', by)
     count(judged)
-    return judged.map(([{ completion }]) => ({ score: this.world.cose.parseScore(completion.text), cJ: this.confidence(completion) }))
+    return judged.map(([{ completion }]) => ({ score: this.world.cose.parseScore(completion.text), cJ: this.confidence(completion, by) }))
   }
 
   /** One COSE iteration; returns its metrics line. */
@@ -281,7 +289,7 @@ export class CoseRun {
       prioritySpread: { min: Math.min(...priorities), max: Math.max(...priorities) },
       questionsSolved: questions.length,
       solverFormatRate: solverRows.length ? solverRows.filter((r) => r.fS).length / solverRows.length : NaN,
-      judgeFormatRate: solverRows.length && c.switches.judge === 'policy' ? verdicts.filter((v) => v.score !== null).length / solverRows.length : NaN,
+      judgeFormatRate: solverRows.length && c.switches.judge !== 'verifier' ? verdicts.filter((v) => v.score !== null).length / solverRows.length : NaN,
       rewardSolver: spread(rS),
       rewardProposer: spread(rP),
       weightSolver: spread(wS),
@@ -317,6 +325,14 @@ export class CoseRun {
     })
     await this.evals.flush(dir)
   }
+}
+
+/** switches.judge 'model': the Judge's model folder, opened into the run's policies (disposed with them, and with them on a failed open); else null. */
+async function openJudge(policies: PolicySet, c: CoseConfig, o: RunOptions): Promise<Policy | null> {
+  const dir = c.judge.model
+  if (c.switches.judge !== 'model' || dir === null) return null
+  // a frozen model: it takes the run's frozenWeights, as the KL reference does
+  return policies.build((set) => set.open({ model: dir, threads: o.threads, ...(c.frozenWeights && c.frozenWeights !== 'f32' ? { weights: c.frozenWeights } : {}) }))
 }
 
 /** A verdict on one answer: the Judge's score p(q, a) (null: malformed, which scores 0) and its confidence c_J. */

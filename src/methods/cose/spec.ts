@@ -1,9 +1,16 @@
 // `autodidact evolve --method cose`: COSE's presets, runs and report charts for the evolve command.
-import { defineMethod } from '../common/method.js'
+import { defineMethod, type FlagValues } from '../common/method.js'
 import { fmt } from '../common/format.js'
 import { ROLE_ADAPTERS_FLAG, roleAdaptersOverride } from '../common/role-adapters.js'
 import { coseSchema, PRESETS } from './config.js'
 import { CoseRun } from './loop.js'
+
+/** Command-line switches → a config override (--judge DIR, --role-adapters R). */
+export function coseFlagsToOverride(flags: FlagValues): unknown {
+  const judge = typeof flags.judge === 'string' ? { switches: { judge: 'model' }, judge: { model: flags.judge } } : {}
+  const all = { ...judge, ...roleAdaptersOverride(flags, 'ppo') }
+  return Object.keys(all).length ? all : undefined
+}
 
 export const spec = defineMethod({
   name: 'cose',
@@ -13,9 +20,10 @@ export const spec = defineMethod({
   defaultPreset: 'toy',
   start: (config, o) => CoseRun.start(o.model, config, o.world, o),
   resume: (dir, o) => CoseRun.resume(dir, o.world, o),
-  // --role-adapters R: the Proposer, Solver (with the Validator) and Judge each their own LoRA adapter of rank R on one base
-  flags: ROLE_ADAPTERS_FLAG,
-  flagsToOverride: (f) => roleAdaptersOverride(f, 'ppo'),
+  // --role-adapters R: the Proposer, Solver (with the Validator) and Judge each their own LoRA adapter of rank R on one base;
+  // --judge DIR: a frozen Judge model scores the Solver's answers (switches.judge 'model')
+  flags: { ...ROLE_ADAPTERS_FLAG, judge: 'string' },
+  flagsToOverride: coseFlagsToOverride,
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
     { title: 'Solver reward r_S (Eq. 7)', path: 'rewardSolver.mean' },
