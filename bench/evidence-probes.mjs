@@ -29,9 +29,14 @@
 //     pool is rebuilt (deterministic, as bench/evidence.mjs builds it), each test seed's warm start is
 //     evaluated on the level's test split by the evidence protocol, against the base and against the
 //     DPO cells of a finished evidence run (--cells DIR, --lr-scale X: the run's chosen scale).
+//   guard-effect: what --on-collapse did to a method's test cells. Pairs each arm's test cells of an
+//     evidence run with the collapse guard (--guarded DIR) and of the same run without it (--cells DIR),
+//     seed by seed at one lr scale, and reports guarded vs plain with the evidence's paired bootstrap
+//     and where the guard fired. Reads saved cells only; trains and samples nothing.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
 //        nice node bench/evidence-probes.mjs dpo-warm-start [--level 3] [--cells bench/results/evidence-cells-full-items400x500] [--lr-scale 1]
+//        nice node bench/evidence-probes.mjs guard-effect --method jzero --cells DIR --guarded DIR --lr-scale 0.3
 //        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200] [--keep DIR]
 //          (--keep DIR: the fine-tuned models stay, as DIR/<check>, e.g. for bench/evidence.mjs --model;
 //          --steps 0: no fine-tune, the --model weights judge as they are, in each form; --solver DIR:
@@ -418,7 +423,38 @@ async function dpoWarmStart() {
   }
 }
 
-const probes = { 'dpo-warm-start': dpoWarmStart, 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
+async function guardEffect() {
+  const bench = await import('./evidence.mjs')
+  const refuse = (message) => {
+    console.error(`guard-effect: ${message}`)
+    process.exit(2)
+  }
+  const method = arg('method', 'jzero')
+  if (!bench.METHOD_TABLE[method]) refuse(`--method ${method}: one of ${Object.keys(bench.METHOD_TABLE).join(', ')}`)
+  const [plainDir, guardedDir, scale] = [arg('cells', null), arg('guarded', null), arg('lr-scale', null)]
+  if (!plainDir || !guardedDir || !scale) refuse('--cells DIR (the run without the guard), --guarded DIR (with it) and --lr-scale X (the scale of their test cells) are required')
+  const seeds = [1, 2, 3]
+  const read = (dir, arm, seed) => {
+    const file = bench.cellFile(dir, bench.cellKey(method, arm, seed, scale, 'test'))
+    if (!existsSync(file)) refuse(`no ${method} test cell ${file}`)
+    return JSON.parse(readFileSync(file, 'utf8'))
+  }
+  const out = { probe: 'guard-effect', method, plain: plainDir, guarded: guardedDir, lrScale: Number(scale), seeds, arms: {} }
+  for (const arm of Object.keys(bench.METHOD_TABLE[method].arms)) {
+    const plain = seeds.map((seed) => read(plainDir, arm, seed))
+    const guarded = seeds.map((seed) => read(guardedDir, arm, seed))
+    if (!guarded.every((c) => c.guard)) refuse(`the cells in ${guardedDir} were not run with --on-collapse`)
+    if (plain.some((c) => c.guard)) refuse(`the cells in ${plainDir} were run with --on-collapse; --cells names the run without it`)
+    if (guarded[0].mean4.length !== plain[0].mean4.length) refuse(`the two folders' cells hold ${guarded[0].mean4.length} and ${plain[0].mean4.length} test items`)
+    out.arms[arm] = {
+      guardedVsPlain: bench.compare(bench.pool(guarded), bench.pool(plain)),
+      guard: guarded.map((c) => ({ fired: c.guard.fired, firedAt: c.guard.firedAt, rolledBackTo: c.guard.rolledBackTo, probe: c.guard.probe })),
+    }
+  }
+  return out
+}
+
+const probes = { 'guard-effect': guardEffect, 'dpo-warm-start': dpoWarmStart, 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
 if (!probes[probe]) {
   console.error(`usage: node bench/evidence-probes.mjs ${Object.keys(probes).join('|')} [options]`)
   process.exit(2)

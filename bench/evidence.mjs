@@ -131,7 +131,8 @@ export const METHOD_TABLE = {
     // the toy preset proposes levels 2-4 around the default 3: the same band around any level
     atLevel: (level) => ({ proposer: { levels: [level - 1, level, level + 1].filter((l) => l >= 1 && l <= 5) } }),
     // verifier Judge: a control outside the paper (as TTRL's reference-label): the same loop with every p(q, a) right, so the gap to full is what the Judge's errors cost
-    arms: { full: {}, 'w/o weighting': { switches: { weighting: false, priority: 'cose' } }, 'w/o priority': { switches: { weighting: true, priority: 'uniform' } }, 'verifier Judge': { switches: { judge: 'verifier' } } },
+    // (judge.model null: a run whose --config names a frozen Judge model keeps this arm the verifier's)
+    arms: { full: {}, 'w/o weighting': { switches: { weighting: false, priority: 'cose' } }, 'w/o priority': { switches: { weighting: true, priority: 'uniform' } }, 'verifier Judge': { switches: { judge: 'verifier' }, judge: { model: null } } },
     headline: 'full',
     ablations: [['full', 'w/o weighting'], ['full', 'w/o priority'], ['w/o priority', 'w/o weighting'], ['verifier Judge', 'full']],
     paper: 'COSE Table 5: full > w/o priority > w/o weighting',
