@@ -47,7 +47,7 @@ import { basename, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { COLLAPSE_ACTIONS, DEFAULT_COLLAPSE_WINDOW, TRAINING_REWARD } from '../dist/methods/common/collapse.js'
-import { drive } from '../dist/methods/common/driver.js'
+import { drive, runCollapseChecks } from '../dist/methods/common/driver.js'
 import { evaluateBenchmarks, greedyProtocol } from '../dist/methods/common/evaluation.js'
 import { readMetrics } from '../dist/methods/common/run-folder.js'
 import { resolveCoseConfig } from '../dist/methods/cose/config.js'
@@ -355,6 +355,8 @@ async function guardedRun(o, m, name, run, dir, benchmark) {
       stepsRun: run.step,
       rolledBackTo: r.rolledBackTo,
       probe: rows.filter((x) => typeof x.heldOutAccuracy === 'number').map((x) => ({ step: x.step, accuracy: x.heldOutAccuracy })),
+      // every window the guard judged: the held-out drop and the reward's slope, each with its standard error
+      checks: (await runCollapseChecks(dir, rows, name)).map(({ message, ...check }) => check),
     }
     // step 0's row is the base model's probe alone
     return { ...(await evaluate(final ?? m.solver(run), o.world, benchmark)), diagnostics: summarizeDiagnostics(rows.filter((x) => x.step > 0), m.diagnostics), guard }

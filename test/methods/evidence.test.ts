@@ -196,6 +196,11 @@ describe('bench/evidence.mjs --quick', () => {
       expect(cell.guard.probe.map((p: { step: number }) => p.step)).toEqual([0, 1, 2, 3])
       expect(cell.guard).toMatchObject({ action: 'rollback', fired: true, firedAt: 3, stepsRun: 3, rolledBackTo: 1 })
       expect(cell.guard.message).toMatch(/^collapse: training reward rising/)
+      // each window the guard judged, with the numbers behind its verdict: here the one window, steps 1-3
+      expect(cell.guard.checks).toHaveLength(1)
+      expect(cell.guard.checks[0]).toMatchObject({ collapsed: true, from: 1, to: 3 })
+      expect(cell.guard.checks[0].drop).toBeGreaterThan(1.96 * cell.guard.checks[0].standardError)
+      expect(cell.guard.checks[0].rewardSlope).toBeGreaterThan(1.96 * cell.guard.checks[0].rewardSlopeError)
       // evaluated on step 1's checkpoint, opened from its folder (a fresh policy: the script sees no updates)
       expect(opened.policies.some((p) => /checkpoints/.test((p as unknown as { dir: string }).dir))).toBe(true)
       expect(guarded.methods.grpo.arms['verifier GRPO'].guard).toEqual({ fired: 3, rolledBack: 3, firedAt: [3, 3, 3] })

@@ -104,14 +104,24 @@ async function heldOutPoints(outDir: string, rows: readonly MetricsRow[]): Promi
   return rows.flatMap((row) => (typeof row.heldOutAccuracy === 'number' ? [{ step: row.step, accuracy: row.heldOutAccuracy, n: byStep.get(row.step)?.length ?? n, perQuestion: byStep.get(row.step) }] : []))
 }
 
-/** Every window of the run where the collapse guard fires (for the report: the whole run, earlier sessions included). */
-function collapseFindings(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number): CollapseCheck[] {
-  const found: CollapseCheck[] = []
+/** The collapse guard's verdict on every window of the run it can judge, fired or not. */
+function collapseChecks(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number): CollapseCheck[] {
+  const checks: CollapseCheck[] = []
   for (let k = window; k <= points.length; k++) {
     const c = checkCollapse(points.slice(0, k), rewards, window)
-    if (c?.collapsed) found.push(c)
+    if (c) checks.push(c)
   }
-  return found
+  return checks
+}
+
+/** Every window of the run where the collapse guard fires (for the report: the whole run, earlier sessions included). */
+function collapseFindings(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number): CollapseCheck[] {
+  return collapseChecks(points, rewards, window).filter((c) => c.collapsed)
+}
+
+/** A run folder's every collapse-guard window, fired or not, from its metrics rows and eval files (why the guard did or did not fire). */
+export async function runCollapseChecks(outDir: string, rows: readonly MetricsRow[], method: string, window = DEFAULT_COLLAPSE_WINDOW): Promise<CollapseCheck[]> {
+  return collapseChecks(await heldOutPoints(outDir, rows), rewardPoints(rows, method), window)
 }
 
 export async function drive<C extends BaseMethodConfig, R extends BaseStepRecord>(run: MethodRun<C, R>, o: DriveOptions<R>): Promise<DriveResult> {
