@@ -26,7 +26,7 @@
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo,dpo,wsft] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
 //          [--tune-seeds N] [--items DEV,TEST] [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
-//          [--on-collapse warn|stop|rollback]
+//          [--on-collapse warn|stop|rollback] [--collapse-rule falls]
 //   --items DEV,TEST sets the split sizes (dev items [0, DEV), DEV ≤ 400; test items [400, 400 + TEST),
 //   TEST ≤ 500) in place of the size's 100 and 200; its cells and result file are tagged -itemsDEVxTEST.
 //   --model DIR runs on another base model folder (a retrained toy model, say); its cells and result
@@ -39,14 +39,15 @@
 //   split) evaluated 8 times over the run and checkpointed there, the collapse guard watching. The
 //   cell records whether the guard fired and where, and with rollback is evaluated on the best probed
 //   checkpoint. Only the self-rewarding methods (cose, ttrl, rzero, jzero, grpo) are guarded; the cells
-//   and result file are tagged -guard-<action>.
+//   and result file are tagged -guard-<action>. --collapse-rule falls: the guard fires on the held-out
+//   fall alone, whatever the reward does (tagged -guard-<action>-falls).
 import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
-import { COLLAPSE_ACTIONS, DEFAULT_COLLAPSE_WINDOW, TRAINING_REWARD } from '../dist/methods/common/collapse.js'
+import { COLLAPSE_ACTIONS, COLLAPSE_RULES, DEFAULT_COLLAPSE_RULE, DEFAULT_COLLAPSE_WINDOW, TRAINING_REWARD } from '../dist/methods/common/collapse.js'
 import { drive, runCollapseChecks } from '../dist/methods/common/driver.js'
 import { evaluateBenchmarks, greedyProtocol } from '../dist/methods/common/evaluation.js'
 import { readMetrics } from '../dist/methods/common/run-folder.js'
@@ -342,13 +343,14 @@ function probeSettings(m, steps) {
  */
 async function guardedRun(o, m, name, run, dir, benchmark) {
   rmSync(dir, { recursive: true, force: true }) // an interrupted cell starts over
-  const r = await drive(run, { outDir: dir, method: name, totalSteps: run.config.steps, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: [], describe: () => '', onCollapse: o.guard, keep: 1 })
+  const r = await drive(run, { outDir: dir, method: name, totalSteps: run.config.steps, evalEvery: run.config.eval.every, checkpointEvery: run.config.checkpointEvery, series: [], describe: () => '', onCollapse: o.guard, collapseRule: o.collapseRule, keep: 1 })
   const rows = (await readMetrics(join(dir, 'metrics.jsonl'))).rows
   let final = null
   if (r.rolledBackTo !== null) final = await o.openPolicy(r.trainedModel.kind === 'model' ? { model: r.trainedModel.dir, threads: o.threads } : { model: o.base, adapter: r.trainedModel.dir, threads: o.threads })
   try {
     const guard = {
       action: o.guard,
+      rule: o.collapseRule,
       fired: r.collapse !== null,
       firedAt: r.collapse?.to ?? null,
       message: r.collapse?.message ?? null,
@@ -356,7 +358,7 @@ async function guardedRun(o, m, name, run, dir, benchmark) {
       rolledBackTo: r.rolledBackTo,
       probe: rows.filter((x) => typeof x.heldOutAccuracy === 'number').map((x) => ({ step: x.step, accuracy: x.heldOutAccuracy })),
       // every window the guard judged: the held-out drop and the reward's slope, each with its standard error
-      checks: (await runCollapseChecks(dir, rows, name)).map(({ message, ...check }) => check),
+      checks: (await runCollapseChecks(dir, rows, name, DEFAULT_COLLAPSE_WINDOW, o.collapseRule)).map(({ message, ...check }) => check),
     }
     // step 0's row is the base model's probe alone
     return { ...(await evaluate(final ?? m.solver(run), o.world, benchmark)), diagnostics: summarizeDiagnostics(rows.filter((x) => x.step > 0), m.diagnostics), guard }
@@ -485,18 +487,18 @@ function configTag(config) {
   return config ? `-cfg${createHash('sha256').update(JSON.stringify(config)).digest('hex').slice(0, 8)}` : ''
 }
 
-/** '' unguarded, else `-guard-<action>`: guarded cells ran another loop (probes, checkpoints, perhaps a rollback). */
-function guardTag(guard) {
-  return guard ? `-guard-${guard}` : ''
+/** '' unguarded, else `-guard-<action>` (and `-falls` under that rule): guarded cells ran another loop (probes, checkpoints, perhaps a rollback). */
+function guardTag(guard, rule = DEFAULT_COLLAPSE_RULE) {
+  return guard ? `-guard-${guard}${rule === DEFAULT_COLLAPSE_RULE ? '' : `-${rule}`}` : ''
 }
 
-function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items, guard) {
+function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items, guard, rule) {
   const sizeTag = sizes.join('+')
-  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard)}${tuneOnly ? '-tuning' : ''}.json`)
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard, rule)}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, items, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, guard, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, items, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, guard, collapseRule = DEFAULT_COLLAPSE_RULE, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
   if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
@@ -517,20 +519,22 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
     }
   }
   if (guard !== undefined && !COLLAPSE_ACTIONS.includes(guard)) throw new RangeError(`--on-collapse ${guard}: one of ${COLLAPSE_ACTIONS.join(', ')}`)
+  if (!COLLAPSE_RULES.includes(collapseRule)) throw new RangeError(`--collapse-rule ${collapseRule}: one of ${COLLAPSE_RULES.join(', ')}`)
+  if (collapseRule !== DEFAULT_COLLAPSE_RULE && !guard) throw new RangeError('--collapse-rule: the rule of the collapse guard, which --on-collapse turns on')
   const unguarded = guard ? methods.filter((m) => !TRAINING_REWARD[m]) : []
   if (unguarded.length) throw new RangeError(`--on-collapse: ${unguarded.join(', ')} train on no reward of their own for the collapse guard to watch; guard ${Object.keys(TRAINING_REWARD).filter((m) => METHOD_TABLE[m]).join(', ')}`)
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device
-  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items, guard)
+  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items, guard, collapseRule)
   const world = arithWorld({ benchmarks: [`L${level}`] })
-  const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, guard, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
+  const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, guard, collapseRule, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
     ...shared,
     sizeName: z,
     size: { ...SIZES[z], ...(tune ? { tune } : {}), ...(items ? { dev: items[0], test: items[1] } : {}) },
-    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard)}${device ? `-${device}` : ''}`),
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard, collapseRule)}${device ? `-${device}` : ''}`),
   }))
   for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
   const o = { ...shared, stages }
@@ -538,7 +542,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const sp = splits(world, s, level)
   const started = Date.now()
   const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
-  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, rule: collapseRule, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -598,7 +602,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--items', '--out', '--note', '--model', '--config', '--on-collapse']
+  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--items', '--out', '--note', '--model', '--config', '--on-collapse', '--collapse-rule']
   const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -614,7 +618,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config')), arg('items')?.split(',').map(Number), arg('on-collapse')), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config')), arg('items')?.split(',').map(Number), arg('on-collapse'), arg('collapse-rule')), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
@@ -632,6 +636,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     base: arg('model'),
     config: parseConfig(arg('config')),
     guard: arg('on-collapse'),
+    collapseRule: arg('collapse-rule'),
   }).catch((e) => {
     // a bad option (level, method, seeds) is refused before any training, in one line
     if (!(e instanceof RangeError)) throw e

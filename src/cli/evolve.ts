@@ -2,7 +2,7 @@
 import { join, resolve } from 'node:path'
 import { ConfigError, InvalidArgumentError } from '../engine/errors.js'
 import { defaultDevice, type Device } from '../engine/options.js'
-import { COLLAPSE_ACTIONS, DEFAULT_COLLAPSE_WINDOW, type CollapseAction } from '../methods/common/collapse.js'
+import { COLLAPSE_ACTIONS, COLLAPSE_RULES, DEFAULT_COLLAPSE_WINDOW, type CollapseAction, type CollapseRule } from '../methods/common/collapse.js'
 import type { DriveResult } from '../methods/common/driver.js'
 import { DEFAULT_KEEP, readLatest } from '../methods/common/run-folder.js'
 import type { BaseMethodConfig, Method, Session } from '../methods/common/method.js'
@@ -26,7 +26,7 @@ const PARALLEL_OPTIONS: OptionSpec = { ranks: 'number', gpus: 'number', nodes: '
 
 const COMMON_OPTIONS: OptionSpec = {
   method: 'string', model: 'string', config: 'string', 'config-schema': 'boolean', preset: 'string', out: 'string', steps: 'number', seed: 'number',
-  resume: 'string', keep: 'number', threads: 'number', device: 'string', 'frozen-weights': 'string', help: 'boolean', json: 'boolean', 'on-collapse': 'string', 'collapse-window': 'number',
+  resume: 'string', keep: 'number', threads: 'number', device: 'string', 'frozen-weights': 'string', help: 'boolean', json: 'boolean', 'on-collapse': 'string', 'collapse-window': 'number', 'collapse-rule': 'string',
   ...WORLD_OPTIONS,
   ...PARALLEL_OPTIONS,
 }
@@ -93,6 +93,9 @@ ${WORLD_USAGE}
                     progress line and in the report; stop ends the run there; rollback ends it
                     and makes the best held-out checkpoint the final model (and what --resume
                     continues from). The best evaluated checkpoint is never pruned by --keep.
+  --collapse-rule falls   the guard fires on the held-out fall alone, whatever the reward
+                    does (default falls-while-reward-rises): a self-rewarded run whose reward
+                    falls with held-out accuracy is failing too (J-Zero's, in the README)
 
 Ctrl-C finishes the step, checkpoints it, writes the report and prints the --resume command;
 a second Ctrl-C exits at once (checkpoints are written atomically: the last complete one stays).
@@ -178,6 +181,7 @@ async function evolve(argv: string[]): Promise<number> {
   const flags = Object.fromEntries(Object.keys(methodFlagSpec).map((k) => [k, options[k]]))
   const onCollapse = collapseAction(options['on-collapse'])
   const collapseWindow = options['collapse-window'] === undefined ? undefined : collapseWindowOption(options['collapse-window'])
+  const collapseRule = collapseRuleOption(options['collapse-rule'])
   const json = options.json === true
   const mode = progressMode(json, process.stderr)
   // the method is known once the run folder or --method is read; until then progress is labelled with what was asked
@@ -249,6 +253,7 @@ async function evolve(argv: string[]): Promise<number> {
       stopRequested: () => stop,
       onCollapse,
       collapseWindow,
+      collapseRule,
       resumeCommand,
       ...(rank ? { wrapRun: (run) => leaderRun(run, rank.collective) } : {}),
     })
@@ -344,6 +349,12 @@ function collapseAction(v: unknown): CollapseAction | undefined {
   if (v === undefined) return undefined
   if (!(COLLAPSE_ACTIONS as readonly unknown[]).includes(v)) throw new InvalidArgumentError('on-collapse', `--on-collapse must be warn, stop or rollback; got '${String(v)}'`)
   return v as CollapseAction
+}
+
+function collapseRuleOption(v: unknown): CollapseRule | undefined {
+  if (v === undefined) return undefined
+  if (!(COLLAPSE_RULES as readonly unknown[]).includes(v)) throw new InvalidArgumentError('collapse-rule', `--collapse-rule must be ${COLLAPSE_RULES.join(' or ')}; got '${String(v)}'`)
+  return v as CollapseRule
 }
 
 function collapseWindowOption(v: unknown): number {

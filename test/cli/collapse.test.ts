@@ -93,11 +93,40 @@ describe('the collapse guard on a scripted run whose reward rises while held-out
   })
 })
 
+describe("--collapse-rule falls on a run whose reward falls with its held-out accuracy", () => {
+  it('the default rule lets it run to the end; falls rolls it back to its best checkpoint, and the report names the rule', async () => {
+    // a run going wrong everywhere: greedy held-out and sampled training answers both worse with every update
+    const sinking = (c: ScriptContext) => {
+      const question = c.prompt.slice('Solve: '.length).split('\n')[0].trim()
+      const rate = c.temperature === 0 ? Math.max(0, 0.9 - 0.3 * c.updates) : Math.max(0, 0.9 - 0.25 * c.updates)
+      return scriptedAnswer(question, c.uniform < rate, c.uniform)
+    }
+    const guarded = async (name: string, o: Partial<DriveOptions>) => {
+      const run = await GrpoRun.start(join(root, 'no-such-base'), config, world, { openPolicy: scriptedPolicies({ script: sinking }) })
+      try {
+        const outDir = join(root, name)
+        return { result: await drive(run, { outDir, method: 'grpo', totalSteps: 5, evalEvery: 1, checkpointEvery: 1, series: [], describe: () => '', onCollapse: 'rollback', ...o }), report: readFileSync(join(outDir, 'report.html'), 'utf8') }
+      } finally {
+        run.dispose()
+      }
+    }
+    const plain = await guarded('sinking-default', {})
+    expect(plain.result).toMatchObject({ stepsRun: 5, stopReason: null, collapse: null })
+    const falls = await guarded('sinking-falls', { collapseRule: 'falls' })
+    expect(falls.result).toMatchObject({ stopReason: 'collapse', rolledBackTo: 1 })
+    // the first window it can judge, the base's evaluation and steps 1-2 (2 rewards in it: the slope is unknown, and not needed)
+    expect(falls.result.collapse).toMatchObject({ collapsed: true, from: 0, to: 2 })
+    expect(falls.result.collapse!.message).toMatch(/^collapse: held-out accuracy fell 0\.900 → .*; reward unknown$/)
+    expect(falls.report).toContain('collapse guard (--collapse-rule falls)')
+  })
+})
+
 describe('evolve --on-collapse / --collapse-window', () => {
   it('accepts warn, stop or rollback and a window ≥ 2, with typed errors otherwise', async () => {
     await expect(evolveCommand(['--method', 'grpo', '--on-collapse', 'panic'])).rejects.toThrow(InvalidArgumentError)
     await expect(evolveCommand(['--method', 'grpo', '--on-collapse', 'panic'])).rejects.toThrow(/--on-collapse must be warn, stop or rollback; got 'panic'/)
     await expect(evolveCommand(['--method', 'grpo', '--collapse-window', '1'])).rejects.toThrow(/--collapse-window must be an integer ≥ 2/)
+    await expect(evolveCommand(['--method', 'grpo', '--collapse-rule', 'sinks'])).rejects.toThrow(/--collapse-rule must be falls-while-reward-rises or falls; got 'sinks'/)
   })
 })
 
@@ -141,6 +170,21 @@ describe('checkCollapse', () => {
     const c = checkCollapse([{ step: 0, accuracy: 0.8, n: 10, perQuestion: a }, { step: 2, accuracy: 0.5, n: 10 }, { step: 4, accuracy: 0.2, n: 10, perQuestion: b }], rising)!
     expect(c.standardError).toBeCloseTo(se, 12)
     expect(c.collapsed).toBe(true)
+  })
+
+  it("--collapse-rule falls: held-out falling beyond noise is collapse whatever the reward does, with or without rewards; a drop within noise is not", () => {
+    const c = checkCollapse(evals([0.6, 0.5, 0.4]), falling, 3, 'falls')!
+    expect(c.collapsed).toBe(true)
+    expect(c.rewardSlope).toBeCloseTo(-0.1, 12)
+    expect(c.message).toMatch(/^collapse: held-out accuracy fell 0\.600 → 0\.400 .*; reward slope -0\.10/)
+    const unknown = checkCollapse(evals([0.6, 0.5, 0.4]), [], 3, 'falls')!
+    expect(unknown.collapsed).toBe(true)
+    expect(unknown.rewardSlope).toBeNaN()
+    expect(unknown.message).toMatch(/reward unknown$/)
+    expect(checkCollapse(evals([0.6, 0.5, 0.5]), falling, 3, 'falls')!.collapsed).toBe(false)
+    // the default rule on the same falling reward does not fire
+    expect(checkCollapse(evals([0.6, 0.5, 0.4]), falling)!.collapsed).toBe(false)
+    expect(() => checkCollapse(evals([0.6, 0.5, 0.4]), falling, 3, 'sinks' as never)).toThrow(/collapse rule must be falls-while-reward-rises or falls/)
   })
 
   it('claims nothing with too few evaluations, n unknown, or fewer than 3 rewards in the window', () => {

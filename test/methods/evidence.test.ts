@@ -190,11 +190,11 @@ describe('bench/evidence.mjs --quick', () => {
       const opened = scriptedPolicies({ script: collapsing })
       const run = (guard?: string) => bench.runEvidence({ size: 'quick-guard', methods: ['grpo'], guard, out: join(dir, `${guard}.json`), cellsDir: join(dir, `cells-${guard}`), base: join(root, 'no-such-base'), openPolicy: opened, log: () => {} })
       const guarded = await run('rollback')
-      expect(guarded.guard).toEqual({ onCollapse: 'rollback', probe: 'L3 held-out items [0, 100), 8 evaluations a run', window: 3 })
+      expect(guarded.guard).toEqual({ onCollapse: 'rollback', rule: 'falls-while-reward-rises', probe: 'L3 held-out items [0, 100), 8 evaluations a run', window: 3 })
       const cell = JSON.parse(readFileSync(join(dir, 'cells-rollback', 'grpo_verifier_GRPO_seed_1_lr_1_test.json'), 'utf8'))
       // the probe at every step (5 steps / 8 probes rounds to every step), the base's at step 0; the guard fires on steps 1-3
       expect(cell.guard.probe.map((p: { step: number }) => p.step)).toEqual([0, 1, 2, 3])
-      expect(cell.guard).toMatchObject({ action: 'rollback', fired: true, firedAt: 3, stepsRun: 3, rolledBackTo: 1 })
+      expect(cell.guard).toMatchObject({ action: 'rollback', rule: 'falls-while-reward-rises', fired: true, firedAt: 3, stepsRun: 3, rolledBackTo: 1 })
       expect(cell.guard.message).toMatch(/^collapse: training reward rising/)
       // each window the guard judged, with the numbers behind its verdict: here the one window, steps 1-3
       expect(cell.guard.checks).toHaveLength(1)
@@ -210,6 +210,8 @@ describe('bench/evidence.mjs --quick', () => {
       expect(guarded.methods.grpo.arms['verifier GRPO'].greedy).toBeGreaterThan(plain.methods.grpo.arms['verifier GRPO'].greedy + 0.2)
       await expect(bench.runEvidence({ size: 'quick', methods: ['grpo', 'dpo'], guard: 'rollback', log: () => {} })).rejects.toThrow(/--on-collapse: dpo train on no reward of their own/)
       await expect(bench.runEvidence({ size: 'quick', methods: ['grpo'], guard: 'undo', log: () => {} })).rejects.toThrow(/--on-collapse undo: one of warn, stop, rollback/)
+      await expect(bench.runEvidence({ size: 'quick', methods: ['grpo'], guard: 'rollback', collapseRule: 'sinks', log: () => {} })).rejects.toThrow(/--collapse-rule sinks: one of falls-while-reward-rises, falls/)
+      await expect(bench.runEvidence({ size: 'quick', methods: ['grpo'], collapseRule: 'falls', log: () => {} })).rejects.toThrow(/--collapse-rule: the rule of the collapse guard, which --on-collapse turns on/)
     } finally {
       delete bench.SIZES['quick-guard']
     }

@@ -8,7 +8,9 @@
 // SE of the accuracy drop is the paired one, sd(d_i)/√n over the per-question differences d_i,
 // when both evaluations' per-question results are known; else √((p_1(1 − p_1) + p_K(1 − p_K))/n)
 // from n alone. With n unknown, fewer than K evaluations, or fewer than 3 rewards in the window,
-// nothing is claimed.
+// nothing is claimed. The rule 'falls' drops the reward condition: held-out accuracy falling beyond
+// noise is collapse whatever the reward does (a run whose reward falls with it is failing too, and
+// self-rewarded runs can drift that way: measured on J-Zero in the README's evidence).
 
 /** The reward each method trains on (the series the guard watches); `phase`: only rows of that phase. Methods without one (dpo, wsft: no self-rewarding loop) are not guarded. */
 export const TRAINING_REWARD: Readonly<Record<string, { path: string; phase?: string }>> = {
@@ -26,6 +28,11 @@ export const NOISE_Z = 1.96
 
 export const COLLAPSE_ACTIONS = ['warn', 'stop', 'rollback'] as const
 export type CollapseAction = (typeof COLLAPSE_ACTIONS)[number]
+
+/** What the guard calls collapse: held-out falling while the reward rises (the default), or held-out falling alone. */
+export const COLLAPSE_RULES = ['falls-while-reward-rises', 'falls'] as const
+export type CollapseRule = (typeof COLLAPSE_RULES)[number]
+export const DEFAULT_COLLAPSE_RULE: CollapseRule = 'falls-while-reward-rises'
 
 /** One held-out evaluation: its accuracy, n when known, and per-question values when known. */
 export interface HeldOutPoint {
@@ -49,7 +56,7 @@ export interface CollapseCheck {
   /** acc(e_1) − acc(e_K): positive when held-out fell. */
   drop: number
   standardError: number
-  /** Reward per step, least squares over the window, and its standard error. */
+  /** Reward per step, least squares over the window, and its standard error (NaN with fewer than 3 rewards, under the rule 'falls'). */
   rewardSlope: number
   rewardSlopeError: number
   /** One line for the progress output and the report. */
@@ -85,21 +92,27 @@ function differenceStandardError(a: HeldOutPoint, b: HeldOutPoint): number | nul
   return Math.sqrt((a.accuracy * (1 - a.accuracy) + b.accuracy * (1 - b.accuracy)) / n)
 }
 
-/** The guard's verdict on the last `window` evaluations, or null when it cannot judge (too few evaluations, n unknown, no reward in the window). */
-export function checkCollapse(evaluations: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window = DEFAULT_COLLAPSE_WINDOW): CollapseCheck | null {
+/** The guard's verdict on the last `window` evaluations under `rule`, or null when it cannot judge (too few evaluations, n unknown, or, when the rule needs the reward, fewer than 3 rewards in the window). */
+export function checkCollapse(evaluations: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window = DEFAULT_COLLAPSE_WINDOW, rule: CollapseRule = DEFAULT_COLLAPSE_RULE): CollapseCheck | null {
   if (!Number.isInteger(window) || window < 2) throw new RangeError(`collapse window must be an integer ≥ 2, got ${window}`)
+  if (!COLLAPSE_RULES.includes(rule)) throw new RangeError(`collapse rule must be ${COLLAPSE_RULES.join(' or ')}, got ${String(rule)}`)
   if (evaluations.length < window) return null
   const last = evaluations.slice(-window)
   const [first, end] = [last[0], last.at(-1)!]
   const se = differenceStandardError(first, end)
   const inWindow = rewards.filter((r) => r.step >= first.step && r.step <= end.step && Number.isFinite(r.reward))
-  if (se === null || inWindow.length < 3) return null
+  const rewardKnown = inWindow.length >= 3
+  if (se === null || (rule === 'falls-while-reward-rises' && !rewardKnown)) return null
   const drop = first.accuracy - end.accuracy
-  const { slope: rewardSlope, error: rewardSlopeError } = slope(inWindow)
-  const collapsed = drop > NOISE_Z * se && rewardSlope > NOISE_Z * rewardSlopeError
-  const trend = `reward slope ${rewardSlope.toPrecision(2)} ± ${rewardSlopeError.toPrecision(2)}/step`
-  const message = collapsed
-    ? `collapse: training reward rising (${trend}) while held-out accuracy fell ${first.accuracy.toFixed(3)} → ${end.accuracy.toFixed(3)} (steps ${first.step}–${end.step}, more than ${NOISE_Z} standard errors of ${se.toFixed(3)})`
-    : `no collapse over steps ${first.step}–${end.step}: held-out ${first.accuracy.toFixed(3)} → ${end.accuracy.toFixed(3)} (SE ${se.toFixed(3)}), ${trend}`
+  const { slope: rewardSlope, error: rewardSlopeError } = rewardKnown ? slope(inWindow) : { slope: NaN, error: NaN }
+  const fell = drop > NOISE_Z * se
+  const collapsed = fell && (rule === 'falls' || rewardSlope > NOISE_Z * rewardSlopeError)
+  const trend = rewardKnown ? `reward slope ${rewardSlope.toPrecision(2)} ± ${rewardSlopeError.toPrecision(2)}/step` : 'reward unknown'
+  const fall = `held-out accuracy fell ${first.accuracy.toFixed(3)} → ${end.accuracy.toFixed(3)} (steps ${first.step}–${end.step}, more than ${NOISE_Z} standard errors of ${se.toFixed(3)})`
+  const message = !collapsed
+    ? `no collapse over steps ${first.step}–${end.step}: held-out ${first.accuracy.toFixed(3)} → ${end.accuracy.toFixed(3)} (SE ${se.toFixed(3)}), ${trend}`
+    : rule === 'falls'
+      ? `collapse: ${fall}; ${trend}`
+      : `collapse: training reward rising (${trend}) while ${fall}`
   return { collapsed, from: first.step, to: end.step, drop, standardError: se, rewardSlope, rewardSlopeError, message }
 }

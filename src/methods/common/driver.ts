@@ -8,7 +8,7 @@ import { appendFile, mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { formatDuration, metricAt, renderRunReport, type MetricsRow, type ReportSeries, type RunReportInput } from '../../report/index.js'
 import { fileWriteError } from '../../util/atomic.js'
-import { checkCollapse, DEFAULT_COLLAPSE_WINDOW, NOISE_Z, TRAINING_REWARD, type CollapseAction, type CollapseCheck, type HeldOutPoint, type RewardPoint } from './collapse.js'
+import { checkCollapse, DEFAULT_COLLAPSE_RULE, DEFAULT_COLLAPSE_WINDOW, NOISE_Z, TRAINING_REWARD, type CollapseAction, type CollapseCheck, type CollapseRule, type HeldOutPoint, type RewardPoint } from './collapse.js'
 import { checkpointFacts, evaluationDetail, evaluationProtocol, perQuestion, readRunEvaluations, trainedModelIn, type TrainedModel } from './report-input.js'
 import type { BaseMethodConfig, BaseStepRecord, MethodRun } from './run.js'
 import { trainingMeter } from '../../train/mfu.js'
@@ -51,6 +51,8 @@ export interface DriveOptions<R extends BaseStepRecord = BaseStepRecord> {
   onCollapse?: CollapseAction
   /** Evaluations the collapse guard looks back over (default 3). */
   collapseWindow?: number
+  /** What the collapse guard calls collapse (default: held-out falling while the reward rises). */
+  collapseRule?: CollapseRule
   /** The command that continues this run, for the report of a run stopped early. */
   resumeCommand?: string
 }
@@ -105,29 +107,30 @@ async function heldOutPoints(outDir: string, rows: readonly MetricsRow[]): Promi
 }
 
 /** The collapse guard's verdict on every window of the run it can judge, fired or not. */
-function collapseChecks(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number): CollapseCheck[] {
+function collapseChecks(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number, rule: CollapseRule): CollapseCheck[] {
   const checks: CollapseCheck[] = []
   for (let k = window; k <= points.length; k++) {
-    const c = checkCollapse(points.slice(0, k), rewards, window)
+    const c = checkCollapse(points.slice(0, k), rewards, window, rule)
     if (c) checks.push(c)
   }
   return checks
 }
 
 /** Every window of the run where the collapse guard fires (for the report: the whole run, earlier sessions included). */
-function collapseFindings(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number): CollapseCheck[] {
-  return collapseChecks(points, rewards, window).filter((c) => c.collapsed)
+function collapseFindings(points: readonly HeldOutPoint[], rewards: readonly RewardPoint[], window: number, rule: CollapseRule): CollapseCheck[] {
+  return collapseChecks(points, rewards, window, rule).filter((c) => c.collapsed)
 }
 
 /** A run folder's every collapse-guard window, fired or not, from its metrics rows and eval files (why the guard did or did not fire). */
-export async function runCollapseChecks(outDir: string, rows: readonly MetricsRow[], method: string, window = DEFAULT_COLLAPSE_WINDOW): Promise<CollapseCheck[]> {
-  return collapseChecks(await heldOutPoints(outDir, rows), rewardPoints(rows, method), window)
+export async function runCollapseChecks(outDir: string, rows: readonly MetricsRow[], method: string, window = DEFAULT_COLLAPSE_WINDOW, rule = DEFAULT_COLLAPSE_RULE): Promise<CollapseCheck[]> {
+  return collapseChecks(await heldOutPoints(outDir, rows), rewardPoints(rows, method), window, rule)
 }
 
 export async function drive<C extends BaseMethodConfig, R extends BaseStepRecord>(run: MethodRun<C, R>, o: DriveOptions<R>): Promise<DriveResult> {
   const keep = o.keep ?? DEFAULT_KEEP
   if (!Number.isInteger(keep) || keep < 1) throw new RangeError(`keep must be an integer ≥ 1, got ${keep}`)
   const window = o.collapseWindow ?? DEFAULT_COLLAPSE_WINDOW
+  const rule = o.collapseRule ?? DEFAULT_COLLAPSE_RULE
   const onCollapse = o.onCollapse ?? 'warn'
   await mkdir(o.outDir, { recursive: true }).catch((e) => {
     throw fileWriteError(e, o.outDir)
@@ -185,7 +188,7 @@ export async function drive<C extends BaseMethodConfig, R extends BaseStepRecord
     }
     await write(record)
     if (run.step % o.checkpointEvery === 0 || run.step === o.totalSteps) await save()
-    const check = evaluates ? checkCollapse(await heldOutPoints(o.outDir, rows), rewardPoints(rows, o.method), window) : null
+    const check = evaluates ? checkCollapse(await heldOutPoints(o.outDir, rows), rewardPoints(rows, o.method), window, rule) : null
     const eta = ((Date.now() - stepping) / 1000 / ran) * (o.totalSteps - run.step)
     const line = progressLine(o.method, record, o.describe(record), o.totalSteps, eta) + (check?.collapsed ? ' ⚠ collapse' : '')
     o.progress?.(line)
@@ -216,7 +219,7 @@ export async function drive<C extends BaseMethodConfig, R extends BaseStepRecord
   const finishedAt = new Date()
   const trainedModel = trainedModelIn(checkpoint)
   const report = join(o.outDir, REPORT_FILE)
-  await writeFile(report, renderRunReport(await reportInput(run, o, { rows, window, startedAt, finishedAt, checkpoint, trainedModel, rolledBackTo, best, stopReason }))).catch((e) => {
+  await writeFile(report, renderRunReport(await reportInput(run, o, { rows, window, rule, startedAt, finishedAt, checkpoint, trainedModel, rolledBackTo, best, stopReason }))).catch((e) => {
     throw fileWriteError(e, report)
   })
   const accuracies = rows.filter((r) => typeof r.heldOutAccuracy === 'number')
@@ -239,6 +242,7 @@ export async function drive<C extends BaseMethodConfig, R extends BaseStepRecord
 interface Outcome {
   rows: MetricsRow[]
   window: number
+  rule: CollapseRule
   startedAt: Date
   finishedAt: Date
   checkpoint: string
@@ -248,17 +252,25 @@ interface Outcome {
   stopReason: DriveResult['stopReason']
 }
 
+/** The report's line on what the collapse guard watched. */
+function collapseGuardNote(method: string, window: number, rule: CollapseRule): string {
+  if (rule === 'falls') return `collapse guard (--collapse-rule falls): over the last ${window} evaluations, held-out accuracy falling by more than ${NOISE_Z} standard errors, whatever the training reward does`
+  const reward = TRAINING_REWARD[method]
+  if (!reward) return 'collapse guard: not applicable (this method trains on no reward of its own; --collapse-rule falls watches held-out accuracy alone)'
+  return `collapse guard: over the last ${window} evaluations, held-out accuracy falling while the training reward (${reward.path}) rises, both by more than ${NOISE_Z} standard errors`
+}
+
 async function reportInput<C extends BaseMethodConfig, R extends BaseStepRecord>(run: MethodRun<C, R>, o: DriveOptions<R>, x: Outcome): Promise<RunReportInput> {
   const facts = await checkpointFacts(x.checkpoint)
   const { records, skipped } = await readRunEvaluations(o.outDir)
-  const findings = collapseFindings(await heldOutPoints(o.outDir, x.rows), rewardPoints(x.rows, o.method), x.window)
+  const findings = collapseFindings(await heldOutPoints(o.outDir, x.rows), rewardPoints(x.rows, o.method), x.window, x.rule)
   const alerts = findings.length
     ? [`The collapse guard fired ${findings.length === 1 ? 'once' : `${findings.length} times`}: ${findings[0].message}.${x.rolledBackTo !== null ? ` Rolled back: the final model is the checkpoint of step ${x.rolledBackTo}, the best held-out one (${x.best!.accuracy.toFixed(3)}).` : x.stopReason === 'collapse' ? ` The run stopped there (--on-collapse ${o.onCollapse}${o.onCollapse === 'rollback' ? ': no earlier checkpoint scored higher on the held-out questions, nothing to roll back to' : ''}).` : ' (--on-collapse warn: the run went on; stop or rollback act on it.)'}`]
     : []
   const notes = [
     ...(x.stopReason === 'requested' ? [`stopped early at step ${run.step} of ${o.totalSteps}${o.resumeCommand ? `; resume with: ${o.resumeCommand}` : ''}`] : []),
     ...(x.stopReason === 'collapse' ? [`stopped by the collapse guard at step ${run.step} of ${o.totalSteps}`] : []),
-    ...(TRAINING_REWARD[o.method] ? [`collapse guard: over the last ${x.window} evaluations, held-out accuracy falling while the training reward (${TRAINING_REWARD[o.method].path}) rises, both by more than ${NOISE_Z} standard errors`] : ['collapse guard: not applicable (this method trains on no reward of its own)']),
+    collapseGuardNote(o.method, x.window, x.rule),
     ...skipped,
   ]
   const last = records.at(-1)

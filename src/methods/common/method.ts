@@ -53,7 +53,7 @@ export interface MethodSpec<C extends BaseMethodConfig, R extends BaseStepRecord
 }
 
 /** The driver options a session takes from its caller (the rest come from the method and its config). */
-export type SessionDriveOptions = Pick<DriveOptions<BaseStepRecord>, 'outDir' | 'totalSteps' | 'progress' | 'stopRequested' | 'keep' | 'onEvent' | 'onCollapse' | 'collapseWindow' | 'resumeCommand'> & {
+export type SessionDriveOptions = Pick<DriveOptions<BaseStepRecord>, 'outDir' | 'totalSteps' | 'progress' | 'stopRequested' | 'keep' | 'onEvent' | 'onCollapse' | 'collapseWindow' | 'collapseRule' | 'resumeCommand'> & {
   /** The run as the driver sees it (data parallelism: rank 0's run tells the other ranks each step, src/parallel/ranks.ts). */
   wrapRun?: <C extends BaseMethodConfig, R extends BaseStepRecord>(run: MethodRun<C, R>) => MethodRun<C, R>
 }
