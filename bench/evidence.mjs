@@ -35,8 +35,8 @@
 //   cells and result file carry a hash of it.
 //   --tune-only runs the development split's cells alone (explore settings without a look at the test split).
 //   --on-collapse warn|stop|rollback runs every cell as `evolve --on-collapse` would: through the run
-//   driver, its held-out probe (items [0, 100) of the level, inside the dev split, never the test
-//   split) evaluated 8 times over the run and checkpointed there, the collapse guard watching. The
+//   driver, its held-out probe (items [0, 100) of the level: inside the dev split at its default size
+//   and larger, never the test split) evaluated 8 times over the run and checkpointed there, the collapse guard watching. The
 //   cell records whether the guard fired and where, and with rollback is evaluated on the best probed
 //   checkpoint. Only the self-rewarding methods (cose, ttrl, rzero, jzero, grpo) are guarded; the cells
 //   and result file are tagged -guard-<action>. --collapse-rule falls: the guard fires on the held-out
@@ -74,7 +74,7 @@ const TEST_OFFSET = 400
 /** The splits end where the world's unlabeled prompts (evolve's TTRL) begin in each level's reserve. */
 const SPLITS_END = UNLABELED_OFFSET
 const TUNING_SEED = 100
-/** A guarded cell's held-out probe: the level's first PROBE_ITEMS items (inside the dev split, below TEST_OFFSET), evaluated PROBES times over the run. */
+/** A guarded cell's held-out probe: the level's first PROBE_ITEMS items (the dev split's at --items 100 and more; always below TEST_OFFSET), evaluated PROBES times over the run. */
 const PROBE_ITEMS = 100
 const PROBES = 8
 
