@@ -135,6 +135,8 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE on 
     const model = await step({ switches: { judge: 'model' }, judge: { model: DEFAULT_MODEL } })
     expect(model.questionsSolved).toBeGreaterThan(0)
     expect(model).toEqual(policy)
+    // a Judge folder that is not there is a typed error before any step, naming it
+    await expect(CoseRun.start(DEFAULT_MODEL, small({ switches: { judge: 'model' }, judge: { model: join(root, 'no-such-judge') } }), arithWorld, { threads: 2 })).rejects.toThrow(/no-such-judge: model folder not found/)
   })
 
   it("refuses an unknown Judge source", () => {
