@@ -437,7 +437,14 @@ async function guardEffect() {
   const read = (dir, arm, seed) => {
     const file = bench.cellFile(dir, bench.cellKey(method, arm, seed, scale, 'test'))
     if (!existsSync(file)) refuse(`no ${method} test cell ${file}`)
-    return JSON.parse(readFileSync(file, 'utf8'))
+    let cell
+    try {
+      cell = JSON.parse(readFileSync(file, 'utf8'))
+    } catch (e) {
+      refuse(`${file}: not a cell (${e.message})`)
+    }
+    if (!Array.isArray(cell?.mean4) || !Array.isArray(cell?.greedy)) refuse(`${file}: not a cell (no mean4 and greedy answers)`)
+    return cell
   }
   const out = { probe: 'guard-effect', method, plain: plainDir, guarded: guardedDir, lrScale: Number(scale), seeds, arms: {} }
   for (const arm of Object.keys(bench.METHOD_TABLE[method].arms)) {

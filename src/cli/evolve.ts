@@ -179,9 +179,9 @@ async function evolve(argv: string[]): Promise<number> {
   const device = deviceOption(options)
   if (device) process.env.AUTODIDACT_DEVICE = device // every model of the run without an explicit device
   const flags = Object.fromEntries(Object.keys(methodFlagSpec).map((k) => [k, options[k]]))
-  const onCollapse = collapseAction(options['on-collapse'])
+  const onCollapse = choiceOption<CollapseAction>('on-collapse', COLLAPSE_ACTIONS, options['on-collapse'])
   const collapseWindow = options['collapse-window'] === undefined ? undefined : collapseWindowOption(options['collapse-window'])
-  const collapseRule = collapseRuleOption(options['collapse-rule'])
+  const collapseRule = choiceOption<CollapseRule>('collapse-rule', COLLAPSE_RULES, options['collapse-rule'])
   const json = options.json === true
   const mode = progressMode(json, process.stderr)
   // the method is known once the run folder or --method is read; until then progress is labelled with what was asked
@@ -345,16 +345,11 @@ function positiveNumber(name: string, v: unknown): number {
 /** Stdout through console.log, line by line (what code embedding evolveCommand captures). */
 const STDOUT = { write: (text: string) => text.split('\n').slice(0, -1).forEach((line) => console.log(line)) }
 
-function collapseAction(v: unknown): CollapseAction | undefined {
+/** `--name`'s value, one of `choices` (undefined when not given); anything else is a typed error listing them. */
+function choiceOption<T extends string>(name: string, choices: readonly T[], v: unknown): T | undefined {
   if (v === undefined) return undefined
-  if (!(COLLAPSE_ACTIONS as readonly unknown[]).includes(v)) throw new InvalidArgumentError('on-collapse', `--on-collapse must be warn, stop or rollback; got '${String(v)}'`)
-  return v as CollapseAction
-}
-
-function collapseRuleOption(v: unknown): CollapseRule | undefined {
-  if (v === undefined) return undefined
-  if (!(COLLAPSE_RULES as readonly unknown[]).includes(v)) throw new InvalidArgumentError('collapse-rule', `--collapse-rule must be ${COLLAPSE_RULES.join(' or ')}; got '${String(v)}'`)
-  return v as CollapseRule
+  if (!(choices as readonly unknown[]).includes(v)) throw new InvalidArgumentError(name, `--${name} must be ${choices.slice(0, -1).join(', ')} or ${choices.at(-1)}; got '${String(v)}'`)
+  return v as T
 }
 
 function collapseWindowOption(v: unknown): number {
