@@ -176,9 +176,10 @@ export const METHOD_TABLE = {
     solver: (run) => run.solver,
     lr: ['solver', 'lr'],
     atLevel: (level) => ({ challenger: { level } }),
-    arms: { 'J-Zero': {}, 'frozen Judge': { switches: { trainJudge: false } } },
+    // verifier Judge: a control outside the paper (as COSE's): the same loop with every reward right, so the gap to J-Zero is what the Judge's errors cost
+    arms: { 'J-Zero': {}, 'frozen Judge': { switches: { trainJudge: false } }, 'verifier Judge': { switches: { judge: 'verifier', trainJudge: false } } },
     headline: 'J-Zero',
-    ablations: [['J-Zero', 'frozen Judge']],
+    ablations: [['J-Zero', 'frozen Judge'], ['verifier Judge', 'J-Zero']],
     paper: 'JZ Table 3: a co-evolving Judge beats a frozen one (Solver and Judge)',
     diagnostics: ['judgeAccuracy', 'solver.judgePairAccuracy', 'solver.verifierAccuracy', 'solver.reward.mean'],
   },

@@ -205,7 +205,7 @@ describe('J-Zero config', () => {
     const o = jzeroFlagsToOverride({ judge: '/x/judge', 'frozen-judge': true, 'no-amp-pairs': true })
     expect(o).toEqual({ judge: { model: '/x/judge' }, switches: { trainJudge: false, ampPairs: false } })
     const c = resolveJzeroConfig(o)
-    expect(c.switches).toEqual({ trainJudge: false, rolePairs: true, ampPairs: false })
+    expect(c.switches).toEqual({ trainJudge: false, rolePairs: true, ampPairs: false, judge: 'model' })
     expect(c.judge.model).toBe('/x/judge')
   })
 })

@@ -329,6 +329,39 @@ describe('J-Zero on the scripted policy', () => {
     run.dispose()
   })
 
+  it("the 'verifier' control rewards every answer by the verifier, 1/0, and still measures the frozen Judge", async () => {
+    // an inverted Judge (+2 wrong, −2 right): whatever it says must reach no reward
+    const inverted = (prompt: string, completion: string) => -scriptedJudge(prompt, completion)
+    const open = scriptedPolicies((ref) => (isJudge(ref.model) ? { script: () => '', judge: inverted, scoreLabels: 1 } : { script: arithScript({ solveRate: 0.5 }) }))
+    const verifierConfig = resolveJzeroConfig({ ...config, switches: { judge: 'verifier', trainJudge: false } })
+    const run = await JzeroRun.start(BASE, JUDGE, verifierConfig, arithJzeroWorld, { openPolicy: open })
+    const r = await run.runStep()
+    const [judge, challenger, solver] = [open.policies[0], ...open.policies.filter((p) => p.trainerOf && p.scoreLabels === 0)]
+    // Challenger: r̄ is the verifier's mean over each task's M answers (Eq. 4 with the verifier in σ(J)'s place)
+    const tasks = challenger.calls[0].outputs.flat().map((c) => arithJzeroWorld.jzero.parseTask(c.text)?.question ?? null)
+    const ok = tasks.flatMap((t, i) => (t === null ? [] : [i]))
+    const scores = tasks.map(() => [] as number[])
+    solver.calls[0].outputs.forEach((g, k) => g.forEach((c) => scores[ok[k]].push(verifyAnswer(tasks[ok[k]]!, c.text) === true ? 1 : 0)))
+    const expected = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : arithJzeroWorld.answers.repetitionText(t))), scores, tau: 0.5, lambda: 1 })
+    expect(r.challenger.reward.mean).toBeCloseTo(expected.rewards.reduce((a, b) => a + b, 0) / tasks.length, 6)
+    // Solver: each rollout's reward is 1 or 0 as the verifier says, GRPO within each task
+    const rollouts = solver.calls.find((c) => c.options.n === 3 && c.prompts.length === 3 && trainerOf(solver).batches.length > 0)!
+    const sRewards = rollouts.outputs.flatMap((g, qi) => g.map((c) => (verifyAnswer(rollouts.prompts[qi].slice('Solve: '.length).trim(), c.text) === true ? 1 : 0)))
+    expect(new Set(sRewards)).toEqual(new Set([0, 1])) // both kinds present, or the check below could not tell the Judge's reward from the verifier's
+    const sAdv = computeAdvantages('grpo', sRewards, sRewards.map((_, i) => Math.floor(i / 3)))
+    trainerOf(solver).batches[0].sequences!.forEach((s, i) => expect(s.advantages).toBeCloseTo(sAdv[i], 6))
+    // the frozen Judge is measured on the same rollouts: inverted, it orders every (right, wrong) pair wrongly
+    expect(r.solver.judgePairs).toBeGreaterThan(0)
+    expect(r.solver.judgePairAccuracy).toBe(0)
+    expect(judge.trainerOf).toBeFalsy()
+    expect(r.judge.train).toBeNull()
+    run.dispose()
+  })
+
+  it("refuses the 'verifier' control with a Judge to train", () => {
+    expect(() => resolveJzeroConfig({ switches: { judge: 'verifier' } }, undefined, 'x.json')).toThrow(/switches\.trainJudge.*nothing to train it for/s)
+  })
+
   it('resumes exactly (three policies, three optimizers)', async () => {
     const open = scriptedPolicies(options)
     const { straight, resumed, splitDir } = await straightAndResumed('jzero', 2, () => JzeroRun.start(BASE, JUDGE, config, arithJzeroWorld, { openPolicy: open }), (dir) => JzeroRun.resume(dir, arithJzeroWorld, { openPolicy: open }))

@@ -31,6 +31,11 @@ export function verifyPosed(world: TaskWorld, question: string, output: string):
   return answer === null ? null : world.verifier.verify({ id: '', question, answer }, output)
 }
 
+/** A verifier control's score of an output: 1 when the world's verifier marks it right, else 0 (an unverifiable task included). */
+export function verifierScore(world: TaskWorld, question: string, output: string): number {
+  return verifyPosed(world, question, output) === true ? 1 : 0
+}
+
 /** Whether a stated answer is a posed task's reference answer (null: unverifiable). */
 export function isReferenceAnswer(world: TaskWorld, question: string, answer: string): boolean | null {
   const ref = world.verifier.referenceAnswer(question)

@@ -27,7 +27,7 @@ import { openRoleAdapters, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, type 
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
-import { checkLevels, shareTrue, verifyPosed, worldRecord } from '../common/world.js'
+import { checkLevels, shareTrue, verifierScore, verifyPosed, worldRecord } from '../common/world.js'
 
 export interface QuestionItem {
   question: string
@@ -343,7 +343,7 @@ interface Verdict {
 
 /** The 'verifier' control's verdict: 1 when the world's verifier marks the answer right, else 0 (an unposed question included), with full confidence. */
 function verifierVerdict(world: TaskWorld, question: string, answer: string): Verdict {
-  return { score: verifyPosed(world, question, answer) === true ? 1 : 0, cJ: 1 }
+  return { score: verifierScore(world, question, answer), cJ: 1 }
 }
 
 /** A Judge score at or above this says "right" (the arith world's verdict is score ≥ 6 of 1..10, normalized ≥ 0.56). */

@@ -23,6 +23,9 @@ const stageShape = {
   clipHigh: nonNegative().describe('ε_high of the asymmetric PPO clip'),
 }
 
+/** What scores the answers: J-Zero's reward model, or the world's verifier (a control outside the paper). */
+export const JUDGE_SOURCES = ['model', 'verifier'] as const
+
 export function jzeroSchema() {
   return z.strictObject({
     ...runShape,
@@ -68,8 +71,12 @@ export function jzeroSchema() {
         trainJudge: z.boolean().describe('false: the Judge stays frozen (Table 3 "− Judge")'),
         rolePairs: z.boolean().describe('false: no role-asymmetry pairs (Table 3 "w/o D_role")'),
         ampPairs: z.boolean().describe('false: no subtask-amplification pairs (Table 3 "w/o D_amp")'),
+        judge: oneOf(JUDGE_SOURCES).describe(
+          "what scores the Challenger's and the Solver's answers: 'model' (J-Zero: σ of the reward model J_φ, Eq. 2, 9); or 'verifier', a control outside the paper: the world's verifier scores each answer 1 or 0 (task selection, r̄ and the Solver's reward alike), so a run measures what J-Zero's loop reaches when its reward is never wrong. The Judge is still measured, frozen (trainJudge false)",
+        ),
       })
-      .refine((s) => s.rolePairs || s.ampPairs || !s.trainJudge, { error: 'a trained Judge needs at least one pair type (rolePairs or ampPairs)' }),
+      .refine((s) => s.rolePairs || s.ampPairs || !s.trainJudge, { error: 'a trained Judge needs at least one pair type (rolePairs or ampPairs)' })
+      .refine((s) => s.judge !== 'verifier' || !s.trainJudge, { error: "the 'verifier' control rewards no answer by the Judge, so there is nothing to train it for: set switches.trainJudge false", path: ['trainJudge'] }),
     ppo: z.strictObject({
       advantage: registered(advantageEstimators),
       aggregation: oneOf(LOSS_AGGREGATIONS).describe('Eq. 7 and 9 average over each response\'s tokens, then over responses'),
@@ -125,7 +132,7 @@ export const PAPER_PRESET: JzeroConfig = {
   selection: { pool: 3840, keep: 1920, samples: 5 },
   solver: { steps: 15, batch: 128, miniBatch: 16, rollouts: 5, temperature: 1, topP: 0.99, maxTokens: 4096, lr: 1e-6, klCoef: 0.01, clipLow: 0.2, clipHigh: 0.28 },
   judge: { model: null, steps: 8, batch: 64, lr: 5e-7, tasks: 512, minSubtasks: 3, maxSubtasks: 5, ampResponse: 'compose-output' },
-  switches: { trainJudge: true, rolePairs: true, ampPairs: true },
+  switches: { trainJudge: true, rolePairs: true, ampPairs: true, judge: 'model' },
   ppo: { advantage: 'grpo', aggregation: 'seq-mean-token-mean', microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
   eval: { every: 1, size: 100, benchmarks: [], judgePairs: 100 },
   checkpointEvery: 1,

@@ -13,6 +13,8 @@
 // With `roleAdapters`, the two copies of the policy are two LoRA adapters on one shared base
 // ('challenger', 'solver') with one trainer: each role samples through its own adapter, and each
 // stage's steps move only its role's, on the role's own step clock. The Judge stays its own model.
+// With `switches.judge: 'verifier'` (a control outside the paper) the world's verifier scores every
+// answer 1/0 wherever σ(J) would (stages 1 and 2, Eq. 8's dispersion); the frozen Judge is measured.
 import { resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
 import type { Prompt } from '../../engine/model.js'
@@ -32,7 +34,7 @@ import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRat
 import { challengerBatchRewards } from './rewards.js'
 import { selectByDispersion } from './select.js'
 import type { Benchmark, HeldOutPreference, TaskWorld } from '../../worlds/types.js'
-import { checkLevels, verifyPosed, worldRecord } from '../common/world.js'
+import { checkLevels, verifierScore, verifyPosed, worldRecord } from '../common/world.js'
 
 const mean = (xs: readonly number[]) => spread(xs).mean
 
@@ -77,11 +79,11 @@ export interface JzeroStepRecord extends BaseStepRecord {
     keptVerifierAccuracy: number
   }
   solver: {
-    /** r^S = σ(J) (Eq. 9) of the sampled responses. */
+    /** r^S = σ(J) (Eq. 9) of the sampled responses (the verifier's 1/0 in the 'verifier' control). */
     reward: Spread
     /** Measurement only: the verifier's accuracy of those responses. */
     verifierAccuracy: number
-    /** Measurement only: the Judge's pairwise accuracy on the Solver's own responses, every (right, wrong) pair of one task's rollouts by the verifier (ties ½). */
+    /** Measurement only: the Judge's pairwise accuracy on the Solver's own responses, every (right, wrong) pair of one task's rollouts by the verifier (ties ½); the Judge's even when the verifier rewards them. */
     judgePairAccuracy: number
     /** The (right, wrong) pairs it is measured on. */
     judgePairs: number
@@ -312,6 +314,12 @@ export class JzeroRun {
     return { step: this.stepIndex, challenger, selection, solver, judge, judgeAccuracy: judge.heldOut.after, generatedTokens: counter.tokens, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
   }
 
+  /** The reward of each (task, answer): σ(J_φ) (JZ Eq. 2, 9), or the verifier's 1/0 in the 'verifier' control. */
+  private answerRewards(items: readonly { question: string; response: string }[]): Promise<number[]> {
+    if (this.config.switches.judge === 'verifier') return Promise.resolve(items.map((it) => verifierScore(this.world, it.question, it.response)))
+    return judgeRewards(this.judge, this.world, items)
+  }
+
   // ---- Stage 1: Challenger GRPO steps (Eq. 4–7)
   private async challengerStage(counter: { tokens: number }): Promise<JzeroStepRecord['challenger']> {
     const c = this.config.challenger
@@ -327,7 +335,7 @@ export class JzeroRun {
       const answers = await this.sample(this.solver, ok.map((i) => w.solverPrompt(tasks[i]!)), c.solverSamples, this.config.solver, CALL.challengerSolver(s))
       counter.tokens += answers.reduce((a, g) => a + tokens(g), 0)
       const flat = answers.flatMap((g, k) => g.map((t) => ({ question: tasks[ok[k]]!, response: t.completion.text })))
-      const scores = await judgeRewards(this.judge, this.world, flat)
+      const scores = await this.answerRewards(flat)
       const perTask: number[][] = tasks.map(() => [])
       flat.forEach((_, j) => perTask[ok[Math.floor(j / c.solverSamples)]].push(scores[j]))
       const r = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : this.world.answers.repetitionText(t))), scores: perTask, tau: c.repetition.tau, lambda: c.repetition.lambda })
@@ -356,7 +364,7 @@ export class JzeroRun {
     const answers = await this.sample(this.solver, pool.tasks.map((q) => this.world.jzero.solverPrompt(q)), o.samples, this.config.solver, CALL.poolSolver)
     counter.tokens += answers.reduce((a, g) => a + tokens(g), 0)
     const flat = answers.flatMap((g, i) => g.map((t) => ({ question: pool.tasks[i], response: t.completion.text })))
-    const scores = await judgeRewards(this.judge, this.world, flat)
+    const scores = await this.answerRewards(flat)
     const perTask = pool.tasks.map((_, i) => scores.slice(i * o.samples, (i + 1) * o.samples))
     const sel = selectByDispersion(perTask, o.keep)
     const keptSet = new Set(sel.kept)
@@ -386,10 +394,12 @@ export class JzeroRun {
         const groups = await this.sample(this.solver, tasks.map((q) => this.world.jzero.solverPrompt(q)), o.rollouts, o, CALL.solver(s))
         counter.tokens += groups.reduce((a, g) => a + tokens(g), 0)
         const items = groups.flatMap((g, i) => g.map((t) => ({ question: tasks[i], response: t.completion.text })))
-        const r = await judgeRewards(this.judge, this.world, items)
+        const r = await this.answerRewards(items)
         rewards.push(...r)
         sampled.push(...items)
-        margins.push(...verifierPairMargins(this.world, items, r, o.rollouts))
+        // the Judge's ordering of these rollouts, whatever rewarded them (the 'verifier' control's reward orders every pair)
+        const judged = this.config.switches.judge === 'verifier' ? await judgeRewards(this.judge, this.world, items) : r
+        margins.push(...verifierPairMargins(this.world, items, judged, o.rollouts))
         const advantages = computeAdvantages(this.config.ppo.advantage, r, items.map((_, j) => Math.floor(j / o.rollouts)))
         const trajs = groups.flat()
         // mini-batches of `miniBatch` tasks, each one optimizer update on the same rollouts
