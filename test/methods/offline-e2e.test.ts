@@ -10,7 +10,7 @@ import { DEFAULT_MODEL } from '../../src/cli/evolve.js'
 import { checkpointDir, drive, type DriveOptions } from '../../src/methods/common/driver.js'
 import { DPO_TOY_PRESET, resolveOfflineConfig, TOY_PRESET, type OfflineConfig } from '../../src/methods/offline/config.js'
 import { OfflineRun } from '../../src/methods/offline/loop.js'
-import { dpoPairs, ensurePool, pairTraceDiagnostics, warmStartExamples, weightTraceDiagnostics, wsftExamples } from '../../src/methods/offline/pool.js'
+import { dpoPairs, ensurePool, pairResponses, pairTraceDiagnostics, warmStartExamples, weightTraceDiagnostics, WRONG_KEPT, wsftExamples } from '../../src/methods/offline/pool.js'
 import { dpoSpec, wsftSpec } from '../../src/methods/offline/spec.js'
 import { loadModel } from '../../src/engine/model.js'
 import { answerOf, arithWorld } from '../../src/worlds/arith/index.js'
@@ -66,6 +66,23 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
     })
     sets[2].forEach((p) => expect(p.chosen).not.toBe(p.rejected))
     expect(warmStartExamples(pool, ['sc', 'random'], c.pairs, c.seed).length).toBeLessThanOrEqual(4 * sets[0].length)
+    // the right-vs-wrong control (outside the paper): on the common prompts that have a wrong response, a correct one over a wrong one
+    expect(pool.version).toBe(3)
+    const truth = (p: { id: string; question: string }) => ({ id: p.id, question: p.question, answer: String(answerOf(p.question)) })
+    for (const p of pool.prompts) {
+      expect(p.wrong!.length).toBeLessThanOrEqual(WRONG_KEPT)
+      expect(new Set(p.wrong!.map((r) => r.text)).size).toBe(p.wrong!.length)
+      for (const r of p.wrong!) expect(world.verifier.verify(truth(p), r.text)).toBe(false)
+    }
+    const control = dpoPairs(pool, 'right-vs-wrong', c.pairs, c.seed)
+    expect(control.length).toBeGreaterThan(0)
+    expect(control.map((p) => p.prompt)).toEqual(sets[0].map((p) => p.prompt).filter((pi) => pool.prompts[pi].wrong!.length > 0))
+    for (const pair of control) {
+      const { chosen, rejected } = pairResponses(pool, pair)
+      expect(world.verifier.verify(truth(pool.prompts[pair.prompt]), chosen.text)).toBe(true)
+      expect(world.verifier.verify(truth(pool.prompts[pair.prompt]), rejected.text)).toBe(false)
+    }
+    expect(() => dpoPairs({ ...pool, version: 2 }, 'right-vs-wrong', c.pairs, c.seed)).toThrow(/keeps wrong responses \(version 3\)/)
     const diag = pairTraceDiagnostics(pool, sets[1])
     expect(diag.count).toBe(sets[1].length)
     expect(diag.chosenValid! >= 0 && diag.chosenValid! <= 1).toBe(true)

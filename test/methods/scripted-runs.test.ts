@@ -422,6 +422,29 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
     again.dispose()
   })
 
+  it("DPO's right-vs-wrong control: the same warm start, a verified response over a wrong one reaches the trainer", async () => {
+    const c = small({ ...DPO_TOY_PRESET, pairs: { minGap: 0, commonMethods: ['sc', 'uid-conj'] } }, join(root, 'pool-dpo'))
+    const open = scriptedPolicies(script)
+    const paper = await OfflineRun.start(BASE, c, arithWorld, { openPolicy: open })
+    paper.dispose()
+    const run = await OfflineRun.start(BASE, { ...c, arm: 'right-vs-wrong' }, arithWorld, { openPolicy: open })
+    expect(run.modelDir).toBe(paper.modelDir) // the paper arms' warm start: no wrong response enters it
+    await run.runStep()
+    const [batch] = trainerOf(open.policies.at(-1)!).batches
+    expect(batch.pairs!.length).toBeGreaterThan(0)
+    const units = run.units.filter((u) => u.kind === 'dpo')
+    expect(units.length).toBeGreaterThan(0)
+    expect(units.every((u) => u.kind === 'dpo' && u.rejectedWrong)).toBe(true)
+    // each pair: one of the prompt's verified responses over one of its wrong ones
+    const same = (a: readonly number[], b: readonly number[]) => a.join() === b.join()
+    for (const [ci, ri] of batch.pairs!) {
+      const p = run.pool.prompts.find((q) => q.responses.some((x) => same(x.completion, batch.sequences![ci].completion)))!
+      expect(p.wrong!.some((x) => same(x.completion, batch.sequences![ri].completion))).toBe(true)
+      for (const x of p.wrong!) expect(verifyAnswer(p.question, x.text)).toBe(false)
+    }
+    run.dispose()
+  })
+
   it('DPO on a pool with one distinct verified response per prompt is refused up front, naming the pair rule', async () => {
     const c = small(DPO_TOY_PRESET, join(root, 'pool-dpo-one-response'))
     const oneTrace = (ctx: ScriptContext) => (ctx.prompt.startsWith('Solve: ') ? scriptedAnswer(ctx.prompt.slice('Solve: '.length).split('\n')[0].trim(), true, 0) : arithScript()(ctx))

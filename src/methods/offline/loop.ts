@@ -17,10 +17,10 @@ import type { Benchmark, TaskWorld } from '../../worlds/types.js'
 import { EvalLog, evaluateBenchmarks, selectBenchmarks } from '../common/evaluation.js'
 import { checkLevels, worldRecord } from '../common/world.js'
 import { DPO_ARMS, resolveOfflineConfig, type OfflineConfig } from './config.js'
-import { dpoPairs, ensurePool, POOL_FILE, poolDirOf, readPool, warmStartExamples, wsftExamples, type ResponsePool } from './pool.js'
+import { dpoPairs, ensurePool, pairResponses, POOL_FILE, poolDirOf, readPool, warmStartExamples, wsftExamples, type DpoPair, type ResponsePool } from './pool.js'
 
 /** One training unit: a weighted SFT example, or a DPO pair (chosen, rejected) of one prompt. */
-type Unit = { kind: 'sft'; prompt: number; response: number; weight: number } | { kind: 'dpo'; prompt: number; chosen: number; rejected: number }
+type Unit = { kind: 'sft'; prompt: number; response: number; weight: number } | ({ kind: 'dpo' } & DpoPair)
 
 export interface OfflineStepRecord extends BaseStepRecord {
   step: number
@@ -99,8 +99,9 @@ function toBatch(model: Policy, world: TaskWorld, pool: ResponsePool, units: rea
     if (u.kind === 'sft') sequences.push({ prompt: p, completion: pool.prompts[u.prompt].responses[u.response].completion, weight: u.weight })
     else {
       pairs.push([sequences.length, sequences.length + 1])
-      sequences.push({ prompt: p, completion: pool.prompts[u.prompt].responses[u.chosen].completion })
-      sequences.push({ prompt: p, completion: pool.prompts[u.prompt].responses[u.rejected].completion })
+      const { chosen, rejected } = pairResponses(pool, u)
+      sequences.push({ prompt: p, completion: chosen.completion })
+      sequences.push({ prompt: p, completion: rejected.completion })
     }
   }
   return pairs.length ? { sequences, pairs } : { sequences }
@@ -115,7 +116,8 @@ export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: Of
   const dir = join(poolDir, `warmstart-${key}`)
   if (existsSync(join(dir, 'config.json'))) return dir
   o.log?.('the shared DPO warm start: LoRA SFT on the pairs\' responses (reused once built)')
-  const examples = warmStartExamples(pool, DPO_ARMS.filter((a) => a === 'random' || c.pairs.commonMethods.includes(a)), c.pairs, c.seed)
+  // the paper's arms alone: the right-vs-wrong control's wrong responses never enter the SFT data
+  const examples = warmStartExamples(pool, DPO_ARMS.filter((a) => a === 'random' || (c.pairs.commonMethods as readonly string[]).includes(a)), c.pairs, c.seed)
   const set = new PolicySet(o.openPolicy ?? openPolicy)
   try {
     const units: Unit[] = examples.map((e) => ({ kind: 'sft', prompt: e.prompt, response: e.response, weight: 1 }))

@@ -3,6 +3,8 @@
 // model is the scoring model, so no rescoring pass is needed), a calibration fitted on a disjoint
 // unlabeled split, and per prompt the deduplicated, complete, UID-eligible, verifier-correct
 // responses with their calibrated SC, UID-Conj and UID-Mix scores. Pairs and weights derive from it.
+// It also keeps a few distinct complete wrong responses per prompt, for the right-vs-wrong DPO
+// control (outside the paper) alone.
 import { existsSync } from 'node:fs'
 import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -15,7 +17,7 @@ import { Rng } from '../../util/prng.js'
 import { samplePools } from '../solving/selection.js'
 import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../solving/selectors.js'
 import type { TaskWorld } from '../../worlds/types.js'
-import type { OfflineConfig, PoolConfig, ScoreMethod } from './config.js'
+import { RIGHT_VS_WRONG, type OfflineConfig, type PoolConfig, type ScoreMethod } from './config.js'
 
 export interface PoolResponse {
   text: string
@@ -26,16 +28,26 @@ export interface PoolResponse {
   valid: boolean | null
 }
 
+/** A complete response the verifier marks wrong (the right-vs-wrong control's rejected side). */
+export interface WrongResponse {
+  text: string
+  completion: number[]
+  valid: boolean | null
+}
+
 export interface PoolPrompt {
   id: string
   question: string
   /** Eligible correct responses, distinct strings, in generation order. */
   responses: PoolResponse[]
+  /** Up to WRONG_KEPT distinct complete wrong responses, in generation order (absent from version-2 pools). */
+  wrong?: WrongResponse[]
 }
 
 export interface ResponsePool {
   format: 'autodidact.uid-pool'
-  version: 2
+  /** 3 keeps wrong responses; 2 (read, never written) does not. */
+  version: 2 | 3
   model: string
   /** The task world whose prompts and verifier built it. */
   world: string
@@ -46,6 +58,8 @@ export interface ResponsePool {
 }
 
 export const POOL_FILE = 'pool.json'
+/** Wrong responses kept per prompt: the control draws one. */
+export const WRONG_KEPT = 4
 
 export async function buildPool(model: Policy, world: TaskWorld, p: PoolConfig): Promise<ResponsePool> {
   const train = world.data.trainingProblems({ seed: p.seed, count: p.prompts, level: p.level })
@@ -62,11 +76,14 @@ export async function buildPool(model: Policy, world: TaskWorld, p: PoolConfig):
     const scores = calibratedScores(calibration, group)
     const seen = new Set<string>()
     const responses: PoolResponse[] = []
+    const wrong: WrongResponse[] = []
     group.forEach((t, i) => {
       stats.sampled++
       if (t.complete) stats.complete++
       const correct = t.complete && world.verifier.verify(item, t.text)
       if (correct) stats.correct++
+      else if (t.complete && wrong.length < WRONG_KEPT && !wrong.some((w) => w.text === t.text))
+        wrong.push({ text: t.text, completion: t.tokenIds, valid: world.verifier.traceValid?.(t.text) ?? null })
       // UID B.1 eligibility for training: complete, UID-eligible, correct, finite scores for every method
       if (!correct || !isScoreEligible(t) || scores.sc[i] === null || scores.conj[i] === null || scores.mix[i] === null) return
       stats.eligibleCorrect++
@@ -75,14 +92,14 @@ export async function buildPool(model: Policy, world: TaskWorld, p: PoolConfig):
       responses.push({ text: t.text, completion: t.tokenIds, scores: { sc: scores.sc[i]!, 'uid-conj': scores.conj[i]!, 'uid-mix': scores.mix[i]! }, valid: world.verifier.traceValid?.(t.text) ?? null })
     })
     stats.distinctEligibleCorrect += responses.length
-    prompts.push({ id: item.id, question: item.question, responses })
+    prompts.push({ id: item.id, question: item.question, responses, wrong })
   }
-  return { format: 'autodidact.uid-pool', version: 2, model: model.dir, world: world.name, config: p, calibration, prompts, stats }
+  return { format: 'autodidact.uid-pool', version: 3, model: model.dir, world: world.name, config: p, calibration, prompts, stats }
 }
 
 function isPool(x: unknown): x is ResponsePool {
   const p = x as Partial<ResponsePool> | null
-  return p !== null && typeof p === 'object' && p.format === 'autodidact.uid-pool' && p.version === 2 && Array.isArray(p.prompts) && typeof p.config === 'object'
+  return p !== null && typeof p === 'object' && p.format === 'autodidact.uid-pool' && (p.version === 2 || p.version === 3) && Array.isArray(p.prompts) && typeof p.config === 'object'
 }
 
 /** A pool file, or a ConfigError naming it (unreadable, not JSON, not a response pool). */
@@ -122,14 +139,27 @@ export async function ensurePool(c: OfflineConfig, model: Policy, world: TaskWor
 
 export interface DpoPair {
   prompt: number
+  /** Index into the prompt's correct responses. */
   chosen: number
+  /** Index into its correct responses, or (rejectedWrong) into its wrong ones. */
   rejected: number
+  rejectedWrong?: true
+}
+
+/** The two completions of a pair, as the pool holds them. */
+export function pairResponses(pool: ResponsePool, pair: DpoPair): { chosen: PoolResponse; rejected: PoolResponse | WrongResponse } {
+  const p = pool.prompts[pair.prompt]
+  return { chosen: p.responses[pair.chosen], rejected: pair.rejectedWrong ? p.wrong![pair.rejected] : p.responses[pair.rejected] }
 }
 
 // UID Eq. 6, B.3: per prompt, max- vs min-score eligible correct responses with gap ≥ minGap, kept
 // only on prompts where every method in `common` qualifies; the random control draws two distinct
-// responses of the same prompts and orients them at random.
+// responses of the same prompts and orients them at random. The right-vs-wrong control (outside
+// the paper, as TTRL's reference labels): on the same prompts, those with a wrong response, a random
+// correct response over a random wrong one, so the pair carries what the paper's pairs never do.
 export function dpoPairs(pool: ResponsePool, arm: string, o: { minGap: number; commonMethods: readonly string[] }, seed: number): DpoPair[] {
+  if (arm === RIGHT_VS_WRONG && pool.version < 3)
+    throw new ConfigError('(pool)', 'arm', `the '${RIGHT_VS_WRONG}' control needs a pool that keeps wrong responses (version 3); this one is version ${pool.version}: rebuild it (another pool.dir, or delete its ${POOL_FILE})`)
   const out: DpoPair[] = []
   pool.prompts.forEach((p, pi) => {
     if (p.responses.length < 2) return
@@ -139,6 +169,10 @@ export function dpoPairs(pool: ResponsePool, arm: string, o: { minGap: number; c
     if (arm === 'random') {
       const r = randomPreferencePair(p.responses.length, new Rng(`dpo-random-${seed}-${p.id}`))!
       out.push({ prompt: pi, chosen: r.chosen, rejected: r.rejected })
+    } else if (arm === RIGHT_VS_WRONG) {
+      if (!p.wrong?.length) return
+      const rng = new Rng(`dpo-right-vs-wrong-${seed}-${p.id}`)
+      out.push({ prompt: pi, chosen: rng.nextInt(p.responses.length), rejected: rng.nextInt(p.wrong.length), rejectedWrong: true })
     } else {
       const pr = pairs.get(arm)
       if (!pr) throw new RangeError(`arm '${arm}' is not among the common pair methods`)
@@ -191,8 +225,8 @@ const validShare = (xs: Array<boolean | null>) => {
 export function pairTraceDiagnostics(pool: ResponsePool, pairs: readonly DpoPair[]): TraceDiagnostics {
   return {
     count: pairs.length,
-    chosenValid: validShare(pairs.map((p) => pool.prompts[p.prompt].responses[p.chosen].valid)),
-    rejectedValid: validShare(pairs.map((p) => pool.prompts[p.prompt].responses[p.rejected].valid)),
+    chosenValid: validShare(pairs.map((p) => pairResponses(pool, p).chosen.valid)),
+    rejectedValid: validShare(pairs.map((p) => pairResponses(pool, p).rejected.valid)),
   }
 }
 
