@@ -198,10 +198,11 @@ export const METHOD_TABLE = {
   },
   dpo: offlineMethod('dpo', DPO_TOY_PRESET, {
     // random: UID's control, pairs drawn at random from the same verified responses and warm start;
-    // right-vs-wrong: a control outside the paper (as TTRL's reference-label), a verified response over a wrong one on the same prompts and warm start
-    arms: { 'uid-conj': { arm: 'uid-conj' }, sc: { arm: 'sc' }, random: { arm: 'random' }, 'right-vs-wrong': { arm: 'right-vs-wrong' } },
+    // right-vs-wrong: a control outside the paper (as TTRL's reference-label), a verified response over a wrong one on the same prompts and warm start;
+    // right-vs-wrong-all: the same on every pool prompt with both (the data a verifier gives DPO)
+    arms: { 'uid-conj': { arm: 'uid-conj' }, sc: { arm: 'sc' }, random: { arm: 'random' }, 'right-vs-wrong': { arm: 'right-vs-wrong' }, 'right-vs-wrong-all': { arm: 'right-vs-wrong-all' } },
     headline: 'uid-conj',
-    ablations: [['uid-conj', 'random'], ['sc', 'random'], ['right-vs-wrong', 'uid-conj']],
+    ablations: [['uid-conj', 'random'], ['sc', 'random'], ['right-vs-wrong', 'uid-conj'], ['right-vs-wrong-all', 'uid-conj']],
     paper: 'UID Table 6: DPO on UID-Conj max-vs-min pairs > random pairs (one pool, one warm start)',
     diagnostics: ['loss', 'train.objective.rewardMargin', 'train.objective.accuracy'],
   }),

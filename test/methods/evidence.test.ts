@@ -44,7 +44,7 @@ describe('bench/evidence.mjs --quick', () => {
     expect(r.methods.ttrl.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs ttrl', 'uid-conj vs permuted-uid', 'reference-label vs ttrl'])
     expect(r.methods.rzero.ablations.map((a: any) => a.name)).toEqual(['+disagreement vs R-Zero'])
     expect(r.methods.jzero.ablations.map((a: any) => a.name)).toEqual(['J-Zero vs frozen Judge', 'verifier Judge vs J-Zero'])
-    expect(r.methods.dpo.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs random', 'sc vs random', 'right-vs-wrong vs uid-conj'])
+    expect(r.methods.dpo.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs random', 'sc vs random', 'right-vs-wrong vs uid-conj', 'right-vs-wrong-all vs uid-conj'])
     expect(r.methods.wsft.ablations.map((a: any) => a.name)).toEqual(['uid-conj vs uniform', 'sc vs uniform'])
     expect(r.methods.ttrl.adaptedToTestSplit).toBe(true) // TTRL §3, UID §5.1: it adapts to the split it is scored on
     expect(r.notRun).toEqual([])

@@ -82,6 +82,11 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('offline 
       expect(world.verifier.verify(truth(pool.prompts[pair.prompt]), chosen.text)).toBe(true)
       expect(world.verifier.verify(truth(pool.prompts[pair.prompt]), rejected.text)).toBe(false)
     }
+    // the same pairs on every prompt with a verified and a wrong response, common or not
+    const all = dpoPairs(pool, 'right-vs-wrong-all', c.pairs, c.seed)
+    expect(all.map((p) => p.prompt)).toEqual(pool.prompts.flatMap((p, pi) => (p.responses.length && p.wrong!.length ? [pi] : [])))
+    expect(all.length).toBeGreaterThan(control.length)
+    expect(all.filter((p) => control.some((q) => q.prompt === p.prompt))).toEqual(control)
     expect(() => dpoPairs({ ...pool, version: 2 }, 'right-vs-wrong', c.pairs, c.seed)).toThrow(/keeps wrong responses \(version 3\)/)
     const diag = pairTraceDiagnostics(pool, sets[1])
     expect(diag.count).toBe(sets[1].length)

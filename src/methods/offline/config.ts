@@ -5,9 +5,14 @@
 import { frozenWeights, intAtLeast, loraShape, maxTokens, nonNegative, oneOf, optimizerShape, positive, requireThat, resolveWith, topP, warmupRatioShape, z } from '../common/schema.js'
 import { benchmarkEvalSchema, scoringSchema } from '../solving/config.js'
 
-/** DPO's control outside the paper (as TTRL's reference labels): a correct response over a wrong one, on the arms' prompts. */
+/**
+ * DPO's controls outside the paper (as TTRL's reference labels): a verified response over a wrong
+ * one, on the paper arms' prompts (same data size), or on every prompt that has both.
+ */
 export const RIGHT_VS_WRONG = 'right-vs-wrong'
-export const DPO_ARMS = ['random', 'sc', 'uid-conj', 'uid-mix', RIGHT_VS_WRONG] as const
+export const RIGHT_VS_WRONG_ALL = 'right-vs-wrong-all'
+export const RIGHT_VS_WRONG_ARMS: readonly string[] = [RIGHT_VS_WRONG, RIGHT_VS_WRONG_ALL]
+export const DPO_ARMS = ['random', 'sc', 'uid-conj', 'uid-mix', RIGHT_VS_WRONG, RIGHT_VS_WRONG_ALL] as const
 export const WSFT_ARMS = ['uniform', 'sc', 'uid-conj', 'uid-mix'] as const
 /** The score methods whose pairs must all qualify for a prompt to enter the common DPO set (B.3). */
 export const SCORE_METHODS = ['sc', 'uid-conj', 'uid-mix'] as const
@@ -113,7 +118,7 @@ export function checkOfflineConfig(c: OfflineConfig, base: OfflineConfig, file: 
   requireThat(c.objective === base.objective, file, 'objective', `this command trains '${base.objective}'`)
   const arms: readonly string[] = c.objective === 'dpo' ? DPO_ARMS : WSFT_ARMS
   requireThat(arms.includes(c.arm), file, 'arm', `must be one of ${arms.join(' | ')}`)
-  if (c.objective === 'dpo' && c.arm !== 'random' && c.arm !== RIGHT_VS_WRONG) requireThat(c.pairs.commonMethods.includes(c.arm as ScoreMethod), file, 'arm', `arm '${c.arm}' must be one of pairs.commonMethods`)
+  if (c.objective === 'dpo' && c.arm !== 'random' && !RIGHT_VS_WRONG_ARMS.includes(c.arm)) requireThat(c.pairs.commonMethods.includes(c.arm as ScoreMethod), file, 'arm', `arm '${c.arm}' must be one of pairs.commonMethods`)
 }
 
 /** An offline config: `override` deep-merged onto `base` (whose objective it keeps), checked; throws ConfigError. */

@@ -17,7 +17,7 @@ import { Rng } from '../../util/prng.js'
 import { samplePools } from '../solving/selection.js'
 import { calibratedScores, fitCalibrationOn, isScoreEligible } from '../solving/selectors.js'
 import type { TaskWorld } from '../../worlds/types.js'
-import { RIGHT_VS_WRONG, type OfflineConfig, type PoolConfig, type ScoreMethod } from './config.js'
+import { RIGHT_VS_WRONG, RIGHT_VS_WRONG_ALL, RIGHT_VS_WRONG_ARMS, type OfflineConfig, type PoolConfig, type ScoreMethod } from './config.js'
 
 export interface PoolResponse {
   text: string
@@ -154,14 +154,23 @@ export function pairResponses(pool: ResponsePool, pair: DpoPair): { chosen: Pool
 
 // UID Eq. 6, B.3: per prompt, max- vs min-score eligible correct responses with gap ≥ minGap, kept
 // only on prompts where every method in `common` qualifies; the random control draws two distinct
-// responses of the same prompts and orients them at random. The right-vs-wrong control (outside
-// the paper, as TTRL's reference labels): on the same prompts, those with a wrong response, a random
-// correct response over a random wrong one, so the pair carries what the paper's pairs never do.
+// responses of the same prompts and orients them at random. The right-vs-wrong controls (outside
+// the paper, as TTRL's reference labels) pair a random verified response over a random wrong one,
+// so the pair carries what the paper's pairs never do: on the same prompts (those with a wrong
+// response), or on every prompt with both (the data a verifier would give DPO).
 export function dpoPairs(pool: ResponsePool, arm: string, o: { minGap: number; commonMethods: readonly string[] }, seed: number): DpoPair[] {
-  if (arm === RIGHT_VS_WRONG && pool.version < 3)
-    throw new ConfigError('(pool)', 'arm', `the '${RIGHT_VS_WRONG}' control needs a pool that keeps wrong responses (version 3); this one is version ${pool.version}: rebuild it (another pool.dir, or delete its ${POOL_FILE})`)
+  if (RIGHT_VS_WRONG_ARMS.includes(arm) && pool.version < 3)
+    throw new ConfigError('(pool)', 'arm', `the '${arm}' control needs a pool that keeps wrong responses (version 3); this one is version ${pool.version}: rebuild it (another pool.dir, or delete its ${POOL_FILE})`)
   const out: DpoPair[] = []
+  const rightOverWrong = (p: PoolPrompt, pi: number) => {
+    const rng = new Rng(`dpo-right-vs-wrong-${seed}-${p.id}`)
+    out.push({ prompt: pi, chosen: rng.nextInt(p.responses.length), rejected: rng.nextInt(p.wrong!.length), rejectedWrong: true })
+  }
   pool.prompts.forEach((p, pi) => {
+    if (arm === RIGHT_VS_WRONG_ALL) {
+      if (p.responses.length && p.wrong!.length) rightOverWrong(p, pi)
+      return
+    }
     if (p.responses.length < 2) return
     const pairs = new Map<string, { chosen: number; rejected: number } | null>()
     for (const m of o.commonMethods) pairs.set(m, auxPreferencePair(p.responses.map((r) => r.scores[m as ScoreMethod]), { minGap: o.minGap }))
@@ -170,9 +179,7 @@ export function dpoPairs(pool: ResponsePool, arm: string, o: { minGap: number; c
       const r = randomPreferencePair(p.responses.length, new Rng(`dpo-random-${seed}-${p.id}`))!
       out.push({ prompt: pi, chosen: r.chosen, rejected: r.rejected })
     } else if (arm === RIGHT_VS_WRONG) {
-      if (!p.wrong?.length) return
-      const rng = new Rng(`dpo-right-vs-wrong-${seed}-${p.id}`)
-      out.push({ prompt: pi, chosen: rng.nextInt(p.responses.length), rejected: rng.nextInt(p.wrong.length), rejectedWrong: true })
+      if (p.wrong!.length) rightOverWrong(p, pi)
     } else {
       const pr = pairs.get(arm)
       if (!pr) throw new RangeError(`arm '${arm}' is not among the common pair methods`)
