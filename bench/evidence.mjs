@@ -177,7 +177,14 @@ export const METHOD_TABLE = {
     lr: ['solver', 'lr'],
     atLevel: (level) => ({ challenger: { level } }),
     // verifier Judge: a control outside the paper (as COSE's): the same loop with every reward right, so the gap to J-Zero is what the Judge's errors cost
-    arms: { 'J-Zero': {}, 'frozen Judge': { switches: { trainJudge: false } }, 'verifier Judge': { switches: { judge: 'verifier', trainJudge: false } } },
+    // verifier Judge, p wrong: the same control wrong on a fixed share p of inputs (pairwise accuracy 1 − p), how right the Judge must be
+    arms: {
+      'J-Zero': {},
+      'frozen Judge': { switches: { trainJudge: false } },
+      'verifier Judge': { switches: { judge: 'verifier', trainJudge: false } },
+      'verifier Judge, 15% wrong': { switches: { judge: 'verifier', trainJudge: false }, judge: { verifierFlip: 0.15 } },
+      'verifier Judge, 30% wrong': { switches: { judge: 'verifier', trainJudge: false }, judge: { verifierFlip: 0.3 } },
+    },
     headline: 'J-Zero',
     ablations: [['J-Zero', 'frozen Judge'], ['verifier Judge', 'J-Zero']],
     paper: 'JZ Table 3: a co-evolving Judge beats a frozen one (Solver and Judge)',

@@ -10,7 +10,8 @@ import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRat
 import { challengerBatchRewards, jzChallengerReward, solverReward } from '../../src/methods/jzero/rewards.js'
 import { selectByDispersion } from '../../src/methods/jzero/select.js'
 import { jzeroFlagsToOverride } from '../../src/methods/jzero/spec.js'
-import { verifyPosed } from '../../src/methods/common/world.js'
+import { verifierScore, verifyPosed } from '../../src/methods/common/world.js'
+import { scriptedAnswer } from './arith-script.js'
 import { arithWorld } from '../../src/worlds/arith/index.js'
 import { Rng } from '../../src/util/prng.js'
 
@@ -181,6 +182,29 @@ describe('prompt styles', () => {
   })
 })
 
+describe("the verifier control's flipped verdicts", () => {
+  it('are wrong on a fixed share p of inputs, the same verdict for the same input: pairwise accuracy 1 − p', () => {
+    const rng = new Rng('flip-test')
+    const questions = Array.from({ length: 2000 }, () => `${10 + rng.nextInt(90)}+${10 + rng.nextInt(90)}`)
+    const right = questions.map((q) => scriptedAnswer(q, true, 0.5))
+    const wrong = questions.map((q) => scriptedAnswer(q, false, 0.5))
+    for (const p of [0, 0.15, 0.3]) {
+      const r = questions.map((q, i) => verifierScore(world, q, right[i], p, '7'))
+      const w = questions.map((q, i) => verifierScore(world, q, wrong[i], p, '7'))
+      const errors = r.filter((x) => x === 0).length + w.filter((x) => x === 1).length
+      // binomial over 4,000 verdicts: 4.5 standard deviations
+      expect(Math.abs(errors / 4000 - p)).toBeLessThanOrEqual(4.5 * Math.sqrt((p * (1 - p)) / 4000) + 1e-12)
+      const accuracy = pairwiseAccuracy(r.map((x, i) => x - w[i]))
+      expect(Math.abs(accuracy - (1 - p))).toBeLessThanOrEqual(4.5 * Math.sqrt((p * (1 - p)) / 2000) + 1e-12)
+      expect(questions.map((q, i) => verifierScore(world, q, right[i], p, '7'))).toEqual(r) // deterministic
+    }
+    // another key is another Judge: other inputs are flipped
+    const a = questions.map((q, i) => verifierScore(world, q, right[i], 0.3, '7'))
+    const b = questions.map((q, i) => verifierScore(world, q, right[i], 0.3, '8'))
+    expect(a).not.toEqual(b)
+  })
+})
+
 describe('J-Zero config', () => {
   it('the paper preset carries Table 4', () => {
     const c = PAPER_PRESET
@@ -201,6 +225,9 @@ describe('J-Zero config', () => {
     expect(() => resolveJzeroConfig({ judge: { ampResponse: 'verbatim' } })).toThrow(/judge\.ampResponse/)
     expect(() => resolveJzeroConfig({ switches: { rolePairs: false, ampPairs: false } })).toThrow(/at least one pair type/)
     expect(() => resolveJzeroConfig({ judge: { unknown: 1 } })).toThrow(/unknown key 'judge\.unknown'/)
+    expect(() => resolveJzeroConfig({ judge: { verifierFlip: 0.2 } })).toThrow(/judge\.verifierFlip.*switches\.judge 'verifier'/)
+    expect(() => resolveJzeroConfig({ judge: { verifierFlip: 1 }, switches: { judge: 'verifier', trainJudge: false } })).toThrow(/judge\.verifierFlip/)
+    expect(resolveJzeroConfig({ judge: { verifierFlip: 0.3 }, switches: { judge: 'verifier', trainJudge: false } }).judge.verifierFlip).toBe(0.3)
     expect(jzeroFlagsToOverride({})).toBeUndefined()
     const o = jzeroFlagsToOverride({ judge: '/x/judge', 'frozen-judge': true, 'no-amp-pairs': true })
     expect(o).toEqual({ judge: { model: '/x/judge' }, switches: { trainJudge: false, ampPairs: false } })

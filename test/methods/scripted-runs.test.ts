@@ -29,6 +29,7 @@ import { repetitionPenalty } from '../../src/tasks/cluster.js'
 import { coseSolverReward, coseSolverWeight } from '../../src/rl/cose.js'
 import type { TrainSequence } from '../../src/train/trainer.js'
 import { answerOf, arithWorld as toyWorld, verifyAnswer } from '../../src/worlds/arith/index.js'
+import { verifierScore } from '../../src/methods/common/world.js'
 import { arithScript, scriptedAnswer, scriptedJudge, scriptedJudgeScore, scriptedValidatorScore } from './arith-script.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-scripted-'))
@@ -329,11 +330,12 @@ describe('J-Zero on the scripted policy', () => {
     run.dispose()
   })
 
-  it("the 'verifier' control rewards every answer by the verifier, 1/0, and still measures the frozen Judge", async () => {
+  it.each([0, 0.4])("the 'verifier' control (verifierFlip %s) rewards every answer by the verifier, 1/0, and still measures the frozen Judge", async (flip) => {
     // an inverted Judge (+2 wrong, −2 right): whatever it says must reach no reward
     const inverted = (prompt: string, completion: string) => -scriptedJudge(prompt, completion)
     const open = scriptedPolicies((ref) => (isJudge(ref.model) ? { script: () => '', judge: inverted, scoreLabels: 1 } : { script: arithScript({ solveRate: 0.5 }) }))
-    const verifierConfig = resolveJzeroConfig({ ...config, switches: { judge: 'verifier', trainJudge: false } })
+    const verifierConfig = resolveJzeroConfig({ ...config, switches: { judge: 'verifier', trainJudge: false }, judge: { ...config.judge, verifierFlip: flip } })
+    const verdict = (q: string, text: string) => verifierScore(arithJzeroWorld, q, text, flip, String(verifierConfig.seed))
     const run = await JzeroRun.start(BASE, JUDGE, verifierConfig, arithJzeroWorld, { openPolicy: open })
     const r = await run.runStep()
     const [judge, challenger, solver] = [open.policies[0], ...open.policies.filter((p) => p.trainerOf && p.scoreLabels === 0)]
@@ -341,12 +343,12 @@ describe('J-Zero on the scripted policy', () => {
     const tasks = challenger.calls[0].outputs.flat().map((c) => arithJzeroWorld.jzero.parseTask(c.text)?.question ?? null)
     const ok = tasks.flatMap((t, i) => (t === null ? [] : [i]))
     const scores = tasks.map(() => [] as number[])
-    solver.calls[0].outputs.forEach((g, k) => g.forEach((c) => scores[ok[k]].push(verifyAnswer(tasks[ok[k]]!, c.text) === true ? 1 : 0)))
+    solver.calls[0].outputs.forEach((g, k) => g.forEach((c) => scores[ok[k]].push(verdict(tasks[ok[k]]!, c.text))))
     const expected = challengerBatchRewards({ tasks: tasks.map((t) => (t === null ? null : arithJzeroWorld.answers.repetitionText(t))), scores, tau: 0.5, lambda: 1 })
     expect(r.challenger.reward.mean).toBeCloseTo(expected.rewards.reduce((a, b) => a + b, 0) / tasks.length, 6)
-    // Solver: each rollout's reward is 1 or 0 as the verifier says, GRPO within each task
+    // Solver: each rollout's reward is 1 or 0 as the verifier says (or flipped, on the inputs the flip picks), GRPO within each task
     const rollouts = solver.calls.find((c) => c.options.n === 3 && c.prompts.length === 3 && trainerOf(solver).batches.length > 0)!
-    const sRewards = rollouts.outputs.flatMap((g, qi) => g.map((c) => (verifyAnswer(rollouts.prompts[qi].slice('Solve: '.length).trim(), c.text) === true ? 1 : 0)))
+    const sRewards = rollouts.outputs.flatMap((g, qi) => g.map((c) => verdict(rollouts.prompts[qi].slice('Solve: '.length).trim(), c.text)))
     expect(new Set(sRewards)).toEqual(new Set([0, 1])) // both kinds present, or the check below could not tell the Judge's reward from the verifier's
     const sAdv = computeAdvantages('grpo', sRewards, sRewards.map((_, i) => Math.floor(i / 3)))
     trainerOf(solver).batches[0].sequences!.forEach((s, i) => expect(s.advantages).toBeCloseTo(sAdv[i], 6))

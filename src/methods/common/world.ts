@@ -3,6 +3,7 @@
 // (a run resumes on the same world only), and verifies a posed task where the world can.
 import { ConfigError } from '../../engine/errors.js'
 import type { TaskWorld, WorldSpec } from '../../worlds/types.js'
+import { Rng } from '../../util/prng.js'
 
 /** The world of a checkpoint: its name, and how to load it again (null: a world built in code). */
 export interface WorldRecord {
@@ -31,9 +32,16 @@ export function verifyPosed(world: TaskWorld, question: string, output: string):
   return answer === null ? null : world.verifier.verify({ id: '', question, answer }, output)
 }
 
-/** A verifier control's score of an output: 1 when the world's verifier marks it right, else 0 (an unverifiable task included). */
-export function verifierScore(world: TaskWorld, question: string, output: string): number {
-  return verifyPosed(world, question, output) === true ? 1 : 0
+/**
+ * A verifier control's score of an output: 1 when the world's verifier marks it right, else 0 (an
+ * unverifiable task included). With `flip` p > 0 the verdict is wrong for a fixed share p of
+ * (question, output) inputs, chosen by a hash keyed on `key`: a deterministic Judge whose pairwise
+ * accuracy on (right, wrong) pairs is 1 − p (ties ½), as consistent in its errors as a trained one.
+ */
+export function verifierScore(world: TaskWorld, question: string, output: string, flip = 0, key = ''): number {
+  const right = verifyPosed(world, question, output) === true
+  const flipped = flip > 0 && new Rng(`verifier-flip:${key}:${question}\n${output}`).nextFloat() < flip
+  return right !== flipped ? 1 : 0
 }
 
 /** Whether a stated answer is a posed task's reference answer (null: unverifiable). */

@@ -64,6 +64,7 @@ export function jzeroSchema() {
         minSubtasks: intAtLeast(1),
         maxSubtasks: intAtLeast(1),
         ampResponse: oneOf(['transcript', 'compose-output']).describe("how an amplified answer (Eq. 11) is shown to the Judge: the Solver's format, or the Compose output as it is"),
+        verifierFlip: ratio().describe("the 'verifier' control only: its verdict is wrong on this fixed share of (task, answer) inputs, a deterministic Judge of pairwise accuracy 1 − p, to measure how right J-Zero's Judge must be (0: never wrong)"),
       })
       .refine((j) => j.minSubtasks <= j.maxSubtasks, { error: 'must be an integer in 1..judge.maxSubtasks', path: ['minSubtasks'] }),
     switches: z
@@ -94,6 +95,7 @@ export function jzeroSchema() {
     ),
   })
     .refine(...roleAdaptersNeedRank('ppo'))
+    .refine((c) => c.judge.verifierFlip === 0 || c.switches.judge === 'verifier', { error: "flips the 'verifier' control's verdicts: set switches.judge 'verifier' (or leave it 0)", path: ['judge', 'verifierFlip'] })
     .superRefine((c, ctx) => {
       if (!c.roleAdapters) return
       for (const field of SHARED_TRAINER_FIELDS)
@@ -131,7 +133,7 @@ export const PAPER_PRESET: JzeroConfig = {
   },
   selection: { pool: 3840, keep: 1920, samples: 5 },
   solver: { steps: 15, batch: 128, miniBatch: 16, rollouts: 5, temperature: 1, topP: 0.99, maxTokens: 4096, lr: 1e-6, klCoef: 0.01, clipLow: 0.2, clipHigh: 0.28 },
-  judge: { model: null, steps: 8, batch: 64, lr: 5e-7, tasks: 512, minSubtasks: 3, maxSubtasks: 5, ampResponse: 'compose-output' },
+  judge: { model: null, steps: 8, batch: 64, lr: 5e-7, tasks: 512, minSubtasks: 3, maxSubtasks: 5, ampResponse: 'compose-output', verifierFlip: 0 },
   switches: { trainJudge: true, rolePairs: true, ampPairs: true, judge: 'model' },
   ppo: { advantage: 'grpo', aggregation: 'seq-mean-token-mean', microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
   eval: { every: 1, size: 100, benchmarks: [], judgePairs: 100 },
@@ -149,7 +151,7 @@ export const TOY_PRESET: JzeroConfig = {
   // toy problems of 2–3 operations have 2–3 natural subtasks: allow 1–5
   // Judge lr 1e-5 on 32 tasks barely moved it in 6 iterations (held-out pairwise 74.0 → 75.3%); 3e-5 on 64
   // tasks moves it measurably (74.0 → 78.0% in 8), the rate its recipe (src/toymodel/judge.ts) uses
-  judge: { model: null, steps: 4, batch: 16, lr: 3e-5, tasks: 64, minSubtasks: 1, maxSubtasks: 5, ampResponse: 'transcript' },
+  judge: { model: null, steps: 4, batch: 16, lr: 3e-5, tasks: 64, minSubtasks: 1, maxSubtasks: 5, ampResponse: 'transcript', verifierFlip: 0 },
   ppo: { ...PAPER_PRESET.ppo, microBatchSize: 16 },
   eval: { every: 1, size: 50, benchmarks: [], judgePairs: 50 },
   checkpointEvery: 2,

@@ -314,9 +314,11 @@ export class JzeroRun {
     return { step: this.stepIndex, challenger, selection, solver, judge, judgeAccuracy: judge.heldOut.after, generatedTokens: counter.tokens, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
   }
 
-  /** The reward of each (task, answer): σ(J_φ) (JZ Eq. 2, 9), or the verifier's 1/0 in the 'verifier' control. */
+  /** The reward of each (task, answer): σ(J_φ) (JZ Eq. 2, 9), or the verifier's 1/0 in the 'verifier' control (wrong on judge.verifierFlip of inputs). */
   private answerRewards(items: readonly { question: string; response: string }[]): Promise<number[]> {
-    if (this.config.switches.judge === 'verifier') return Promise.resolve(items.map((it) => verifierScore(this.world, it.question, it.response)))
+    const { judge: source } = this.config.switches
+    const { verifierFlip } = this.config.judge
+    if (source === 'verifier') return Promise.resolve(items.map((it) => verifierScore(this.world, it.question, it.response, verifierFlip, String(this.config.seed))))
     return judgeRewards(this.judge, this.world, items)
   }
 
