@@ -3,7 +3,7 @@
 // — format indicators, rewards, pseudo-labels, replay contents, the advantages and weights handed
 // to the trainer — and checks that a run stopped at its mid-run checkpoint and resumed reproduces
 // the straight run (the fake's loss reads its weights and moments, so a bad restore shows).
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -445,6 +445,23 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
       for (const x of p.wrong!) expect(verifyAnswer(p.question, x.text)).toBe(false)
     }
     run.dispose()
+  })
+
+  it('a DPO checkpoint written before train.rpoAlpha existed resumes as plain DPO (rpoAlpha 0)', async () => {
+    const c = small({ ...DPO_TOY_PRESET, pairs: { minGap: 0, commonMethods: ['sc', 'uid-conj'] } }, join(root, 'pool-dpo'))
+    const open = scriptedPolicies(script)
+    const run = await OfflineRun.start(BASE, c, arithWorld, { openPolicy: open })
+    const dir = join(root, 'dpo-old-checkpoint')
+    await drive(run, { outDir: dir, method: 'dpo', totalSteps: 1, evalEvery: 1, checkpointEvery: 1, series: [], describe: () => '' })
+    run.dispose()
+    const stateFile = join(checkpointDir(dir, 1), 'run_state.json')
+    const state = JSON.parse(readFileSync(stateFile, 'utf8'))
+    delete state.config.train.rpoAlpha
+    writeFileSync(stateFile, JSON.stringify(state))
+    const resumed = await OfflineRun.resume(checkpointDir(dir, 1), arithWorld, { openPolicy: open })
+    expect(resumed.config.train.rpoAlpha).toBe(0)
+    expect(resumed.config.train.beta).toBe(c.train.beta)
+    resumed.dispose()
   })
 
   it('DPO on a pool with one distinct verified response per prompt is refused up front, naming the pair rule', async () => {

@@ -316,15 +316,18 @@ describe(`finite-difference gradient checks (h = ${H}, |fd − g| ≤ ${REL}|g| 
         pairs.push([c, j])
       }
       const batch: DpoBatch = { sequences, pairs }
-      const obj = dpoObjective({ beta: 0.1 + r() })
-      const res = obj.compute(batch)
-      sequences.forEach((s, i) => {
-        for (let t = 0; t < s.logp.length; t++) {
-          expect(res.b[i][t]).toBe(0)
-          if (!(s.mask as Uint8Array)[t]) continue
-          expectClose(centralDiff(s.logp as Float64Array, t, () => obj.compute(batch).loss), res.a[i][t], `seed ${seed} a[${i}][${t}]`)
-        }
-      })
+      const beta = 0.1 + r()
+      // plain DPO, and with RPO's chosen-NLL term
+      for (const obj of [dpoObjective({ beta }), dpoObjective({ beta, rpoAlpha: 0.2 + r() })]) {
+        const res = obj.compute(batch)
+        sequences.forEach((s, i) => {
+          for (let t = 0; t < s.logp.length; t++) {
+            expect(res.b[i][t]).toBe(0)
+            if (!(s.mask as Uint8Array)[t]) continue
+            expectClose(centralDiff(s.logp as Float64Array, t, () => obj.compute(batch).loss), res.a[i][t], `seed ${seed} rpoAlpha ${obj.config.rpoAlpha} a[${i}][${t}]`)
+          }
+        })
+      }
     }
   })
 
@@ -631,6 +634,26 @@ describe('DPO on a hand example', () => {
     expect(res.metrics.rewardMargin).toBeCloseTo(0.15, 15)
     expect(res.metrics.accuracy).toBe(1)
     expect(res.metrics.tokens).toBe(5)
+  })
+
+  it("RPO's term (Pang et al. 2024): + α·(chosen's mean token NLL), its gradient −α/T_c on each chosen token", () => {
+    const batch: DpoBatch = {
+      sequences: [
+        { logp: [-1, -2], refLogp: [-2, -1.5] },
+        { logp: [-2, -2, -1, 7], refLogp: -4, mask: [1, 1, 1, 0] },
+      ],
+      pairs: [[0, 1]],
+    }
+    const plain = dpoObjective({ beta: 0.1 }).compute(batch)
+    const rpo = dpoObjective({ beta: 0.1, rpoAlpha: 0.5 }).compute(batch)
+    expect(rpo.loss).toBeCloseTo(plain.loss + 0.5 * 1.5, 15) // chosen NLL (1 + 2) / 2
+    expect(rpo.a[0][0]).toBeCloseTo(plain.a[0][0] - 0.5 / 2, 15)
+    expect(rpo.a[0][1]).toBeCloseTo(plain.a[0][1] - 0.5 / 2, 15)
+    expect(Array.from(rpo.a[1])).toEqual(Array.from(plain.a[1])) // the rejected side is DPO's alone
+    expect(rpo.metrics.chosenNll).toBeCloseTo(1.5, 15)
+    expect(plain.metrics.chosenNll).toBeCloseTo(1.5, 15) // measured either way
+    expect(dpoObjective().config.rpoAlpha).toBe(0)
+    expectInvalid(() => dpoObjective({ rpoAlpha: -1 }), 'rpoAlpha')
   })
 
   it('default β is 0.1 (UID B.3); the loss is stable for huge margins', () => {

@@ -54,6 +54,7 @@ export function offlineSchema() {
         ...loraShape,
         batchSize: intAtLeast(1),
         beta: positive().describe('DPO β (UID B.3: 0.1)'),
+        rpoAlpha: nonNegative().describe("DPO only: α of RPO's α·NLL(chosen) term (Pang et al. 2024, TRL's rpo_alpha), outside UID; 0: plain DPO, as UID"),
         alpha: z.number().describe('weighted-SFT α (UID Eq. 7, B.3: 2)'),
       })
       .refine((t) => t.loraRank >= 1 && t.loraAlpha > 0, { error: 'offline runs train LoRA adapters: rank ≥ 1, alpha > 0', path: ['loraRank'] }),
@@ -75,7 +76,7 @@ export const PAPER_PRESET: OfflineConfig = {
   pool: { dir: '', level: 3, prompts: 706, calibrationPrompts: 88, k: 8, temperature: 0.7, topP: 0.95, maxTokens: 16384, seed: 'uid-offline', scoring: { topK: 25, bins: 32, minTokens: 32 } },
   pairs: { minGap: 0.05, commonMethods: ['sc', 'uid-conj', 'uid-mix'] },
   warmStart: { lr: 5e-5, batchSize: 32, epochs: 1 },
-  train: { lr: 5e-5, batchSize: 32, warmupRatio: 0.03, minLrRatio: 0.1, beta: 0.1, alpha: 2, loraRank: 64, loraAlpha: 64, microBatchSize: 1, clipGradNorm: 1 },
+  train: { lr: 5e-5, batchSize: 32, warmupRatio: 0.03, minLrRatio: 0.1, beta: 0.1, rpoAlpha: 0, alpha: 2, loraRank: 64, loraAlpha: 64, microBatchSize: 1, clipGradNorm: 1 },
   eval: {
     every: 25,
     size: 100,

@@ -16,7 +16,7 @@ import { learningRateSchedule, openTrainee, type TrainingPlan } from '../common/
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
 import { EvalLog, evaluateBenchmarks, selectBenchmarks } from '../common/evaluation.js'
 import { checkLevels, worldRecord } from '../common/world.js'
-import { DPO_ARMS, resolveOfflineConfig, type OfflineConfig } from './config.js'
+import { DPO_ARMS, DPO_TOY_PRESET, resolveOfflineConfig, TOY_PRESET, type OfflineConfig } from './config.js'
 import { dpoPairs, ensurePool, pairResponses, POOL_FILE, poolDirOf, readPool, warmStartExamples, wsftExamples, type DpoPair, type ResponsePool } from './pool.js'
 
 /** One training unit: a weighted SFT example, or a DPO pair (chosen, rejected) of one prompt. */
@@ -68,7 +68,7 @@ function trainingPlan(c: OfflineConfig, objective: TrainingPlan['objective'], lr
 
 /** The run's plan: DPO against the warm start (the frozen reference, LoRA off) or weighted SFT. */
 function runPlan(c: OfflineConfig): TrainingPlan {
-  return trainingPlan(c, c.objective === 'dpo' ? { name: 'dpo', beta: c.train.beta } : { name: 'sft' }, c.train.lr, c.steps)
+  return trainingPlan(c, c.objective === 'dpo' ? { name: 'dpo', beta: c.train.beta, rpoAlpha: c.train.rpoAlpha } : { name: 'sft' }, c.train.lr, c.steps)
 }
 
 /** Units of the arm, in a seeded order shared by every arm of the objective. */
@@ -135,6 +135,11 @@ export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: Of
   }
 }
 
+/** The toy preset of a saved config's objective: what a field it predates (train.rpoAlpha) takes on resume. */
+function presetOf(config: unknown): OfflineConfig {
+  return (config as Partial<OfflineConfig> | null)?.objective === 'dpo' ? DPO_TOY_PRESET : TOY_PRESET
+}
+
 export class OfflineRun {
   private readonly evals = new EvalLog()
   private readonly benchmarks: Benchmark[]
@@ -197,7 +202,7 @@ export class OfflineRun {
     const ckpt = await resumeRun<OfflineRunState>(dir, {
       format: FORMAT,
       world,
-      parse: (s, file) => ({ ...s, format: FORMAT, modelDir: checkedPath(s.modelDir, file, 'modelDir'), poolDir: checkedPath(s.poolDir, file, 'poolDir'), config: resolveOfflineConfig(s.config, s.config as OfflineConfig, file) }),
+      parse: (s, file) => ({ ...s, format: FORMAT, modelDir: checkedPath(s.modelDir, file, 'modelDir'), poolDir: checkedPath(s.poolDir, file, 'poolDir'), config: resolveOfflineConfig(s.config, presetOf(s.config), file) }),
       roles: () => [{ name: ROLE, trained: true }],
     })
     const { state } = ckpt

@@ -1,4 +1,5 @@
-// DPO on sequence logprob sums of the policy and its frozen reference (UID §4.3, B.3).
+// DPO on sequence logprob sums of the policy and its frozen reference (UID §4.3, B.3), optionally
+// with RPO's NLL term on the chosen response (Pang et al. 2024; TRL's rpo_alpha), outside UID.
 
 import { InvalidArgumentError } from '../../engine/errors.js'
 import { dpoMargin, negLogSigmoid } from './formulas.js'
@@ -8,17 +9,20 @@ import { asConfig, checkArray, checkedSequence, checkKeys, checkOutputs, checkPa
 export interface DpoObjectiveConfig {
   /** DPO coefficient β > 0 (UID B.3: 0.1, the default). */
   beta?: number
+  /** α ≥ 0 of RPO's term α·NLL(chosen), the chosen response's mean token NLL (default 0: plain DPO, as UID). */
+  rpoAlpha?: number
 }
 
 export interface ResolvedDpoConfig {
   beta: number
+  rpoAlpha: number
 }
 
 /** Validate a DPO config; throws InvalidArgumentError naming the field. */
 export function resolveDpoConfig(config?: DpoObjectiveConfig): ResolvedDpoConfig {
   const c = asConfig(config, 'dpo objective')
-  checkKeys(c, ['beta'], 'dpo objective')
-  return { beta: numberField(c, 'beta', 0.1, { min: 0, minExclusive: true }) }
+  checkKeys(c, ['beta', 'rpoAlpha'], 'dpo objective')
+  return { beta: numberField(c, 'beta', 0.1, { min: 0, minExclusive: true }), rpoAlpha: numberField(c, 'rpoAlpha', 0, { min: 0 }) }
 }
 
 export interface DpoMetrics {
@@ -30,6 +34,8 @@ export interface DpoMetrics {
   rewardMargin: number
   /** Fraction of pairs with z > 0. */
   accuracy: number
+  /** Mean over pairs of the chosen response's mean token NLL (what RPO's term weighs by α). */
+  chosenNll: number
   pairs: number
   tokens: number
 }
@@ -37,17 +43,20 @@ export interface DpoMetrics {
 export type DpoResult = TokenObjectiveResult<DpoMetrics>
 
 // UID §4.3 / B.3 with the standard DPO objective: L = (1/P) Σ_p −log σ(z_p); ∂L/∂logp_t = ±β·∂L/∂z for every unmasked token of the chosen (+) / rejected (−) sequence.
+// RPO (Pang et al. 2024, Eq. 1) adds (α/P) Σ_p −(1/T_c) Σ_t logp_t over the chosen tokens: ∂/∂logp_t = −α/(P·T_c) there.
 function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormalizer): DpoResult {
   const seqs = sequencesOf(batch, 'dpo')
   const S = seqs.length
   const pairs = checkPairs((batch as { pairs?: unknown }).pairs, S, 'sequences')
   const pol = new Float64Array(S)
   const ref = new Float64Array(S)
+  const counts = new Float64Array(S)
   let tokens = 0
   for (let i = 0; i < S; i++) {
     const { s, f } = checkedSequence(seqs, i)
     const T = s.logp.length
-    tokens += unmaskedCount(s.logp, s.mask, f)
+    counts[i] = unmaskedCount(s.logp, s.mask, f)
+    tokens += counts[i]
     const refArr = typeof s.refLogp === 'number' ? null : s.refLogp
     if (refArr === null) {
       inputFinite(s.refLogp as number, () => `${f}.refLogp`)
@@ -79,17 +88,24 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
   let rc = 0
   let rr = 0
   let correct = 0
+  let nll = 0
   for (const [ci, ri] of pairs) {
     const z = dpoMargin(cfg.beta, pol[ci], ref[ci], pol[ri], ref[ri])
     rc += cfg.beta * (pol[ci] - ref[ci])
     rr += cfg.beta * (pol[ri] - ref[ri])
     if (z > 0) correct++
+    const chosenNll = counts[ci] > 0 ? -pol[ci] / counts[ci] : 0
+    nll += chosenNll
     if (P === 0) continue
     const l = negLogSigmoid(z)
     loss += l.value / P
     const g = (cfg.beta * l.grad) / P // ∂L/∂π_c; ∂L/∂π_r = −g
     dSeq[ci] += g
     dSeq[ri] -= g
+    if (cfg.rpoAlpha > 0 && counts[ci] > 0) {
+      loss += (cfg.rpoAlpha * chosenNll) / P
+      dSeq[ci] -= cfg.rpoAlpha / (P * counts[ci])
+    }
   }
   const a: Float64Array[] = new Array(S)
   const b: Float64Array[] = new Array(S)
@@ -112,6 +128,7 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
       rewardRejected: np > 0 ? rr / np : 0,
       rewardMargin: np > 0 ? (rc - rr) / np : 0,
       accuracy: np > 0 ? correct / np : 0,
+      chosenNll: np > 0 ? nll / np : 0,
       pairs: np,
       tokens,
     },
@@ -120,7 +137,7 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
 
 export type DpoObjective = TokenObjective<'dpo', DpoBatch, DpoMetrics, ResolvedDpoConfig>
 
-/** DPO on sequence logprob sums of policy and frozen reference (UID §4.3, B.3). */
+/** DPO on sequence logprob sums of policy and frozen reference (UID §4.3, B.3), with RPO's chosen-NLL term when rpoAlpha > 0. */
 export function dpoObjective(config?: DpoObjectiveConfig): DpoObjective {
   const cfg = Object.freeze(resolveDpoConfig(config))
   return { name: 'dpo', kind: 'token', config: cfg, compute: (batch, normalizer) => computeDpo(cfg, batch, normalizer) }
