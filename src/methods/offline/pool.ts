@@ -99,7 +99,9 @@ export async function buildPool(model: Policy, world: TaskWorld, p: PoolConfig):
 
 function isPool(x: unknown): x is ResponsePool {
   const p = x as Partial<ResponsePool> | null
-  return p !== null && typeof p === 'object' && p.format === 'autodidact.uid-pool' && (p.version === 2 || p.version === 3) && Array.isArray(p.prompts) && typeof p.config === 'object'
+  if (p === null || typeof p !== 'object' || p.format !== 'autodidact.uid-pool' || (p.version !== 2 && p.version !== 3) || !Array.isArray(p.prompts) || typeof p.config !== 'object') return false
+  // version 3 holds each prompt's wrong responses (the right-vs-wrong controls index into them)
+  return p.version === 2 || p.prompts.every((q) => q !== null && typeof q === 'object' && Array.isArray(q.wrong) && Array.isArray(q.responses))
 }
 
 /** A pool file, or a ConfigError naming it (unreadable, not JSON, not a response pool). */
