@@ -79,12 +79,17 @@ export async function launchRanks(o: LaunchOptions): Promise<void> {
     ...(process.getuid?.() === 0 ? { OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1' } : {}),
   }
   const command = o.mpirun ?? process.env.AUTODIDACT_MPIRUN ?? 'mpirun'
-  const child = spawn(command, mpirunArgs(o), { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  // detached: mpirun in a process group of its own. When a rank dies, mpirun signals the others'
+  // process groups (kill(-pid), seen with strace) and it reports pid 0 for a rank killed from
+  // outside; a kill(-0) is the sender's own group, which must not be the user's job or a test runner.
+  const child = spawn(command, mpirunArgs(o), { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   child.stdout.pipe(stdout, { end: false })
   const notices = new MpirunNotices(stderr)
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (chunk: string) => notices.push(chunk))
-  // Ctrl-C or a kill of the command stops every rank (mpirun takes them down with it).
+  // Ctrl-C or a kill of the command stops every rank (mpirun takes them down with it). mpirun is
+  // outside the terminal's foreground group, so the launcher passes these on; a launcher killed
+  // outright closes mpirun's stdout and stderr, and mpirun goes at its next write.
   const forward = (signal: NodeJS.Signals) => () => child.kill(signal)
   const onInt = forward('SIGINT')
   const onTerm = forward('SIGTERM')

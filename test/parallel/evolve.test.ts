@@ -38,7 +38,8 @@ interface Exit {
 function evolve(args: string[], onStderr?: (text: string, child: ChildProcess) => void): Promise<Exit> {
   const started = Date.now()
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [CLI, 'evolve', '--threads', '1', ...args], { env: MPI_ENV, stdio: ['ignore', 'ignore', 'pipe'] })
+    // detached: should a signal ever reach the command's process group, it stops there, not at the test runner
+    const child = spawn(process.execPath, [CLI, 'evolve', '--threads', '1', ...args], { env: MPI_ENV, stdio: ['ignore', 'ignore', 'pipe'], detached: true })
     let stderr = ''
     child.stderr.on('data', (d: Buffer) => {
       stderr += d.toString()
@@ -135,7 +136,59 @@ describe.skipIf(unavailable !== null)('evolve --ranks 2 equals the 1-rank run', 
     expect(seconds).toBeLessThan(timeout + 15)
     for (const d of readdirSync(join(out, 'checkpoints')).filter((d) => /^step-\d+$/.test(d))) expect(existsSync(join(out, 'checkpoints', d, 'run_state.json')), d).toBe(true)
   }, 240_000)
+
+  it('mpirun runs in a process group of its own (its group kills never reach the launcher\'s job); the launcher killed outright takes mpirun and every rank with it', async () => {
+    const out = join(root, 'launcher-killed')
+    let seen: { mpirun: ProcessRow; launcherGroup: number | undefined; ranks: number[] } | null = null
+    const run = await evolve(['--method', 'cose', '--config', COSE, '--steps', '40', '--out', out, '--ranks', '2'], (text, child) => {
+      if (seen || !/step 1\/40/.test(text)) return
+      const table = processes()
+      const ranks = [rankPid(0, out), rankPid(1, out)]
+      const mpirun = table.find((p) => p.ppid === child.pid && p.command.includes('mpirun'))
+      if (ranks.includes(0) || !mpirun) return
+      seen = { mpirun, launcherGroup: table.find((p) => p.pid === child.pid)?.pgid, ranks }
+      child.kill('SIGKILL')
+    })
+    expect(seen, run.stderr).not.toBeNull()
+    const { mpirun, launcherGroup, ranks } = seen!
+    expect(run.code).toBeNull() // the launcher died from the SIGKILL
+    expect(mpirun.pgid).toBe(mpirun.pid)
+    expect(launcherGroup).not.toBe(mpirun.pgid)
+    const deadline = Date.now() + 30_000
+    while ([mpirun.pid, ...ranks].some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200))
+    expect([mpirun.pid, ...ranks].filter(alive)).toEqual([])
+  }, 120_000)
 })
+
+interface ProcessRow {
+  pid: number
+  ppid: number
+  pgid: number
+  state: string
+  command: string
+}
+
+/** Every process's pid, parent, process group, state and command line, read from /proc. */
+function processes(): ProcessRow[] {
+  const rows: ProcessRow[] = []
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    const row = processRow(Number(pid))
+    if (row) rows.push(row)
+  }
+  return rows
+}
+
+function processRow(pid: number): ProcessRow | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const [state, ppid, pgid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ') // fields 3, 4, 5 of proc(5)
+    return { pid, ppid: Number(ppid), pgid: Number(pgid), state, command: readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ') }
+  } catch {
+    return null // a process that ended while we looked
+  }
+}
+
+const alive = (pid: number) => (processRow(pid)?.state ?? 'Z') !== 'Z'
 
 /** The pid of rank `rank` of the run writing `outDir` (its --rank-child process, found through /proc), or 0. */
 function rankPid(rank: number, outDir: string): number {
