@@ -447,6 +447,23 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
     run.dispose()
   })
 
+  it("DPO with train.pairSpan 'first-difference': each pair reaches the trainer masked after the first token where its two responses differ", async () => {
+    const c = small({ ...DPO_TOY_PRESET, pairs: { minGap: 0, commonMethods: ['sc', 'uid-conj'] } }, join(root, 'pool-dpo'))
+    const open = scriptedPolicies(script)
+    const run = await OfflineRun.start(BASE, { ...c, arm: 'right-vs-wrong-all', train: { ...c.train, pairSpan: 'first-difference' } }, arithWorld, { openPolicy: open })
+    await run.runStep()
+    const [batch] = trainerOf(open.policies.at(-1)!).batches
+    expect(batch.pairs!.length).toBeGreaterThan(0)
+    for (const [ci, ri] of batch.pairs!) {
+      const [chosen, rejected] = [batch.sequences![ci], batch.sequences![ri]]
+      let split = 0
+      while (chosen.completion[split] === rejected.completion[split]) split++
+      expect(split).toBeLessThan(Math.min(chosen.completion.length, rejected.completion.length)) // distinct responses ending in EOS split inside both
+      for (const s of [chosen, rejected]) expect(Array.from(s.mask!)).toEqual(s.completion.map((_, t) => (t <= split ? 1 : 0)))
+    }
+    run.dispose()
+  })
+
   it('a DPO checkpoint written before train.rpoAlpha existed resumes as plain DPO (rpoAlpha 0)', async () => {
     const c = small({ ...DPO_TOY_PRESET, pairs: { minGap: 0, commonMethods: ['sc', 'uid-conj'] } }, join(root, 'pool-dpo'))
     const open = scriptedPolicies(script)
@@ -457,9 +474,11 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
     const stateFile = join(checkpointDir(dir, 1), 'run_state.json')
     const state = JSON.parse(readFileSync(stateFile, 'utf8'))
     delete state.config.train.rpoAlpha
+    delete state.config.train.pairSpan
     writeFileSync(stateFile, JSON.stringify(state))
     const resumed = await OfflineRun.resume(checkpointDir(dir, 1), arithWorld, { openPolicy: open })
     expect(resumed.config.train.rpoAlpha).toBe(0)
+    expect(resumed.config.train.pairSpan).toBe('whole')
     expect(resumed.config.train.beta).toBe(c.train.beta)
     resumed.dispose()
   })

@@ -16,7 +16,7 @@ import { learningRateSchedule, openTrainee, type TrainingPlan } from '../common/
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
 import { EvalLog, evaluateBenchmarks, selectBenchmarks } from '../common/evaluation.js'
 import { checkLevels, worldRecord } from '../common/world.js'
-import { DPO_ARMS, DPO_TOY_PRESET, resolveOfflineConfig, TOY_PRESET, type OfflineConfig } from './config.js'
+import { DPO_ARMS, DPO_TOY_PRESET, resolveOfflineConfig, TOY_PRESET, type OfflineConfig, type PairSpan } from './config.js'
 import { dpoPairs, ensurePool, pairResponses, POOL_FILE, poolDirOf, readPool, warmStartExamples, wsftExamples, type DpoPair, type ResponsePool } from './pool.js'
 
 /** One training unit: a weighted SFT example, or a DPO pair (chosen, rejected) of one prompt. */
@@ -89,8 +89,34 @@ export function batchAt(units: readonly Unit[], batchSize: number, step: number,
   return order.slice(k * batchSize, (k + 1) * batchSize).map((i) => units[i])
 }
 
+/**
+ * A DPO pair's two training sequences. 'whole' scores every completion token (UID B.3).
+ * 'first-difference' masks each response after the first token where the two differ, a token-level
+ * form of Step-DPO (Lai et al. 2024): the shared prefix cancels in z, so z compares the two tokens
+ * where the responses split, and the rejected response's tokens after its error are not pushed
+ * down (in a toy trace, the copy of a wrong result into <answer> is the same skill as the copy of a
+ * right one).
+ */
+export function pairSequences(prompt: readonly number[], chosen: readonly number[], rejected: readonly number[], span: PairSpan): [TrainSequence, TrainSequence] {
+  if (span === 'whole') return [{ prompt, completion: chosen }, { prompt, completion: rejected }]
+  const split = firstDifference(chosen, rejected)
+  const through = (c: readonly number[]) => Uint8Array.from(c, (_, t) => (t <= split ? 1 : 0))
+  return [
+    { prompt, completion: chosen, mask: through(chosen) },
+    { prompt, completion: rejected, mask: through(rejected) },
+  ]
+}
+
+/** The first position where a and b differ (the shorter's length when one is a prefix of the other). */
+export function firstDifference(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length)
+  let t = 0
+  while (t < n && a[t] === b[t]) t++
+  return t
+}
+
 /** Sequences and DPO pair indices of a batch. */
-function toBatch(model: Policy, world: TaskWorld, pool: ResponsePool, units: readonly Unit[]): { sequences: TrainSequence[]; pairs?: [number, number][] } {
+function toBatch(model: Policy, world: TaskWorld, pool: ResponsePool, units: readonly Unit[], span: PairSpan): { sequences: TrainSequence[]; pairs?: [number, number][] } {
   const prompt = (pi: number) => model.encodePrompt(world.solve.poolPrompt(pool.prompts[pi].question))
   const sequences: TrainSequence[] = []
   const pairs: [number, number][] = []
@@ -100,8 +126,7 @@ function toBatch(model: Policy, world: TaskWorld, pool: ResponsePool, units: rea
     else {
       pairs.push([sequences.length, sequences.length + 1])
       const { chosen, rejected } = pairResponses(pool, u)
-      sequences.push({ prompt: p, completion: chosen.completion })
-      sequences.push({ prompt: p, completion: rejected.completion })
+      sequences.push(...pairSequences(p, chosen.completion, rejected.completion, span))
     }
   }
   return pairs.length ? { sequences, pairs } : { sequences }
@@ -124,7 +149,7 @@ export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: Of
     const bs = c.warmStart.batchSize
     const updates = Math.max(1, Math.ceil(units.length / bs) * c.warmStart.epochs)
     const { policy, trainer } = await openTrainee(set, { base: baseModel, threads: o.threads, plan: trainingPlan(c, { name: 'sft' }, c.warmStart.lr, updates), reference: null })
-    if (units.length) for (let s = 0; s < updates; s++) await trainer.step(toBatch(policy, world, pool, batchAt(units, bs, s, c.seed)))
+    if (units.length) for (let s = 0; s < updates; s++) await trainer.step(toBatch(policy, world, pool, batchAt(units, bs, s, c.seed), 'whole'))
     const tmp = `${dir}.tmp-${process.pid}`
     await rm(tmp, { recursive: true, force: true })
     await policy.save(tmp, { adapterOnly: false }) // LoRA merged into the weights
@@ -135,7 +160,7 @@ export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: Of
   }
 }
 
-/** The toy preset of a saved config's objective: what a field it predates (train.rpoAlpha) takes on resume. */
+/** The toy preset of a saved config's objective: what a field it predates (train.rpoAlpha, train.pairSpan) takes on resume. */
 function presetOf(config: unknown): OfflineConfig {
   return (config as Partial<OfflineConfig> | null)?.objective === 'dpo' ? DPO_TOY_PRESET : TOY_PRESET
 }
@@ -226,7 +251,7 @@ export class OfflineRun {
     const started = process.hrtime.bigint()
     const c = this.config
     const units = batchAt(this.units, c.train.batchSize, this.stepIndex, c.seed)
-    const train = await this.trainer.step(toBatch(this.model, this.world, this.pool, units))
+    const train = await this.trainer.step(toBatch(this.model, this.world, this.pool, units, c.train.pairSpan))
     this.stepIndex++
     return {
       step: this.stepIndex,
