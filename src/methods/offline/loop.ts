@@ -93,9 +93,9 @@ export function batchAt(units: readonly Unit[], batchSize: number, step: number,
  * A DPO pair's two training sequences. 'whole' scores every completion token (UID B.3).
  * 'first-difference' masks each response after the first token where the two differ, a token-level
  * form of Step-DPO (Lai et al. 2024): the shared prefix cancels in z, so z compares the two tokens
- * where the responses split, and the rejected response's tokens after its error are not pushed
- * down (in a toy trace, the copy of a wrong result into <answer> is the same skill as the copy of a
- * right one).
+ * where the responses split, and the rejected response's tokens after its error (in a toy trace,
+ * the copy of a wrong result into <answer>) are not pushed down. On the toy it does not help: the
+ * right token at the split is displaced with the wrong one (README, issue 27 evidence).
  */
 export function pairSequences(prompt: readonly number[], chosen: readonly number[], rejected: readonly number[], span: PairSpan): [TrainSequence, TrainSequence] {
   if (span === 'whole') return [{ prompt, completion: chosen }, { prompt, completion: rejected }]
