@@ -211,7 +211,7 @@ export const METHOD_TABLE = {
     headline: 'uid-conj',
     ablations: [['uid-conj', 'random'], ['sc', 'random'], ['right-vs-wrong', 'uid-conj'], ['right-vs-wrong-all', 'uid-conj']],
     paper: 'UID Table 6: DPO on UID-Conj max-vs-min pairs > random pairs (one pool, one warm start)',
-    diagnostics: ['loss', 'train.objective.rewardMargin', 'train.objective.accuracy', 'train.objective.rewardChosen', 'train.objective.rewardRejected', 'train.objective.chosenNll'],
+    diagnostics: ['loss', 'train.objective.rewardMargin', 'train.objective.accuracy', 'train.objective.rewardChosen', 'train.objective.rewardRejected', 'train.objective.chosenNll', 'train.objective.chosenBelowReference'],
   }),
   wsft: offlineMethod('wsft', WSFT_TOY_PRESET, {
     arms: { 'uid-conj': { arm: 'uid-conj' }, sc: { arm: 'sc' }, uniform: { arm: 'uniform' } },

@@ -475,10 +475,12 @@ describe('offline weighted SFT and DPO on the scripted policy', () => {
     const state = JSON.parse(readFileSync(stateFile, 'utf8'))
     delete state.config.train.rpoAlpha
     delete state.config.train.pairSpan
+    delete state.config.train.dpopLambda
     writeFileSync(stateFile, JSON.stringify(state))
     const resumed = await OfflineRun.resume(checkpointDir(dir, 1), arithWorld, { openPolicy: open })
     expect(resumed.config.train.rpoAlpha).toBe(0)
     expect(resumed.config.train.pairSpan).toBe('whole')
+    expect(resumed.config.train.dpopLambda).toBe(0)
     expect(resumed.config.train.beta).toBe(c.train.beta)
     resumed.dispose()
   })

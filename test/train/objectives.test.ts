@@ -317,14 +317,14 @@ describe(`finite-difference gradient checks (h = ${H}, |fd − g| ≤ ${REL}|g| 
       }
       const batch: DpoBatch = { sequences, pairs }
       const beta = 0.1 + r()
-      // plain DPO, and with RPO's chosen-NLL term
-      for (const obj of [dpoObjective({ beta }), dpoObjective({ beta, rpoAlpha: 0.2 + r() })]) {
+      // plain DPO, with RPO's chosen-NLL term, and with DPO-Positive's penalty (both sides of its kink occur over the pairs)
+      for (const obj of [dpoObjective({ beta }), dpoObjective({ beta, rpoAlpha: 0.2 + r() }), dpoObjective({ beta, dpopLambda: 1 + 50 * r() })]) {
         const res = obj.compute(batch)
         sequences.forEach((s, i) => {
           for (let t = 0; t < s.logp.length; t++) {
             expect(res.b[i][t]).toBe(0)
             if (!(s.mask as Uint8Array)[t]) continue
-            expectClose(centralDiff(s.logp as Float64Array, t, () => obj.compute(batch).loss), res.a[i][t], `seed ${seed} rpoAlpha ${obj.config.rpoAlpha} a[${i}][${t}]`)
+            expectClose(centralDiff(s.logp as Float64Array, t, () => obj.compute(batch).loss), res.a[i][t], `seed ${seed} rpoAlpha ${obj.config.rpoAlpha} dpopLambda ${obj.config.dpopLambda} a[${i}][${t}]`)
           }
         })
       }
@@ -654,6 +654,33 @@ describe('DPO on a hand example', () => {
     expect(plain.metrics.chosenNll).toBeCloseTo(1.5, 15) // measured either way
     expect(dpoObjective().config.rpoAlpha).toBe(0)
     expectInvalid(() => dpoObjective({ rpoAlpha: -1 }), 'rpoAlpha')
+  })
+
+  it("dpo-positive (Pal et al. 2024): the penalty β·λ·(ref_c − π_c) inside z once the chosen response is below its reference, nothing above it", () => {
+    const pair = (chosenLogp: number[]): DpoBatch => ({
+      sequences: [
+        { logp: chosenLogp, refLogp: -3 },
+        { logp: [-2, -3], refLogp: -4 },
+      ],
+      pairs: [[0, 1]],
+    })
+    const beta = 0.1
+    const lambda = 50
+    // chosen below its reference by 0.5: z = 0.1·((−3.5 + 3) − (−5 + 4)) − 0.1·50·0.5 = 0.05 − 2.5
+    const below = dpoObjective({ beta, dpopLambda: lambda }).compute(pair([-1.5, -2]))
+    const z = 0.05 - 2.5
+    expect(below.loss).toBeCloseTo(Math.log1p(Math.exp(-z)), 14)
+    const g = -beta / (1 + Math.exp(z)) // ∂L/∂π_r = −g … the rejected side is DPO's
+    expect(below.a[1][0]).toBeCloseTo(-g, 14)
+    expect(below.a[0][0]).toBeCloseTo(g * (1 + lambda), 14) // the chosen side, steeper by 1 + λ
+    expect(below.metrics.chosenBelowReference).toBe(1)
+    // chosen above its reference: plain DPO exactly
+    const above = [dpoObjective({ beta, dpopLambda: lambda }), dpoObjective({ beta })].map((o) => o.compute(pair([-1, -1.5])))
+    expect(above[0].loss).toBe(above[1].loss)
+    expect(Array.from(above[0].a[0])).toEqual(Array.from(above[1].a[0]))
+    expect(above[0].metrics.chosenBelowReference).toBe(0)
+    expect(dpoObjective().config.dpopLambda).toBe(0)
+    expectInvalid(() => dpoObjective({ dpopLambda: -1 }), 'dpopLambda')
   })
 
   it('default β is 0.1 (UID B.3); the loss is stable for huge margins', () => {

@@ -58,6 +58,7 @@ export function offlineSchema() {
         batchSize: intAtLeast(1),
         beta: positive().describe('DPO β (UID B.3: 0.1)'),
         rpoAlpha: nonNegative().describe("DPO only: α of RPO's α·NLL(chosen) term (Pang et al. 2024, TRL's rpo_alpha), outside UID; 0: plain DPO, as UID"),
+        dpopLambda: nonNegative().describe("DPO only: λ of DPO-Positive's β·λ·max(0, ref_c − π_c) penalty (Pal et al. 2024; their 50), outside UID; 0: plain DPO, as UID"),
         pairSpan: oneOf(PAIR_SPANS).describe(
           "DPO only: the tokens a pair is scored on. 'whole': every completion token (UID B.3). 'first-difference': each response up to and including the first token where the two differ, outside UID (a token-level Step-DPO)",
         ),
@@ -82,7 +83,7 @@ export const PAPER_PRESET: OfflineConfig = {
   pool: { dir: '', level: 3, prompts: 706, calibrationPrompts: 88, k: 8, temperature: 0.7, topP: 0.95, maxTokens: 16384, seed: 'uid-offline', scoring: { topK: 25, bins: 32, minTokens: 32 } },
   pairs: { minGap: 0.05, commonMethods: ['sc', 'uid-conj', 'uid-mix'] },
   warmStart: { lr: 5e-5, batchSize: 32, epochs: 1 },
-  train: { lr: 5e-5, batchSize: 32, warmupRatio: 0.03, minLrRatio: 0.1, beta: 0.1, rpoAlpha: 0, pairSpan: 'whole', alpha: 2, loraRank: 64, loraAlpha: 64, microBatchSize: 1, clipGradNorm: 1 },
+  train: { lr: 5e-5, batchSize: 32, warmupRatio: 0.03, minLrRatio: 0.1, beta: 0.1, rpoAlpha: 0, dpopLambda: 0, pairSpan: 'whole', alpha: 2, loraRank: 64, loraAlpha: 64, microBatchSize: 1, clipGradNorm: 1 },
   eval: {
     every: 25,
     size: 100,

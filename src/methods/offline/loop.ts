@@ -68,7 +68,7 @@ function trainingPlan(c: OfflineConfig, objective: TrainingPlan['objective'], lr
 
 /** The run's plan: DPO against the warm start (the frozen reference, LoRA off) or weighted SFT. */
 function runPlan(c: OfflineConfig): TrainingPlan {
-  return trainingPlan(c, c.objective === 'dpo' ? { name: 'dpo', beta: c.train.beta, rpoAlpha: c.train.rpoAlpha } : { name: 'sft' }, c.train.lr, c.steps)
+  return trainingPlan(c, c.objective === 'dpo' ? { name: 'dpo', beta: c.train.beta, rpoAlpha: c.train.rpoAlpha, dpopLambda: c.train.dpopLambda } : { name: 'sft' }, c.train.lr, c.steps)
 }
 
 /** Units of the arm, in a seeded order shared by every arm of the objective. */
@@ -160,7 +160,7 @@ export async function ensureWarmStart(poolDir: string, pool: ResponsePool, c: Of
   }
 }
 
-/** The toy preset of a saved config's objective: what a field it predates (train.rpoAlpha, train.pairSpan) takes on resume. */
+/** The toy preset of a saved config's objective: what a field it predates (train.rpoAlpha, dpopLambda, pairSpan) takes on resume. */
 function presetOf(config: unknown): OfflineConfig {
   return (config as Partial<OfflineConfig> | null)?.objective === 'dpo' ? DPO_TOY_PRESET : TOY_PRESET
 }

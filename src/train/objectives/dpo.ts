@@ -1,8 +1,9 @@
 // DPO on sequence logprob sums of the policy and its frozen reference (UID §4.3, B.3), optionally
-// with RPO's NLL term on the chosen response (Pang et al. 2024; TRL's rpo_alpha), outside UID.
+// with RPO's NLL term on the chosen response (Pang et al. 2024; TRL's rpo_alpha) or DPO-Positive's
+// penalty on a chosen response below its reference (Pal et al. 2024), both outside UID.
 
 import { InvalidArgumentError } from '../../engine/errors.js'
-import { dpoMargin, negLogSigmoid } from './formulas.js'
+import { dpopMargin, negLogSigmoid } from './formulas.js'
 import type { BatchNormalizer, DpoBatch, TokenObjective, TokenObjectiveResult } from './types.js'
 import { asConfig, checkArray, checkedSequence, checkKeys, checkOutputs, checkPairs, checkSameLength, inputFinite, normalizerField, numberField, sequencesOf, unmaskedCount } from './validation.js'
 
@@ -11,18 +12,25 @@ export interface DpoObjectiveConfig {
   beta?: number
   /** α ≥ 0 of RPO's term α·NLL(chosen), the chosen response's mean token NLL (default 0: plain DPO, as UID). */
   rpoAlpha?: number
+  /** λ ≥ 0 of DPO-Positive's β·λ·max(0, ref_c − π_c) inside the sigmoid (default 0: plain DPO, as UID). */
+  dpopLambda?: number
 }
 
 export interface ResolvedDpoConfig {
   beta: number
   rpoAlpha: number
+  dpopLambda: number
 }
 
 /** Validate a DPO config; throws InvalidArgumentError naming the field. */
 export function resolveDpoConfig(config?: DpoObjectiveConfig): ResolvedDpoConfig {
   const c = asConfig(config, 'dpo objective')
-  checkKeys(c, ['beta', 'rpoAlpha'], 'dpo objective')
-  return { beta: numberField(c, 'beta', 0.1, { min: 0, minExclusive: true }), rpoAlpha: numberField(c, 'rpoAlpha', 0, { min: 0 }) }
+  checkKeys(c, ['beta', 'rpoAlpha', 'dpopLambda'], 'dpo objective')
+  return {
+    beta: numberField(c, 'beta', 0.1, { min: 0, minExclusive: true }),
+    rpoAlpha: numberField(c, 'rpoAlpha', 0, { min: 0 }),
+    dpopLambda: numberField(c, 'dpopLambda', 0, { min: 0 }),
+  }
 }
 
 export interface DpoMetrics {
@@ -36,6 +44,8 @@ export interface DpoMetrics {
   accuracy: number
   /** Mean over pairs of the chosen response's mean token NLL (what RPO's term weighs by α). */
   chosenNll: number
+  /** Fraction of pairs whose chosen response is below the reference, π_c < ref_c (what DPO-Positive penalizes). */
+  chosenBelowReference: number
   pairs: number
   tokens: number
 }
@@ -44,6 +54,7 @@ export type DpoResult = TokenObjectiveResult<DpoMetrics>
 
 // UID §4.3 / B.3 with the standard DPO objective: L = (1/P) Σ_p −log σ(z_p); ∂L/∂logp_t = ±β·∂L/∂z for every unmasked token of the chosen (+) / rejected (−) sequence.
 // RPO (Pang et al. 2024, Eq. 1) adds (α/P) Σ_p −(1/T_c) Σ_t logp_t over the chosen tokens: ∂/∂logp_t = −α/(P·T_c) there.
+// DPO-Positive (Pal et al. 2024, §3) puts −β·λ·max(0, ref_c − π_c) into z: ∂z/∂π_c = β·(1 + λ) while π_c < ref_c.
 function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormalizer): DpoResult {
   const seqs = sequencesOf(batch, 'dpo')
   const S = seqs.length
@@ -89,8 +100,11 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
   let rr = 0
   let correct = 0
   let nll = 0
+  let below = 0
   for (const [ci, ri] of pairs) {
-    const z = dpoMargin(cfg.beta, pol[ci], ref[ci], pol[ri], ref[ri])
+    const z = dpopMargin(cfg.beta, cfg.dpopLambda, pol[ci], ref[ci], pol[ri], ref[ri])
+    const chosenBelow = pol[ci] < ref[ci]
+    if (chosenBelow) below++
     rc += cfg.beta * (pol[ci] - ref[ci])
     rr += cfg.beta * (pol[ri] - ref[ri])
     if (z > 0) correct++
@@ -99,8 +113,8 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
     if (P === 0) continue
     const l = negLogSigmoid(z)
     loss += l.value / P
-    const g = (cfg.beta * l.grad) / P // ∂L/∂π_c; ∂L/∂π_r = −g
-    dSeq[ci] += g
+    const g = (cfg.beta * l.grad) / P // ∂L/∂π_r = −g; ∂L/∂π_c = g, times (1 + λ) below the reference
+    dSeq[ci] += chosenBelow ? g * (1 + cfg.dpopLambda) : g
     dSeq[ri] -= g
     if (cfg.rpoAlpha > 0 && counts[ci] > 0) {
       loss += (cfg.rpoAlpha * chosenNll) / P
@@ -129,6 +143,7 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
       rewardMargin: np > 0 ? (rc - rr) / np : 0,
       accuracy: np > 0 ? correct / np : 0,
       chosenNll: np > 0 ? nll / np : 0,
+      chosenBelowReference: np > 0 ? below / np : 0,
       pairs: np,
       tokens,
     },
@@ -137,7 +152,7 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
 
 export type DpoObjective = TokenObjective<'dpo', DpoBatch, DpoMetrics, ResolvedDpoConfig>
 
-/** DPO on sequence logprob sums of policy and frozen reference (UID §4.3, B.3), with RPO's chosen-NLL term when rpoAlpha > 0. */
+/** DPO on sequence logprob sums of policy and frozen reference (UID §4.3, B.3), with RPO's chosen-NLL term when rpoAlpha > 0 and DPO-Positive's penalty when dpopLambda > 0. */
 export function dpoObjective(config?: DpoObjectiveConfig): DpoObjective {
   const cfg = Object.freeze(resolveDpoConfig(config))
   return { name: 'dpo', kind: 'token', config: cfg, compute: (batch, normalizer) => computeDpo(cfg, batch, normalizer) }

@@ -144,3 +144,8 @@ export function negLogSigmoid(d: number): ValueGrad {
 export function dpoMargin(beta: number, policyChosen: number, refChosen: number, policyRejected: number, refRejected: number): number {
   return beta * (policyChosen - refChosen - (policyRejected - refRejected))
 }
+
+// DPO-Positive (Pal et al. 2024, §3): z − β·λ·max(0, ref_c − π_c), a penalty once the chosen response falls below the reference.
+export function dpopMargin(beta: number, lambda: number, policyChosen: number, refChosen: number, policyRejected: number, refRejected: number): number {
+  return dpoMargin(beta, policyChosen, refChosen, policyRejected, refRejected) - beta * lambda * Math.max(0, refChosen - policyChosen)
+}
