@@ -5,7 +5,7 @@
 // arrays and non-finite values; NaN is never reduced away; a rank that stays away makes the other's
 // operation fail with ERR_AD_COLLECTIVE_TIMEOUT within its timeout, and the collective refuses
 // every later operation. The 1-rank collective leaves buffers as they are.
-import { spawnSync } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -20,9 +20,14 @@ afterAll(() => rmSync(root, { recursive: true, force: true }))
 const unavailable = await mpiUnavailable()
 if (unavailable) console.warn(`test/parallel/collective.test.ts: 2-rank tests skipped: ${unavailable}`)
 
-function ranks(mode: string, timeoutMs: number): { results: Record<string, unknown>[]; status: number | null } {
+async function ranks(mode: string, timeoutMs: number): Promise<{ results: Record<string, unknown>[]; status: number | null }> {
   const out = mkdtempSync(join(root, `${mode}-`))
-  const run = spawnSync('mpirun', ['-np', '2', '--oversubscribe', process.execPath, FIXTURE, mode, out, String(timeoutMs)], { env: MPI_ENV, encoding: 'utf8', timeout: 60_000 })
+  // detached: mpirun in a process group of its own, as the --ranks launcher starts it (its teardown
+  // signals process groups, and must never reach the test runner's)
+  const mpirun = spawn('mpirun', ['-np', '2', '--oversubscribe', process.execPath, FIXTURE, mode, out, String(timeoutMs)], { env: MPI_ENV, stdio: 'ignore', detached: true })
+  const overdue = setTimeout(() => process.kill(-mpirun.pid!, 'SIGKILL'), 60_000)
+  const status = await new Promise<number | null>((resolve) => mpirun.on('close', resolve))
+  clearTimeout(overdue)
   const results = [0, 1].flatMap((r) => {
     try {
       return [JSON.parse(readFileSync(join(out, `rank-${r}.json`), 'utf8')) as Record<string, unknown>]
@@ -30,18 +35,18 @@ function ranks(mode: string, timeoutMs: number): { results: Record<string, unkno
       return []
     }
   })
-  return { results, status: run.status }
+  return { results, status }
 }
 
 describe.skipIf(unavailable !== null)('the MPI collective on 2 ranks', () => {
-  it('all-reduce, broadcast and all-gather equal their float64 / byte references on random buffers of odd sizes', () => {
-    const { results, status } = ranks('ops', 20_000)
+  it('all-reduce, broadcast and all-gather equal their float64 / byte references on random buffers of odd sizes', async () => {
+    const { results, status } = await ranks('ops', 20_000)
     expect(status).toBe(0)
     expectOps(results, 'mpi')
   }, 90_000)
 
-  it('a rank that stays away: the other fails with ERR_AD_COLLECTIVE_TIMEOUT within its timeout, then refuses every operation', () => {
-    expectTimeout(ranks('timeout', 1000).results, 1000)
+  it('a rank that stays away: the other fails with ERR_AD_COLLECTIVE_TIMEOUT within its timeout, then refuses every operation', async () => {
+    expectTimeout((await ranks('timeout', 1000)).results, 1000)
   }, 90_000)
 })
 
