@@ -674,6 +674,7 @@ describe('DPO on a hand example', () => {
     expect(below.a[1][0]).toBeCloseTo(-g, 14)
     expect(below.a[0][0]).toBeCloseTo(g * (1 + lambda), 14) // the chosen side, steeper by 1 + λ
     expect(below.metrics.chosenBelowReference).toBe(1)
+    expect(below.metrics.accuracy).toBe(1) // the reward margin 0.05 > 0, the penalty aside
     // chosen above its reference: plain DPO exactly
     const above = [dpoObjective({ beta, dpopLambda: lambda }), dpoObjective({ beta })].map((o) => o.compute(pair([-1, -1.5])))
     expect(above[0].loss).toBe(above[1].loss)

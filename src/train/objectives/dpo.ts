@@ -3,7 +3,7 @@
 // penalty on a chosen response below its reference (Pal et al. 2024), both outside UID.
 
 import { InvalidArgumentError } from '../../engine/errors.js'
-import { dpopMargin, negLogSigmoid } from './formulas.js'
+import { dpoMargin, dpopMargin, negLogSigmoid } from './formulas.js'
 import type { BatchNormalizer, DpoBatch, TokenObjective, TokenObjectiveResult } from './types.js'
 import { asConfig, checkArray, checkedSequence, checkKeys, checkOutputs, checkPairs, checkSameLength, inputFinite, normalizerField, numberField, sequencesOf, unmaskedCount } from './validation.js'
 
@@ -40,7 +40,7 @@ export interface DpoMetrics {
   rewardRejected: number
   /** Mean of z = β[(π_c − ref_c) − (π_r − ref_r)]. */
   rewardMargin: number
-  /** Fraction of pairs with z > 0. */
+  /** Fraction of pairs whose chosen implicit reward is above the rejected one's (DPO's z > 0; DPO-Positive's penalty aside). */
   accuracy: number
   /** Mean over pairs of the chosen response's mean token NLL (what RPO's term weighs by α). */
   chosenNll: number
@@ -107,7 +107,7 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
     if (chosenBelow) below++
     rc += cfg.beta * (pol[ci] - ref[ci])
     rr += cfg.beta * (pol[ri] - ref[ri])
-    if (z > 0) correct++
+    if (dpoMargin(cfg.beta, pol[ci], ref[ci], pol[ri], ref[ri]) > 0) correct++
     const chosenNll = counts[ci] > 0 ? -pol[ci] / counts[ci] : 0
     nll += chosenNll
     if (P === 0) continue
