@@ -163,13 +163,12 @@ async function evolve(argv: string[]): Promise<number> {
     })
   }
   if (ranks > 1 && !options['rank-child']) {
-    await launchRanks({
+    return await launchRanks({
       ranks,
       args: rankArgs(argv, options),
       timeoutMs: collectiveTimeout === undefined ? undefined : Math.round(collectiveTimeout * 1000),
       checkWeightsEvery,
     })
-    return 0
   }
   if (options['rank-child']) stopWithLauncher(process.env[RANK_ENV.rank] ?? process.env.OMPI_COMM_WORLD_RANK ?? '?')
   const rank: RankContext | null = options['rank-child'] ? await openRank() : null

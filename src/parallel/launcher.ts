@@ -5,7 +5,7 @@
 // ranks together; the MPI collective opens in each). Rank 0's output is the command's output; the
 // other ranks print only their errors. When a rank dies or fails, mpirun stops the others and the
 // command fails with RankFailedError naming the rank (mpirun's own multi-line notice is folded into
-// that one line).
+// that one line). A Ctrl-C or SIGTERM stops every rank at once, and the command exits 130 or 143.
 //
 // `autodidact evolve … --gpus N [--nodes M --node-rank R --rendezvous HOST:PORT]`: the command
 // starts this node's N rank processes itself (no mpirun), each `node <cli> evolve … --rank-child`
@@ -15,6 +15,7 @@
 // the ranks stop by themselves when the launcher is killed outright (stopWithLauncher).
 import { spawn } from 'node:child_process'
 import { writeSync } from 'node:fs'
+import { constants } from 'node:os'
 import { createServer, type AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { AutodidactError } from '../engine/errors.js'
@@ -65,7 +66,12 @@ export function mpirunArgs(o: Pick<LaunchOptions, 'ranks' | 'args'>): string[] {
   return ['-np', String(o.ranks), '--oversubscribe', '--bind-to', 'none', process.execPath, CLI, 'evolve', ...o.args, '--rank-child']
 }
 
-export async function launchRanks(o: LaunchOptions): Promise<void> {
+/**
+ * Starts the ranks under mpirun and waits for them. Returns the command's exit code: 0, or 128 +
+ * the signal when a Ctrl-C or SIGTERM stopped every rank (mpirun stops them at once; the last whole
+ * checkpoint stays). A rank that fails or dies is a RankFailedError.
+ */
+export async function launchRanks(o: LaunchOptions): Promise<number> {
   const stdout = o.stdout ?? process.stdout
   const stderr = o.stderr ?? process.stderr
   const mpi = (await collectiveLibraries()).mpi
@@ -90,7 +96,11 @@ export async function launchRanks(o: LaunchOptions): Promise<void> {
   // Ctrl-C or a kill of the command stops every rank (mpirun takes them down with it). mpirun is
   // outside the terminal's foreground group, so the launcher passes these on; a launcher killed
   // outright closes mpirun's stdout and stderr, and mpirun goes at its next write.
-  const forward = (signal: NodeJS.Signals) => () => child.kill(signal)
+  let stoppedBy: NodeJS.Signals | null = null
+  const forward = (signal: NodeJS.Signals) => () => {
+    stoppedBy ??= signal
+    child.kill(signal)
+  }
   const onInt = forward('SIGINT')
   const onTerm = forward('SIGTERM')
   process.on('SIGINT', onInt)
@@ -103,7 +113,11 @@ export async function launchRanks(o: LaunchOptions): Promise<void> {
       child.on('close', (code, signal) => resolve({ code, signal }))
     })
     notices.flush()
-    if (code === 0) return
+    if (code === 0) return 0
+    if (stoppedBy) {
+      stderr.write(`autodidact: ${stoppedBy === 'SIGINT' ? 'Ctrl-C' : stoppedBy}: every rank was stopped; the last whole checkpoint is in the run folder (autodidact evolve --resume DIR)\n`)
+      return 128 + (constants.signals[stoppedBy] ?? 0)
+    }
     throw notices.failure(o.ranks, code, signal)
   } finally {
     process.off('SIGINT', onInt)

@@ -137,6 +137,25 @@ describe.skipIf(unavailable !== null)('evolve --ranks 2 equals the 1-rank run', 
     for (const d of readdirSync(join(out, 'checkpoints')).filter((d) => /^step-\d+$/.test(d))) expect(existsSync(join(out, 'checkpoints', d, 'run_state.json')), d).toBe(true)
   }, 240_000)
 
+  it('Ctrl-C to the command\'s process group (as a terminal sends it): every rank stops, the command says so and exits 130, the run resumes', async () => {
+    const out = join(root, 'interrupted')
+    let interruptedAt = 0
+    const run = await evolve(['--method', 'cose', '--config', COSE, '--steps', '400', '--out', out, '--ranks', '2'], (text, child) => {
+      if (interruptedAt || !/step 2\/400/.test(text)) return
+      interruptedAt = Date.now()
+      process.kill(-child.pid!, 'SIGINT') // the helper starts the command as its group's leader
+    })
+    expect(interruptedAt, run.stderr).toBeGreaterThan(0)
+    expect(run.code, run.stderr).toBe(130)
+    expect(run.stderr).toMatch(/autodidact: Ctrl-C: every rank was stopped; the last whole checkpoint is in the run folder/)
+    expect(run.stderr).not.toMatch(/failed/)
+    expect([rankPid(0, out), rankPid(1, out)]).toEqual([0, 0])
+    const next = (metrics(out).at(-1)!.step as number) + 1
+    const resumed = await evolve(['--resume', out, '--steps', String(next)])
+    expect(resumed.code, resumed.stderr).toBe(0)
+    expect(metrics(out).at(-1)!.step).toBe(next)
+  }, 120_000)
+
   it('mpirun runs in a process group of its own (its group kills never reach the launcher\'s job); the launcher killed outright takes mpirun and every rank with it', async () => {
     const out = join(root, 'launcher-killed')
     let seen: { mpirun: ProcessRow; launcherGroup: number | undefined; ranks: number[] } | null = null
