@@ -8,11 +8,12 @@
 //   every checkpoint on disk is whole, and the run resumes.
 // The step's micro-batches are split 2 per rank, so the gradient sum of the ranks is exercised.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { CLI, mpiUnavailable, MPI_ENV } from './mpi.js'
+import { alive, processes, rankPid, type ProcessRow } from './processes.js'
 import { COSE_CONFIG, differences, metrics, step, tensorDifferences, TTRL_CONFIG } from './run-compare.js'
 
 const root = mkdtempSync(join(tmpdir(), 'ad-parallel-'))
@@ -163,7 +164,7 @@ describe.skipIf(unavailable !== null)('evolve --ranks 2 equals the 1-rank run', 
       if (seen || !/step 1\/40/.test(text)) return
       const table = processes()
       const ranks = [rankPid(0, out), rankPid(1, out)]
-      const mpirun = table.find((p) => p.ppid === child.pid && p.command.includes('mpirun'))
+      const mpirun = table.find((p) => p.ppid === child.pid && p.argv.join(' ').includes('mpirun'))
       if (ranks.includes(0) || !mpirun) return
       seen = { mpirun, launcherGroup: table.find((p) => p.pid === child.pid)?.pgid, ranks }
       child.kill('SIGKILL')
@@ -178,48 +179,3 @@ describe.skipIf(unavailable !== null)('evolve --ranks 2 equals the 1-rank run', 
     expect([mpirun.pid, ...ranks].filter(alive)).toEqual([])
   }, 120_000)
 })
-
-interface ProcessRow {
-  pid: number
-  ppid: number
-  pgid: number
-  state: string
-  command: string
-}
-
-/** Every process's pid, parent, process group, state and command line, read from /proc. */
-function processes(): ProcessRow[] {
-  const rows: ProcessRow[] = []
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    const row = processRow(Number(pid))
-    if (row) rows.push(row)
-  }
-  return rows
-}
-
-function processRow(pid: number): ProcessRow | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    const [state, ppid, pgid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ') // fields 3, 4, 5 of proc(5)
-    return { pid, ppid: Number(ppid), pgid: Number(pgid), state, command: readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ') }
-  } catch {
-    return null // a process that ended while we looked
-  }
-}
-
-const alive = (pid: number) => (processRow(pid)?.state ?? 'Z') !== 'Z'
-
-/** The pid of rank `rank` of the run writing `outDir` (its --rank-child process, found through /proc), or 0. */
-function rankPid(rank: number, outDir: string): number {
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
-      if (!cmdline.includes('--rank-child') || !cmdline.includes(outDir)) continue
-      const env = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')
-      if (env.includes(`OMPI_COMM_WORLD_RANK=${rank}`)) return Number(pid)
-    } catch {
-      // a process that ended while we looked
-    }
-  }
-  return 0
-}

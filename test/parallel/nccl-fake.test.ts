@@ -17,6 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { freeLocalPort, launchGpuRanks } from '../../src/parallel/launcher.js'
 import { expectOps, expectTimeout } from './collective-checks.js'
 import { CLI } from './mpi.js'
+import { alive, rankChildPids } from './processes.js'
 import { COSE_CONFIG, differences, metrics, step, tensorDifferences } from './run-compare.js'
 
 const FIXTURE = join(import.meta.dirname, 'fixtures', 'collective-ranks.mjs')
@@ -147,7 +148,7 @@ describe.skipIf(lib === null)('the NCCL collective over a stand-in library', () 
     const run = join(dir, 'run')
     const env = { ...process.env, AUTODIDACT_NCCL: join(lib!, 'fake.so'), LD_LIBRARY_PATH: lib!, FAKE_NCCL_DIR: exchange, CUDA_VISIBLE_DEVICES: undefined }
     const launcher = spawn(process.execPath, [join(import.meta.dirname, 'fixtures', 'gpu-launch.mjs'), dir, 'evolve', '--threads', '1', '--method', 'cose', '--steps', '200', '--device', 'cpu', '--out', run], { env, stdio: 'ignore' })
-    const ranksOf = () => rankPids(run)
+    const ranksOf = () => rankChildPids(run)
     const deadline = Date.now() + 60_000
     while (!existsSync(join(run, 'metrics.jsonl')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100)) // both ranks past their start
     const pids = ranksOf()
@@ -159,26 +160,3 @@ describe.skipIf(lib === null)('the NCCL collective over a stand-in library', () 
   }, 120_000)
 })
 
-/** The pids of the --rank-child processes writing `outDir` (found through /proc). */
-function rankPids(outDir: string): number[] {
-  return readdirSync('/proc')
-    .filter((p) => /^\d+$/.test(p))
-    .filter((pid) => {
-      try {
-        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
-        return cmdline.includes('--rank-child') && cmdline.includes(outDir)
-      } catch {
-        return false // it ended while we looked
-      }
-    })
-    .map(Number)
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ') // a zombie has stopped
-  } catch {
-    return false
-  }
-}
