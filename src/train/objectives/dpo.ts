@@ -3,7 +3,7 @@
 // penalty on a chosen response below its reference (Pal et al. 2024), both outside UID.
 
 import { InvalidArgumentError } from '../../engine/errors.js'
-import { dpoMargin, dpopMargin, negLogSigmoid } from './formulas.js'
+import { dpoMargin, dpopPenalty, negLogSigmoid } from './formulas.js'
 import type { BatchNormalizer, DpoBatch, TokenObjective, TokenObjectiveResult } from './types.js'
 import { asConfig, checkArray, checkedSequence, checkKeys, checkOutputs, checkPairs, checkSameLength, inputFinite, normalizerField, numberField, sequencesOf, unmaskedCount } from './validation.js'
 
@@ -102,12 +102,13 @@ function computeDpo(cfg: ResolvedDpoConfig, batch: DpoBatch, norm?: BatchNormali
   let nll = 0
   let below = 0
   for (const [ci, ri] of pairs) {
-    const z = dpopMargin(cfg.beta, cfg.dpopLambda, pol[ci], ref[ci], pol[ri], ref[ri])
+    const margin = dpoMargin(cfg.beta, pol[ci], ref[ci], pol[ri], ref[ri])
+    const z = margin - dpopPenalty(cfg.beta, cfg.dpopLambda, pol[ci], ref[ci])
     const chosenBelow = pol[ci] < ref[ci]
     if (chosenBelow) below++
     rc += cfg.beta * (pol[ci] - ref[ci])
     rr += cfg.beta * (pol[ri] - ref[ri])
-    if (dpoMargin(cfg.beta, pol[ci], ref[ci], pol[ri], ref[ri]) > 0) correct++
+    if (margin > 0) correct++
     const chosenNll = counts[ci] > 0 ? -pol[ci] / counts[ci] : 0
     nll += chosenNll
     if (P === 0) continue

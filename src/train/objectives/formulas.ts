@@ -145,7 +145,7 @@ export function dpoMargin(beta: number, policyChosen: number, refChosen: number,
   return beta * (policyChosen - refChosen - (policyRejected - refRejected))
 }
 
-// DPO-Positive (Pal et al. 2024, §3): z − β·λ·max(0, ref_c − π_c), a penalty once the chosen response falls below the reference.
-export function dpopMargin(beta: number, lambda: number, policyChosen: number, refChosen: number, policyRejected: number, refRejected: number): number {
-  return dpoMargin(beta, policyChosen, refChosen, policyRejected, refRejected) - beta * lambda * Math.max(0, refChosen - policyChosen)
+// DPO-Positive (Pal et al. 2024, §3): z − β·λ·max(0, ref_c − π_c); this is the penalty, taken once the chosen response falls below the reference.
+export function dpopPenalty(beta: number, lambda: number, policyChosen: number, refChosen: number): number {
+  return beta * lambda * Math.max(0, refChosen - policyChosen)
 }
