@@ -1,10 +1,10 @@
 // `autodidact export --format gguf|onnx --model DIR --out PATH [--dtype f32|f16|q8_0]`: write a model
 // folder for other runtimes. gguf: one file for llama.cpp / Ollama / node-llama-cpp
 // (src/export/gguf.ts). onnx: a folder for onnxruntime / transformers.js (src/export/onnx.ts).
-import { constants } from 'node:os'
 
 import { InvalidArgumentError } from '../engine/errors.js'
 import { removeLiveTempsSync } from '../util/atomic.js'
+import { signalExitCode } from '../util/signals.js'
 import { exportGguf } from '../export/gguf.js'
 import { exportOnnx } from '../export/onnx.js'
 import { parseArgs } from './args.js'
@@ -42,7 +42,7 @@ async function withTempCleanupOnSignals<T>(work: () => Promise<T>): Promise<T> {
   const stop = (signal: NodeJS.Signals) => {
     removeLiveTempsSync()
     process.stderr.write(`autodidact export: ${signal}: stopped; the partial output was removed\n`)
-    process.exit(128 + (constants.signals[signal] ?? 0))
+    process.exit(signalExitCode(signal))
   }
   for (const s of STOP_SIGNALS) process.on(s, stop)
   try {

@@ -15,10 +15,10 @@
 // the ranks stop by themselves when the launcher is killed outright (stopWithLauncher).
 import { spawn } from 'node:child_process'
 import { writeSync } from 'node:fs'
-import { constants } from 'node:os'
 import { createServer, type AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { AutodidactError } from '../engine/errors.js'
+import { signalExitCode } from '../util/signals.js'
 import { collectiveLibraries } from './collective.js'
 import { RANK_ENV } from './ranks.js'
 
@@ -116,7 +116,7 @@ export async function launchRanks(o: LaunchOptions): Promise<number> {
     if (code === 0) return 0
     if (stoppedBy) {
       stderr.write(`autodidact: ${stoppedBy === 'SIGINT' ? 'Ctrl-C' : stoppedBy}: every rank was stopped; the last whole checkpoint is in the run folder (autodidact evolve --resume DIR)\n`)
-      return 128 + (constants.signals[stoppedBy] ?? 0)
+      return signalExitCode(stoppedBy)
     }
     throw notices.failure(o.ranks, code, signal)
   } finally {
