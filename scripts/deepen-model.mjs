@@ -39,6 +39,10 @@ const normal = () => {
   return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * rng.nextFloat())
 }
 const last = tensors.filter((t) => t.name.startsWith(`model.layers.${layers - 1}.`))
+if (!(Number.isInteger(layers) && layers >= 1) || last.length === 0) {
+  console.error(`${src}: config.json's num_hidden_layers (${layers}) does not name the folder's last layer`)
+  process.exit(2)
+}
 for (let e = 0; e < extra; e++) {
   for (const t of last) {
     const name = t.name.replace(`model.layers.${layers - 1}.`, `model.layers.${layers + e}.`)
