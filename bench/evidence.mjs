@@ -42,7 +42,7 @@
 //   and result file are tagged -guard-<action>. --collapse-rule falls: the guard fires on the held-out
 //   fall alone, whatever the reward does (tagged -guard-<action>-falls).
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
@@ -482,9 +482,24 @@ function meanOverSeeds(cells, path) {
 const levelTag = (level) => (level === DEFAULT_LEVEL ? '' : `-L${level}`)
 
 /** Where a run's result goes unless --out says: evidence.json for the reduced size at the default level, else tagged -<sizes>, -L<N>, -tuning (--tune-only). */
-/** '' for the bundled model, else `-<folder name>`: what names another base's cells and result file. */
-function modelTag(base) {
-  return resolve(base) === resolve(DEFAULT_MODEL) ? '' : `-${basename(resolve(base))}`
+/**
+ * '' for the bundled model, else `-<folder name>-w<digest of its weights>`: what names another base's
+ * cells and result file. The digest keeps two models in folders of the same name (two fine-tunes each
+ * kept as DIR/nines) from sharing cells.
+ */
+export function modelTag(base) {
+  if (resolve(base) === resolve(DEFAULT_MODEL)) return ''
+  const digest = weightsDigest(base)
+  return `-${basename(resolve(base))}${digest ? `-w${digest}` : ''}`
+}
+
+/** The first 8 hex digits of a SHA-256 over the folder's *.safetensors files in name order; null without any (a scripted policy's stand-in base). */
+function weightsDigest(dir) {
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.safetensors')).sort() : []
+  if (!files.length) return null
+  const hash = createHash('sha256')
+  for (const f of files) hash.update(readFileSync(join(dir, f)))
+  return hash.digest('hex').slice(0, 8)
 }
 
 /** '' at the sizes' own split sizes, else `-items<dev>x<test>`: cells evaluated on other splits never mix. */
@@ -552,7 +567,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const sp = splits(world, s, level)
   const started = Date.now()
   const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
-  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, rule: collapseRule, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, rule: collapseRule, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', ...(weightsDigest(base) ? { modelWeights: weightsDigest(base) } : {}), notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come

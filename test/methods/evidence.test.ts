@@ -12,7 +12,7 @@ import { arithScript, scriptedAnswer } from './arith-script.js'
 const root = mkdtempSync(join(tmpdir(), 'ad-evidence-'))
 afterAll(() => rmSync(root, { recursive: true, force: true }))
 // @ts-expect-error: a plain ES module of bench/ without type declarations
-const bench = (await import('../../bench/evidence.mjs')) as { runEvidence: (o: Record<string, unknown>) => Promise<any>; table: (r: unknown) => string; SIZES: Record<string, any> }
+const bench = (await import('../../bench/evidence.mjs')) as { runEvidence: (o: Record<string, unknown>) => Promise<any>; table: (r: unknown) => string; SIZES: Record<string, any>; modelTag: (base: string) => string }
 
 /** Right with probability 0.4 + 0.15 per optimizer step taken (up to 0.85): training visibly helps. */
 const improving = (c: ScriptContext) => arithScript({ solveRate: Math.min(0.85, 0.4 + 0.15 * c.updates), malformedRate: 0.1 })(c)
@@ -216,4 +216,18 @@ describe('bench/evidence.mjs --quick', () => {
       delete bench.SIZES['quick-guard']
     }
   }, 120_000)
+  it('another base model\'s cells are named by its folder and a digest of its weights: two fine-tunes in folders of the same name never share cells', () => {
+    const weights = (dir: string, bytes: number[]) => {
+      mkdirSync(dir, { recursive: true })
+      writeFileSync(join(dir, 'model.safetensors'), Buffer.from(bytes))
+      return dir
+    }
+    const a = weights(join(root, 'tag-a', 'nines'), [1, 2, 3])
+    const b = weights(join(root, 'tag-b', 'nines'), [1, 2, 4])
+    const c = weights(join(root, 'tag-c', 'nines'), [1, 2, 3])
+    expect(bench.modelTag(a)).toMatch(/^-nines-w[0-9a-f]{8}$/)
+    expect(bench.modelTag(b)).not.toBe(bench.modelTag(a))
+    expect(bench.modelTag(c)).toBe(bench.modelTag(a))
+    expect(bench.modelTag(join(import.meta.dirname, '..', '..', 'models', 'arith-qwen3-tiny'))).toBe('')
+  })
 })
