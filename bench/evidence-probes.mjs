@@ -38,6 +38,8 @@
 //        nice node bench/evidence-probes.mjs dpo-warm-start [--level 3] [--cells bench/results/evidence-cells-full-items400x500] [--lr-scale 1]
 //        nice node bench/evidence-probes.mjs guard-effect --method jzero --cells DIR --guarded DIR --lr-scale 0.3
 //        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200] [--keep DIR]
+//          [--rest teacher|own] (the other roles' half of each batch: the teachers' transcripts, or the
+//          model's own T 1 samples, so that only the Judge learns)
 //          (--keep DIR: the fine-tuned models stay, as DIR/<check>, e.g. for bench/evidence.mjs --model;
 //          --steps 0: no fine-tune, the --model weights judge as they are, in each form; --solver DIR:
 //          whose samples are rated, default the bundled model)
@@ -68,6 +70,8 @@ const probe = process.argv[2]
 const world = arithWorld()
 const MODEL = arg('model', DEFAULT_MODEL)
 const JUDGE = arg('judge', BUNDLED_JUDGE)
+/** judge-checks --rest: the other roles' half of each fine-tune batch, the teachers' transcripts or the model's own samples. */
+const REST = arg('rest', 'teacher')
 
 /** Normalized-entropy confidence (COSE Eq. 2–3) over the positions `keep` selects. */
 function confidence(entropy, keep, vocab) {
@@ -244,15 +248,35 @@ async function fineTuneJudge(check, steps, lr) {
   const judged = buildCorpus({ seed: `judge-checks-${check}`, size: steps * half, mix: { judge: 1 }, levelWeights, judge: { check, lazyRate: 0, inputWrongRate: 0.7 } })
   const rest = buildCorpus({ seed: 'judge-checks-rest', size: steps * half, mix: { ...TOY_RECIPE_DEFAULTS.mix, judge: 0 }, levelWeights })
   const encode = (it) => ({ prompt: model.tokenizer.encode(it.prompt, { addSpecialTokens: false }), completion: [...model.tokenizer.encode(it.completion, { addSpecialTokens: false }), TOY_IDS.imEnd] })
+  const restSequences = REST === 'own' ? await ownSamples(model, rest) : rest.map(encode)
   for (let step = 0; step < steps; step++) {
-    const items = [...judged.slice(step * half, (step + 1) * half), ...rest.slice(step * half, (step + 1) * half)]
-    const m = await trainer.step({ sequences: items.map(encode) })
+    const sequences = [...judged.slice(step * half, (step + 1) * half).map(encode), ...restSequences.slice(step * half, (step + 1) * half)]
+    const m = await trainer.step({ sequences })
     if ((step + 1) % 100 === 0) process.stderr.write(`${check}: step ${step + 1}/${steps} loss ${m.loss.toFixed(4)}\n`)
   }
   const dir = KEEP ? join(KEEP, check) : mkdtempSync(join(tmpdir(), `judge-checks-${check}-`))
   await model.save(dir)
   model.dispose()
   return dir
+}
+
+/**
+ * judge-checks --rest own: the other roles' half of each batch is the model's own T 1 completions of
+ * the same prompts, sampled before the fine-tune starts. SFT on its own samples minimizes
+ * KL(p_before ‖ p_θ) on those roles, so the Solver, Proposer and Validator stay where they were and
+ * only the Judge learns the new check.
+ */
+async function ownSamples(model, items) {
+  const prompts = items.map((it) => model.tokenizer.encode(it.prompt, { addSpecialTokens: false }))
+  const own = []
+  for (let start = 0; start < prompts.length; start += 512) {
+    const groups = await model.generate(prompts.slice(start, start + 512), { n: 1, temperature: 1, maxTokens: 256, seed: 17 + start })
+    for (const [i, [c]] of groups.entries()) {
+      const body = Array.from(c.tokens).filter((t) => t !== TOY_IDS.imEnd && t !== TOY_IDS.endoftext)
+      own.push({ prompt: prompts[start + i], completion: c.finishReason === 'stop' ? [...body, TOY_IDS.imEnd] : body })
+    }
+  }
+  return own
 }
 
 /** Mean of P(says right | right) − P(says right | wrong) over question resamples: [2.5%, 97.5%]. */
@@ -339,6 +363,7 @@ async function judgeChecks() {
   if (!(Number.isInteger(steps) && steps >= 0)) refuse(`--steps must be a whole number ≥ 0, got ${arg('steps')}`)
   if (!(lr > 0)) refuse(`--lr must be a number > 0, got ${arg('lr')}`)
   if (!(Number.isInteger(n) && n >= 1)) refuse(`--questions must be a whole number ≥ 1, got ${arg('questions')}`)
+  if (!['teacher', 'own'].includes(REST)) refuse(`--rest must be teacher or own, got ${REST}`)
   for (const c of checks) if (!JUDGE_CHECKS.includes(c)) refuse(`--checks: '${c}' is not one of ${JUDGE_CHECKS.join(', ')}`)
   const solverDir = arg('solver', DEFAULT_MODEL)
   const solver = await loadModel(solverDir, { threads: 2 })
@@ -350,7 +375,7 @@ async function judgeChecks() {
     probe: 'judge-checks',
     model: MODEL,
     solver: solverDir,
-    fineTune: { steps, sequencesPerStep: 32, judgeShare: 0.5, lr, schedule: 'cosine, 20 warmup steps, to 0.1×', judgeInputWrongRate: 0.7, judgeLazyRate: 0 },
+    fineTune: { steps, sequencesPerStep: 32, judgeShare: 0.5, otherRoles: REST === 'own' ? "the model's own T 1 samples (self-distillation)" : "the teachers' transcripts", lr, schedule: 'cosine, 20 warmup steps, to 0.1×', judgeInputWrongRate: 0.7, judgeLazyRate: 0 },
     level: 3,
     questions: n,
     samplesPerQuestion: 2,
