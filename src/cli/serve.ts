@@ -9,6 +9,7 @@ import { InvalidArgumentError } from '../engine/errors.js'
 import { loadModel } from '../engine/model.js'
 import { packageRoot } from '../native.js'
 import { createOpenAIServer, LISTENING_PREFIX } from '../serve/server.js'
+import { signalExitCode } from '../util/signals.js'
 import { deviceOption, parseArgs, weightsOption, weightsUsage } from './args.js'
 
 export const SERVE_USAGE = `usage: autodidact serve [options]
@@ -111,8 +112,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
     const stop = (signal: NodeJS.Signals) => {
       process.off('SIGTERM', stop)
       process.off('SIGINT', stop)
-      // a second signal while draining exits at once
-      process.once(signal, () => process.exit(130))
+      // a second signal while draining exits at once, with the shell's code for it (130 SIGINT, 143 SIGTERM)
+      process.once(signal, () => process.exit(signalExitCode(signal)))
       process.stderr.write(`autodidact serve: ${signal}, shutting down\n`)
       server
         .close()
