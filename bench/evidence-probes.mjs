@@ -33,6 +33,9 @@
 //     evidence run with the collapse guard (--guarded DIR) and of the same run without it (--cells DIR),
 //     seed by seed at one lr scale, and reports guarded vs plain with the evidence's paired bootstrap
 //     and where the guard fired. Reads saved cells only; trains and samples nothing.
+//   against-base: each arm's test cells of an evidence run against the base model of another run on the
+//     same test items (e.g. COSE on a fine-tune against the bundled model it was made from). Reads
+//     saved cells only.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
 //        nice node bench/evidence-probes.mjs dpo-warm-start [--level 3] [--cells bench/results/evidence-cells-full-items400x500] [--lr-scale 1]
@@ -43,6 +46,7 @@
 //          (--keep DIR: the fine-tuned models stay, as DIR/<check>, e.g. for bench/evidence.mjs --model;
 //          --steps 0: no fine-tune, the --model weights judge as they are, in each form; --solver DIR:
 //          whose samples are rated, default the bundled model)
+//        nice node bench/evidence-probes.mjs against-base --method cose --cells DIR --base-cells DIR --lr-scale 1 [--seeds 1,2,3]
 //   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
 //   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -448,6 +452,20 @@ async function dpoWarmStart() {
   }
 }
 
+/** One saved evidence cell (its per-item mean@4 and greedy answers), or a refusal naming the file. */
+function readCell(bench, dir, key, refuse) {
+  const file = bench.cellFile(dir, key)
+  if (!existsSync(file)) refuse(`no cell ${file}`)
+  let cell
+  try {
+    cell = JSON.parse(readFileSync(file, 'utf8'))
+  } catch (e) {
+    refuse(`${file}: not a cell (${e.message})`)
+  }
+  if (!Array.isArray(cell?.mean4) || !Array.isArray(cell?.greedy)) refuse(`${file}: not a cell (no mean4 and greedy answers)`)
+  return cell
+}
+
 async function guardEffect() {
   const bench = await import('./evidence.mjs')
   const refuse = (message) => {
@@ -459,18 +477,7 @@ async function guardEffect() {
   const [plainDir, guardedDir, scale] = [arg('cells', null), arg('guarded', null), arg('lr-scale', null)]
   if (!plainDir || !guardedDir || !scale) refuse('--cells DIR (the run without the guard), --guarded DIR (with it) and --lr-scale X (the scale of their test cells) are required')
   const seeds = [1, 2, 3]
-  const read = (dir, arm, seed) => {
-    const file = bench.cellFile(dir, bench.cellKey(method, arm, seed, scale, 'test'))
-    if (!existsSync(file)) refuse(`no ${method} test cell ${file}`)
-    let cell
-    try {
-      cell = JSON.parse(readFileSync(file, 'utf8'))
-    } catch (e) {
-      refuse(`${file}: not a cell (${e.message})`)
-    }
-    if (!Array.isArray(cell?.mean4) || !Array.isArray(cell?.greedy)) refuse(`${file}: not a cell (no mean4 and greedy answers)`)
-    return cell
-  }
+  const read = (dir, arm, seed) => readCell(bench, dir, bench.cellKey(method, arm, seed, scale, 'test'), refuse)
   const out = { probe: 'guard-effect', method, plain: plainDir, guarded: guardedDir, lrScale: Number(scale), seeds, arms: {} }
   for (const arm of Object.keys(bench.METHOD_TABLE[method].arms)) {
     const plain = seeds.map((seed) => read(plainDir, arm, seed))
@@ -486,7 +493,35 @@ async function guardEffect() {
   return out
 }
 
-const probes = { 'guard-effect': guardEffect, 'dpo-warm-start': dpoWarmStart, 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
+/**
+ * against-base: each arm's test cells of an evidence run (--cells DIR, --method, --lr-scale) against
+ * the base test cell of another run on the same test items (--base-cells DIR), with the evidence's
+ * paired bootstrap: e.g. COSE on a fine-tuned model against the bundled model it was made from.
+ */
+async function againstBase() {
+  const bench = await import('./evidence.mjs')
+  const refuse = (message) => {
+    console.error(`against-base: ${message}`)
+    process.exit(2)
+  }
+  const method = arg('method', 'cose')
+  if (!bench.METHOD_TABLE[method]) refuse(`--method ${method}: one of ${Object.keys(bench.METHOD_TABLE).join(', ')}`)
+  const [cellsDir, baseDir, scale] = [arg('cells', null), arg('base-cells', null), arg('lr-scale', null)]
+  if (!cellsDir || !baseDir || !scale) refuse('--cells DIR (the run), --base-cells DIR (the run whose base it is compared with) and --lr-scale X (the scale of the test cells) are required')
+  const seeds = String(arg('seeds', '1,2,3')).split(',').map(Number)
+  const otherBase = readCell(bench, baseDir, 'base|test', refuse)
+  const ownBase = readCell(bench, cellsDir, 'base|test', refuse)
+  if (otherBase.mean4.length !== ownBase.mean4.length) refuse(`the two folders' base cells hold ${ownBase.mean4.length} and ${otherBase.mean4.length} test items`)
+  const asSeeds = (base) => bench.baseAsSeeds(base, seeds.length)
+  const out = { probe: 'against-base', method, cells: cellsDir, baseCells: baseDir, lrScale: Number(scale), seeds, testItems: ownBase.mean4.length, ownBaseVsOtherBase: bench.compare(asSeeds(ownBase), asSeeds(otherBase)), arms: {} }
+  for (const arm of Object.keys(bench.METHOD_TABLE[method].arms)) {
+    const cells = seeds.map((seed) => readCell(bench, cellsDir, bench.cellKey(method, arm, seed, scale, 'test'), refuse))
+    out.arms[arm] = { vsOtherBase: bench.compare(bench.pool(cells), asSeeds(otherBase)), vsOwnBase: bench.compare(bench.pool(cells), asSeeds(ownBase)) }
+  }
+  return out
+}
+
+const probes = { 'against-base': againstBase, 'guard-effect': guardEffect, 'dpo-warm-start': dpoWarmStart, 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
 if (!probes[probe]) {
   console.error(`usage: node bench/evidence-probes.mjs ${Object.keys(probes).join('|')} [options]`)
   process.exit(2)
