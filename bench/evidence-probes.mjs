@@ -47,11 +47,13 @@
 //          --steps 0: no fine-tune, the --model weights judge as they are, in each form; --solver DIR:
 //          whose samples are rated, default the bundled model)
 //        nice node bench/evidence-probes.mjs against-base --method cose --cells DIR --base-cells DIR --lr-scale 1 [--seeds 1,2,3]
+//        nice node bench/evidence-probes.mjs against-base --model DIR --base-cells DIR --level 2 [--items 400,500]
+//          (no --cells: the --model weights themselves, before any run, on that level's test split)
 //   Every probe: [--model DIR] [--judge DIR] (other weights than the bundled ones, e.g. a previous
 //   build, for the same seeds) and [--tag NAME] (writes evidence-probe-PROBE-NAME.json).
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { DEFAULT_MODEL } from '../dist/cli/evolve.js'
 import { loadModel } from '../dist/engine/model.js'
@@ -507,9 +509,12 @@ async function againstBase() {
   const method = arg('method', 'cose')
   if (!bench.METHOD_TABLE[method]) refuse(`--method ${method}: one of ${Object.keys(bench.METHOD_TABLE).join(', ')}`)
   const [cellsDir, baseDir, scale] = [arg('cells', null), arg('base-cells', null), arg('lr-scale', null)]
-  if (!cellsDir || !baseDir || !scale) refuse('--cells DIR (the run), --base-cells DIR (the run whose base it is compared with) and --lr-scale X (the scale of the test cells) are required')
-  const seeds = String(arg('seeds', '1,2,3')).split(',').map(Number)
+  if (!baseDir) refuse('--base-cells DIR (the run whose base model is the reference) is required')
   const otherBase = readCell(bench, baseDir, 'base|test', refuse)
+  if (!cellsDir) return modelAgainstBase(bench, otherBase, baseDir, refuse)
+  if (!scale) refuse('--cells DIR (the run) needs --lr-scale X (the scale of its test cells)')
+  const seeds = String(arg('seeds', '1,2,3')).split(',').map(Number)
+  if (levelOfCells(cellsDir) !== levelOfCells(baseDir)) refuse(`the cells in ${cellsDir} are of level ${levelOfCells(cellsDir)}, those in ${baseDir} of level ${levelOfCells(baseDir)}`)
   const ownBase = readCell(bench, cellsDir, 'base|test', refuse)
   if (otherBase.mean4.length !== ownBase.mean4.length) refuse(`the two folders' base cells hold ${ownBase.mean4.length} and ${otherBase.mean4.length} test items`)
   const asSeeds = (base) => bench.baseAsSeeds(base, seeds.length)
@@ -519,6 +524,27 @@ async function againstBase() {
     out.arms[arm] = { vsOtherBase: bench.compare(bench.pool(cells), asSeeds(otherBase)), vsOwnBase: bench.compare(bench.pool(cells), asSeeds(ownBase)) }
   }
   return out
+}
+
+/** The level an evidence cells folder was run at, read from its name (`-L<N>`; untagged: the default level, 3). */
+function levelOfCells(dir) {
+  const m = /-L(\d)(-|$)/.exec(basename(resolve(dir)))
+  return m ? Number(m[1]) : 3
+}
+
+/** against-base without --cells: the --model weights, untrained, on --level's test split (--items), against the --base-cells run's base. */
+async function modelAgainstBase(bench, otherBase, baseDir, refuse) {
+  const level = Number(arg('level', 3))
+  const [dev, test] = String(arg('items', '400,500')).split(',').map(Number)
+  if (![2, 3, 4, 5].includes(level)) refuse(`--level must be 2, 3, 4 or 5, got ${arg('level')}`)
+  if (levelOfCells(baseDir) !== level) refuse(`--level ${level}, but the cells in ${baseDir} are of level ${levelOfCells(baseDir)}`)
+  if (test !== otherBase.mean4.length) refuse(`--items names ${test} test items; the cells in ${baseDir} hold ${otherBase.mean4.length}`)
+  const levelWorld = arithWorld({ benchmarks: [`L${level}`] })
+  const model = await loadModel(MODEL, { threads: 2 })
+  const own = await bench.evaluate(model, levelWorld, bench.splits(levelWorld, { dev, test }, level).test)
+  model.dispose()
+  const asOne = (base) => bench.baseAsSeeds(base, 1)
+  return { probe: 'against-base', model: MODEL, baseCells: baseDir, level, testItems: test, modelVsOtherBase: bench.compare(asOne(own), asOne(otherBase)) }
 }
 
 const probes = { 'against-base': againstBase, 'guard-effect': guardEffect, 'dpo-warm-start': dpoWarmStart, 'cose-confidence': coseConfidence, 'jzero-judge': jzeroJudge, 'rzero-signals': rzeroSignals, 'judge-checks': judgeChecks }
