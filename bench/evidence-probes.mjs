@@ -35,7 +35,7 @@
 //     and where the guard fired. Reads saved cells only; trains and samples nothing.
 //   against-base: each arm's test cells of an evidence run against the base model of another run on the
 //     same test items (e.g. COSE on a fine-tune against the bundled model it was made from). Reads
-//     saved cells only.
+//     saved cells only; without --cells it evaluates the --model weights on the test split instead.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
 //        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
 //        nice node bench/evidence-probes.mjs dpo-warm-start [--level 3] [--cells bench/results/evidence-cells-full-items400x500] [--lr-scale 1]
@@ -269,8 +269,8 @@ async function fineTuneJudge(check, steps, lr) {
 /**
  * judge-checks --rest own: the other roles' half of each batch is the model's own T 1 completions of
  * the same prompts, sampled before the fine-tune starts. SFT on its own samples minimizes
- * KL(p_before ‖ p_θ) on those roles, so the Solver, Proposer and Validator stay where they were and
- * only the Judge learns the new check.
+ * KL(p_before ‖ p_θ) on those roles, meant to hold the Solver, Proposer and Validator where they were
+ * while the Judge learns the new check (at lr 3e-4 it did not quite: the README's evidence section).
  */
 async function ownSamples(model, items) {
   const prompts = items.map((it) => model.tokenizer.encode(it.prompt, { addSpecialTokens: false }))
