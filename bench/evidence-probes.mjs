@@ -362,10 +362,7 @@ async function judgeChecks() {
   const lr = Number(arg('lr', 3e-4))
   const n = Number(arg('questions', 200))
   const checks = String(arg('checks', 'recompute,units,nines')).split(',')
-  const refuse = (message) => {
-    console.error(`judge-checks: ${message}`)
-    process.exit(2)
-  }
+  const refuse = refuser('judge-checks')
   if (!(Number.isInteger(steps) && steps >= 0)) refuse(`--steps must be a whole number ≥ 0, got ${arg('steps')}`)
   if (!(lr > 0)) refuse(`--lr must be a number > 0, got ${arg('lr')}`)
   if (!(Number.isInteger(n) && n >= 1)) refuse(`--questions must be a whole number ≥ 1, got ${arg('questions')}`)
@@ -411,10 +408,7 @@ async function dpoWarmStart() {
   const bench = await import('./evidence.mjs')
   const { ensurePool } = await import('../dist/methods/offline/pool.js')
   const { ensureWarmStart } = await import('../dist/methods/offline/loop.js')
-  const refuse = (message) => {
-    console.error(`dpo-warm-start: ${message}`)
-    process.exit(2)
-  }
+  const refuse = refuser('dpo-warm-start')
   const level = Number(arg('level', 3))
   if (![2, 3, 4, 5].includes(level)) refuse(`--level must be 2, 3, 4 or 5, as the evidence runs; got ${arg('level')}`)
   const cells = arg('cells', join(here, 'results', 'evidence-cells-full-items400x500'))
@@ -454,6 +448,21 @@ async function dpoWarmStart() {
   }
 }
 
+/** A probe's refusal of bad options: its message on stderr, exit code 2, nothing written. */
+function refuser(probe) {
+  return (message) => {
+    console.error(`${probe}: ${message}`)
+    process.exit(2)
+  }
+}
+
+/** --method: one of the evidence table's method commands. */
+function methodArg(bench, fallback, refuse) {
+  const method = arg('method', fallback)
+  if (!bench.METHOD_TABLE[method]) refuse(`--method ${method}: one of ${Object.keys(bench.METHOD_TABLE).join(', ')}`)
+  return method
+}
+
 /** One saved evidence cell (its per-item mean@4 and greedy answers), or a refusal naming the file. */
 function readCell(bench, dir, key, refuse) {
   const file = bench.cellFile(dir, key)
@@ -470,12 +479,8 @@ function readCell(bench, dir, key, refuse) {
 
 async function guardEffect() {
   const bench = await import('./evidence.mjs')
-  const refuse = (message) => {
-    console.error(`guard-effect: ${message}`)
-    process.exit(2)
-  }
-  const method = arg('method', 'jzero')
-  if (!bench.METHOD_TABLE[method]) refuse(`--method ${method}: one of ${Object.keys(bench.METHOD_TABLE).join(', ')}`)
+  const refuse = refuser('guard-effect')
+  const method = methodArg(bench, 'jzero', refuse)
   const [plainDir, guardedDir, scale] = [arg('cells', null), arg('guarded', null), arg('lr-scale', null)]
   if (!plainDir || !guardedDir || !scale) refuse('--cells DIR (the run without the guard), --guarded DIR (with it) and --lr-scale X (the scale of their test cells) are required')
   const seeds = [1, 2, 3]
@@ -502,12 +507,8 @@ async function guardEffect() {
  */
 async function againstBase() {
   const bench = await import('./evidence.mjs')
-  const refuse = (message) => {
-    console.error(`against-base: ${message}`)
-    process.exit(2)
-  }
-  const method = arg('method', 'cose')
-  if (!bench.METHOD_TABLE[method]) refuse(`--method ${method}: one of ${Object.keys(bench.METHOD_TABLE).join(', ')}`)
+  const refuse = refuser('against-base')
+  const method = methodArg(bench, 'cose', refuse)
   const [cellsDir, baseDir, scale] = [arg('cells', null), arg('base-cells', null), arg('lr-scale', null)]
   if (!baseDir) refuse('--base-cells DIR (the run whose base model is the reference) is required')
   const otherBase = readCell(bench, baseDir, 'base|test', refuse)
@@ -537,6 +538,7 @@ async function modelAgainstBase(bench, otherBase, baseDir, refuse) {
   const level = Number(arg('level', 3))
   const [dev, test] = String(arg('items', '400,500')).split(',').map(Number)
   if (![2, 3, 4, 5].includes(level)) refuse(`--level must be 2, 3, 4 or 5, got ${arg('level')}`)
+  if (!Number.isInteger(dev) || !Number.isInteger(test) || dev < 1 || test < 1) refuse(`--items must be DEV,TEST, two whole numbers ≥ 1, got ${arg('items')}`)
   if (levelOfCells(baseDir) !== level) refuse(`--level ${level}, but the cells in ${baseDir} are of level ${levelOfCells(baseDir)}`)
   if (test !== otherBase.mean4.length) refuse(`--items names ${test} test items; the cells in ${baseDir} hold ${otherBase.mean4.length}`)
   const levelWorld = arithWorld({ benchmarks: [`L${level}`] })
