@@ -487,9 +487,8 @@ const levelTag = (level) => (level === DEFAULT_LEVEL ? '' : `-L${level}`)
  * cells and result file. The digest keeps two models in folders of the same name (two fine-tunes each
  * kept as DIR/nines) from sharing cells.
  */
-export function modelTag(base) {
+export function modelTag(base, digest = weightsDigest(base)) {
   if (resolve(base) === resolve(DEFAULT_MODEL)) return ''
-  const digest = weightsDigest(base)
   return `-${basename(resolve(base))}${digest ? `-w${digest}` : ''}`
 }
 
@@ -553,13 +552,15 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (device) process.env.AUTODIDACT_DEVICE = device
   const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items, guard, collapseRule)
   const world = arithWorld({ benchmarks: [`L${level}`] })
+  const baseWeights = weightsDigest(base) // the base's weights read once, for every name below
+  const baseTag = modelTag(base, baseWeights)
   const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, guard, collapseRule, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
     ...shared,
     sizeName: z,
     size: { ...SIZES[z], ...(tune ? { tune } : {}), ...(items ? { dev: items[0], test: items[1] } : {}) },
-    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard, collapseRule)}${device ? `-${device}` : ''}`),
+    cellsDir: cellsDir ? (sizes.length === 1 ? cellsDir : join(cellsDir, z)) : join(here, 'results', `evidence-cells-${z}${levelTag(level)}${baseTag}${configTag(config)}${itemsTag(items)}${guardTag(guard, collapseRule)}${device ? `-${device}` : ''}`),
   }))
   for (const st of stages) mkdirSync(st.cellsDir, { recursive: true })
   const o = { ...shared, stages }
@@ -567,7 +568,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const sp = splits(world, s, level)
   const started = Date.now()
   const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
-  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, rule: collapseRule, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: modelTag(base) ? resolve(base) : 'bundled', ...(weightsDigest(base) ? { modelWeights: weightsDigest(base) } : {}), notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, rule: collapseRule, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: baseTag ? resolve(base) : 'bundled', ...(baseWeights ? { modelWeights: baseWeights } : {}), notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
