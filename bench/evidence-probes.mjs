@@ -37,7 +37,8 @@
 //     same test items (e.g. COSE on a fine-tune against the bundled model it was made from). Reads
 //     saved cells only; without --cells it evaluates the --model weights on the test split instead.
 // Usage: npm run build && nice node bench/evidence-probes.mjs cose-confidence [--questions 100] [--temperatures 1,0.6,0]
-//        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5]
+//        nice node bench/evidence-probes.mjs jzero-judge [--questions 100] [--samples 5] [--model POLICY] [--judge DIR] [--critique N]
+//          (--critique N: a critiquing Judge, which writes its check of up to N tokens before its score head reads)
 //        nice node bench/evidence-probes.mjs dpo-warm-start [--level 3] [--cells bench/results/evidence-cells-full-items400x500] [--lr-scale 1]
 //        nice node bench/evidence-probes.mjs guard-effect --method jzero --cells DIR --guarded DIR --lr-scale 0.3
 //        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200] [--keep DIR]
@@ -188,12 +189,13 @@ async function jzeroJudge() {
   const k = Number(arg('samples', 5))
   const model = await loadModel(MODEL, { threads: 2 })
   const judge = await loadModel(JUDGE, { threads: 2 })
-  const out = { probe: 'jzero-judge', model: MODEL, judge: JUDGE, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
+  const view = { critiqueTokens: Number(arg('critique', 0)) }
+  const out = { probe: 'jzero-judge', model: MODEL, judge: JUDGE, critiqueTokens: view.critiqueTokens, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
   for (const level of [2, 3, 4]) {
     const problems = trainingQuestions(`evidence-probe-jz-${level}`, level, n)
     const groups = await model.generate(problems.map((p) => world.jzero.solverPrompt(p.question)), { n: k, temperature: 1, maxTokens: 64, seed: 21 })
     const items = groups.flatMap((g, i) => g.map((c) => ({ question: problems[i].question, response: c.text })))
-    const scores = await rawJudgeScores(judge, world, items)
+    const scores = await rawJudgeScores(judge, world, items, view)
     const margins = verifierPairMargins(world, items, Array.from(scores), k)
     const heldOut = world.data.heldOutPreferences(50).filter((p) => p.group === `L${level}`)
     out.levels[`L${level}`] = {
@@ -201,7 +203,7 @@ async function jzeroJudge() {
       onPolicyPairs: margins.length,
       onPolicyPairwiseAccuracy: pairwiseAccuracy(margins),
       heldOutPairs: heldOut.length,
-      heldOutPairwiseAccuracy: pairwiseAccuracy(await pairMargins(judge, world, heldOut)),
+      heldOutPairwiseAccuracy: pairwiseAccuracy(await pairMargins(judge, world, heldOut, view)),
     }
     process.stderr.write(`L${level} done\n`)
   }

@@ -3,8 +3,10 @@
 // policy's backbone with a score head, Bradley–Terry on noisy synthetic preferences). Needs
 // `dist/` (npx tsc -p tsconfig.json).
 //
-//   node scripts/build-toy-judge.mjs [--out DIR] [--base MODEL_DIR] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
-//   node scripts/build-toy-judge.mjs --measure [--out DIR] [--base POLICY_DIR]   (held-out and on-policy pairwise accuracy, no training)
+//   node scripts/build-toy-judge.mjs [--out DIR] [--base MODEL_DIR] [--policy MODEL_DIR] [--critique-tokens N] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
+//   node scripts/build-toy-judge.mjs --measure [--out DIR] [--base POLICY_DIR] [--critique-tokens N]   (held-out and on-policy pairwise accuracy, no training)
+// --policy: whose Solver samples make the on-policy pairs (default the backbone, --base). --critique-tokens N:
+// a critiquing Judge, which writes its check of each response before its score head reads (J-Zero's judge.critiqueTokens).
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 
@@ -16,6 +18,8 @@ const { values } = parseArgs({
   options: {
     out: { type: 'string' },
     base: { type: 'string' },
+    policy: { type: 'string' },
+    'critique-tokens': { type: 'string' },
     'on-policy-share': { type: 'string' },
     steps: { type: 'string' },
     lr: { type: 'string' },
@@ -29,11 +33,14 @@ const { values } = parseArgs({
 const num = (v) => (v === undefined ? undefined : Number(v))
 const outDir = values.out ? resolve(values.out) : BUNDLED_JUDGE
 if (values.measure) {
-  console.log(JSON.stringify(await measureToyJudge(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads), values.base ? resolve(values.base) : undefined), null, 2))
+  const view = { critiqueTokens: num(values['critique-tokens']) ?? 0 }
+  console.log(JSON.stringify(await measureToyJudge(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads), values.base ? resolve(values.base) : undefined, view), null, 2))
 } else {
   const result = await buildToyJudge({
     outDir,
     base: values.base ? resolve(values.base) : undefined,
+    policy: values.policy ? resolve(values.policy) : undefined,
+    critiqueTokens: num(values['critique-tokens']),
     onPolicyShare: num(values['on-policy-share']),
     steps: num(values.steps),
     lr: num(values.lr),

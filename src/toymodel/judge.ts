@@ -18,7 +18,7 @@ import { isAbsolute, join, relative, resolve } from 'node:path'
 import { loadModel, type Model } from '../engine/model.js'
 import { packageRoot } from '../native.js'
 import { writeJsonAtomic } from '../util/atomic.js'
-import { bradleyTerryBatch, pairMargins, pairwiseAccuracy } from '../methods/jzero/judge.js'
+import { bradleyTerryBatch, pairMargins, pairwiseAccuracy, type JudgeView } from '../methods/jzero/judge.js'
 import type { HeldOutPreference, PreferencePair } from '../worlds/types.js'
 import { arithHeldOutPreferences, arithTrainingQuestions, arithWorld, deriveSeed, evalSet, parseExpr, Rng as WorldRng, scriptedRightWrong, scriptedSolve, solverPrompt, verifyAnswer } from '../worlds/arith/index.js'
 import { BUNDLED_JUDGE, BUNDLED_MODEL } from './bundled.js'
@@ -30,6 +30,10 @@ export interface ToyJudgeOptions {
   outDir: string
   /** The backbone (default: the bundled policy model). */
   base?: string
+  /** The policy whose own Solver samples make the on-policy pairs (default: the backbone). */
+  policy?: string
+  /** > 0: a critiquing Judge (JudgeView): it writes a critique of up to this many tokens before its score head reads (default 0). */
+  critiqueTokens?: number
   seed?: number
   /** Bradley–Terry steps (default TOY_JUDGE_DEFAULTS.steps). */
   steps?: number
@@ -74,6 +78,8 @@ export function resolveToyJudge(o: ToyJudgeOptions) {
   const d = TOY_JUDGE_DEFAULTS
   return {
     base: o.base ?? BUNDLED_MODEL,
+    policy: o.policy ?? o.base ?? BUNDLED_MODEL,
+    critiqueTokens: o.critiqueTokens ?? 0,
     seed: o.seed ?? d.seed,
     steps: o.steps ?? d.steps,
     batchPairs: o.batchPairs ?? d.batchPairs,
@@ -168,8 +174,8 @@ export interface HeldOutJudgeAccuracy {
 /** The toy world the bundled Judge reads (its toy Judge input). */
 const TOY_WORLD = arithWorld()
 
-export async function heldOutJudgeAccuracy(judge: Model, set: readonly HeldOutPreference[]): Promise<HeldOutJudgeAccuracy> {
-  const margins = await pairMargins(judge, TOY_WORLD, set)
+export async function heldOutJudgeAccuracy(judge: Model, set: readonly HeldOutPreference[], view?: JudgeView): Promise<HeldOutJudgeAccuracy> {
+  const margins = await pairMargins(judge, TOY_WORLD, set, view)
   const plain = margins.filter((_, i) => set[i].plain)
   const byLevel: Record<string, number> = {}
   for (const group of [...new Set(set.map((p) => p.group))]) byLevel[group] = pairwiseAccuracy(margins.filter((_, i) => set[i].group === group))
@@ -200,16 +206,16 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
   try {
     await judge.attachScoreHead({ seed: r.seed })
     const heldOut = arithHeldOutPreferences(r.evalLevels, r.evalPerLevel)
-    const before = await heldOutJudgeAccuracy(judge, heldOut)
-    log(`toy Judge: ${r.steps} steps × ${r.batchPairs} pairs, lr ${r.lr}, label noise ${r.noise}; held-out ${heldOut.length} pairs, accuracy before ${before.accuracy.toFixed(3)}`)
-    const data = await trainingPreferences(r.base, r.seed, r.steps * r.batchPairs, r, options.threads)
+    const before = await heldOutJudgeAccuracy(judge, heldOut, r)
+    log(`toy Judge: ${r.steps} steps × ${r.batchPairs} pairs, lr ${r.lr}, label noise ${r.noise}${r.critiqueTokens ? `, critiques of up to ${r.critiqueTokens} tokens` : ''}; held-out ${heldOut.length} pairs, accuracy before ${before.accuracy.toFixed(3)}`)
+    const data = await trainingPreferences(r.policy, r.seed, r.steps * r.batchPairs, r, options.threads)
     const trainer = await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: r.lr, weightDecay: 0 }, clipGradNorm: 1 })
     const curve: ToyJudgeResult['curve'] = []
     for (let step = 1; step <= r.steps; step++) {
-      const m = await trainer.step(bradleyTerryBatch(judge, TOY_WORLD, data.slice((step - 1) * r.batchPairs, step * r.batchPairs)))
+      const m = await trainer.step(await bradleyTerryBatch(judge, TOY_WORLD, data.slice((step - 1) * r.batchPairs, step * r.batchPairs), r))
       const point: ToyJudgeResult['curve'][number] = { step, loss: m.loss }
       if ((r.evalEvery > 0 && step % r.evalEvery === 0) || step === r.steps) {
-        point.heldOut = await heldOutJudgeAccuracy(judge, heldOut)
+        point.heldOut = await heldOutJudgeAccuracy(judge, heldOut, r)
         log(`step ${step}/${r.steps}  BT loss ${m.loss.toFixed(4)}  held-out accuracy ${point.heldOut.accuracy.toFixed(3)} (plain ${point.heldOut.plainAccuracy.toFixed(3)})`)
       }
       curve.push(point)
@@ -219,7 +225,7 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
     const seconds = (Date.now() - started) / 1000
     const trainingLabelAccuracy = data.filter((p) => !p.flipped).length / data.length
     await writeJsonAtomic(join(options.outDir, 'judge-recipe.json'), {
-      recipe: { ...r, base: portable(r.base), objective: 'bradley-terry (JZ Eq. 13)', optimizer: 'AdamW, constant lr, weight decay 0, gradient-norm clip 1', scoreHead: `N(0, 0.02²), seed ${r.seed}` },
+      recipe: { ...r, base: portable(r.base), policy: portable(r.policy), objective: 'bradley-terry (JZ Eq. 13)', optimizer: 'AdamW, constant lr, weight decay 0, gradient-norm clip 1', scoreHead: `N(0, 0.02²), seed ${r.seed}` },
       trainingPairs: data.length,
       onPolicyPairs: data.filter((p) => p.onPolicy).length,
       trainingLabelAccuracy,
@@ -237,7 +243,7 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
  * temperature 1; where both occur, the first right and the first wrong one (by the verifier) make a
  * pair. This is the distribution the Judge rewards in J-Zero's first iteration.
  */
-export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels: readonly number[], perLevel: number, n = 8, seed = 123): Promise<{ accuracy: number; pairs: number; byLevel: Record<string, number> }> {
+export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels: readonly number[], perLevel: number, n = 8, seed = 123, view?: JudgeView): Promise<{ accuracy: number; pairs: number; byLevel: Record<string, number> }> {
   const byLevel: Record<string, number> = {}
   const all: number[] = []
   for (const level of levels) {
@@ -249,7 +255,7 @@ export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels:
       const wrong = group.find((c) => verifyAnswer(items[i].question, c.text) !== true)
       if (right && wrong) pairs.push({ question: items[i].question, chosen: right.text, rejected: wrong.text })
     })
-    const margins = await pairMargins(judge, TOY_WORLD, pairs)
+    const margins = await pairMargins(judge, TOY_WORLD, pairs, view)
     byLevel[`L${level}`] = pairwiseAccuracy(margins)
     all.push(...margins)
   }
@@ -257,14 +263,14 @@ export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels:
 }
 
 /** Held-out and on-policy pairwise accuracy of a saved Judge, no training (`build-toy-judge --measure`). */
-export async function measureToyJudge(judgeDir: string, perLevel: number, threads?: number, policyDir: string = BUNDLED_MODEL): Promise<{ judge: string; heldOut: HeldOutJudgeAccuracy; onPolicy: Awaited<ReturnType<typeof onPolicyJudgeAccuracy>> }> {
+export async function measureToyJudge(judgeDir: string, perLevel: number, threads?: number, policyDir: string = BUNDLED_MODEL, view?: JudgeView): Promise<{ judge: string; heldOut: HeldOutJudgeAccuracy; onPolicy: Awaited<ReturnType<typeof onPolicyJudgeAccuracy>> }> {
   const judge = await loadModel(judgeDir, { threads })
   try {
     const policy = await loadModel(policyDir, { threads })
     try {
       const r = resolveToyJudge({ outDir: judgeDir })
-      const heldOut = await heldOutJudgeAccuracy(judge, arithHeldOutPreferences(r.evalLevels, perLevel))
-      return { judge: judgeDir, heldOut, onPolicy: await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel) }
+      const heldOut = await heldOutJudgeAccuracy(judge, arithHeldOutPreferences(r.evalLevels, perLevel), view)
+      return { judge: judgeDir, heldOut, onPolicy: await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel, undefined, undefined, view) }
     } finally {
       policy.dispose()
     }

@@ -40,6 +40,9 @@ const REQUIRED_MEMBERS: Record<string, readonly string[]> = {
   data: ['unlabeledPrompts', 'trainingProblems'],
 }
 
+/** The members of the optional jzero.critique section (a critiquing Judge's roles). */
+const OPTIONAL_CRITIQUE_MEMBERS = ['prompt', 'input'] as const
+
 function isModulePath(name: string): boolean {
   return name.startsWith('.') || isAbsolute(name) || /\.(m?js|cjs)$/.test(name)
 }
@@ -60,6 +63,9 @@ export function checkTaskWorld(x: unknown, source: string): TaskWorld {
     if (part === null || typeof part !== 'object') fail(section, `it has no '${section}' section`)
     for (const m of members) if (typeof (part as Record<string, unknown>)[m] !== 'function') fail(`${section}.${m}`, `${section}.${m} must be a function`)
   }
+  const critique = (w.jzero as Record<string, unknown>).critique as Record<string, unknown> | null | undefined
+  if (critique !== undefined)
+    for (const m of OPTIONAL_CRITIQUE_MEMBERS) if (typeof critique?.[m] !== 'function') fail(`jzero.critique.${m}`, `jzero.critique is optional, but when present jzero.critique.${m} must be a function`)
   const data = w.data as Record<string, unknown>
   if (!Array.isArray(data.levels) || !data.levels.every((l) => Number.isInteger(l))) fail('data.levels', 'data.levels must be an array of integer levels ([] for none)')
   const benchmarks = data.benchmarks

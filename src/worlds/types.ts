@@ -108,6 +108,16 @@ export interface JzeroRoles {
   amplifiedResponse(subtaskWork: readonly (string | null)[], composedAnswer: string): string
   /** How the scalar Judge sees a task and a response (prompt, completion). */
   judgeInput(question: string, response: string): ScorePair
+  /** A critiquing Judge's roles (judge.critiqueTokens > 0, outside JZ); a world without them runs the paper's Judge only. */
+  critique?: JzeroCritique
+}
+
+/** How a critiquing Judge writes its critique of a response, and how its score head then reads the three. */
+export interface JzeroCritique {
+  /** The prompt the Judge writes its critique to (a world's Judge prompt: COSE App. G.4's, say). */
+  prompt(question: string, response: string): Prompt
+  /** How the score head sees the task, the response and the critique (prompt, completion). */
+  input(question: string, response: string, critique: string): ScorePair
 }
 
 /** UID's solver and verifier-rewarded GRPO. */

@@ -30,7 +30,8 @@ export type PolicyTrainerOptions = Omit<TrainerOptions, 'reference'> & { referen
 export interface Policy {
   /** The folder it was opened from (names it in metrics). */
   readonly dir: string
-  readonly config: { readonly architecture: string; readonly vocabSize: number; readonly eosTokenIds: readonly number[] }
+  /** `tieWordEmbeddings`: the LM head is the embedding (absent: not known, as for a scripted policy). */
+  readonly config: { readonly architecture: string; readonly vocabSize: number; readonly eosTokenIds: readonly number[]; readonly tieWordEmbeddings?: boolean }
   readonly tokenizer: PolicyTokenizer
   /** Labels of the score head of a reward model (*ForSequenceClassification), 0 when there is none. */
   readonly scoreLabels: number

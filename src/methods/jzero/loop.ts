@@ -235,7 +235,7 @@ export class JzeroRun {
         : s.judgeModel !== null
           ? { model: s.judgeModel }
           : { model: s.baseModel, scoreHead: { seed: c.seed } }
-    const judge = await openJudge(set, { ...judgeRef, threads: o.threads })
+    const judge = await openJudge(set, { ...judgeRef, threads: o.threads }, world, c.judge)
     const judgeTrainer = c.switches.trainJudge ? await judge.trainer(trainerOptions(judgePlan(c), null)) : null
     if (judgeTrainer && judgePaths) await judgeTrainer.loadState(judgePaths.trainer)
     const { challenger, solver } = await JzeroRun.openPolicies(set, c, s, o)
@@ -319,7 +319,7 @@ export class JzeroRun {
     const { judge: source } = this.config.switches
     const { verifierFlip } = this.config.judge
     if (source === 'verifier') return Promise.resolve(items.map((it) => verifierScore(this.world, it.question, it.response, verifierFlip, String(this.config.seed))))
-    return judgeRewards(this.judge, this.world, items)
+    return judgeRewards(this.judge, this.world, items, this.config.judge)
   }
 
   // ---- Stage 1: Challenger GRPO steps (Eq. 4–7)
@@ -400,7 +400,7 @@ export class JzeroRun {
         rewards.push(...r)
         sampled.push(...items)
         // the Judge's ordering of these rollouts, whatever rewarded them (the 'verifier' control's reward orders every pair)
-        const judged = this.config.switches.judge === 'verifier' ? await judgeRewards(this.judge, this.world, items) : r
+        const judged = this.config.switches.judge === 'verifier' ? await judgeRewards(this.judge, this.world, items, this.config.judge) : r
         margins.push(...verifierPairMargins(this.world, items, judged, o.rollouts))
         const advantages = computeAdvantages(this.config.ppo.advantage, r, items.map((_, j) => Math.floor(j / o.rollouts)))
         const trajs = groups.flat()
@@ -451,13 +451,13 @@ export class JzeroRun {
     const D = balancedUnion(role, amp, { role: c.switches.rolePairs, amp: c.switches.ampPairs }, this.rng)
     const heldOutBefore = this.judgeAccuracy
     let train: StageTrain | null = null
-    const marginsBefore = D.length ? await pairMargins(this.judge, w, D) : []
+    const marginsBefore = D.length ? await pairMargins(this.judge, w, D, c.judge) : []
     let marginsAfter = marginsBefore
     if (this.judgeTrainer && D.length && c.judge.steps > 0) {
       const steps: StepMetrics[] = []
-      for (const batch of judgeBatches(D, c.judge.steps, c.judge.batch, this.rng)) steps.push(await this.judgeTrainer.step(bradleyTerryBatch(this.judge, w, batch)))
+      for (const batch of judgeBatches(D, c.judge.steps, c.judge.batch, this.rng)) steps.push(await this.judgeTrainer.step(await bradleyTerryBatch(this.judge, w, batch, c.judge)))
       train = summarize(steps)
-      marginsAfter = await pairMargins(this.judge, w, D)
+      marginsAfter = await pairMargins(this.judge, w, D, c.judge)
     }
     const heldOut = await this.judgeHeldOut()
     return {
@@ -476,7 +476,7 @@ export class JzeroRun {
 
   /** The Judge's pairwise accuracy on the verifier-ordered held-out preference set (and its no-hedge split). */
   async judgeHeldOut(): Promise<{ accuracy: number; plain: number }> {
-    const margins = await pairMargins(this.judge, this.world, this.heldOutPreferences)
+    const margins = await pairMargins(this.judge, this.world, this.heldOutPreferences, this.config.judge)
     return { accuracy: pairwiseAccuracy(margins), plain: pairwiseAccuracy(margins.filter((_, i) => this.heldOutPreferences[i].plain)) }
   }
 

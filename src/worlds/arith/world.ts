@@ -136,6 +136,7 @@ export function arithWorld(o: ArithWorldOptions = {}): TaskWorld {
   const mode: ParseOptions['mode'] = style === 'toy' ? 'strict' : 'lenient'
   const chat = (input: RoleInput): Prompt => ({ messages: roleChat(input, { style: 'paper' }).map((m) => ({ role: m.role, content: m.content })) })
   const prompt = (toy: () => string, input: RoleInput): Prompt => (style === 'toy' ? toy() : chat(input))
+  const coseJudgePrompt = (q: string, response: string): Prompt => prompt(() => judgePrompt(q, response), { role: 'judge', question: q, response })
   let benchmarks: Benchmark[] | null = null
   return {
     name: style === 'toy' ? 'arith' : 'arith-chat',
@@ -150,7 +151,7 @@ export function arithWorld(o: ArithWorldOptions = {}): TaskWorld {
       },
       solverPrompt: (q) => prompt(() => solverPrompt(q), { role: 'solver', question: q }),
       solverFormat: (output) => parseSolution(output, { mode }).ok,
-      judgePrompt: (q, response) => prompt(() => judgePrompt(q, response), { role: 'judge', question: q, response }),
+      judgePrompt: coseJudgePrompt,
     },
     rzero: {
       challengerPrompt: (level) => prompt(() => proposerPrompt(level), { role: 'proposer', level }),
@@ -183,6 +184,14 @@ export function arithWorld(o: ArithWorldOptions = {}): TaskWorld {
       },
       judgeInput: (question, response) =>
         style === 'toy' ? { prompt: `Judge: ${oneLine(question)}\nResponse: `, completion: `${oneLine(response)}\n` } : { prompt: { messages: [{ role: 'user', content: question }] }, completion: response },
+      // the critique is the model's own Judge-role check (COSE's Judge prompt), on the line after the response
+      critique: {
+        prompt: coseJudgePrompt,
+        input: (question, response, critique) =>
+          style === 'toy'
+            ? { prompt: `Judge: ${oneLine(question)}\nResponse: `, completion: `${oneLine(response)}\n${oneLine(critique)}\n` }
+            : { prompt: { messages: [{ role: 'user', content: question }] }, completion: `${response}\n\nReview:\n${critique}` },
+      },
     },
     solve: {
       solverPrompt: (q) => prompt(() => solverPrompt(q), { role: 'solver', question: q }),

@@ -139,6 +139,7 @@ export function chatWorld(spec: ChatWorldSpec): TaskWorld {
   const heldOut = new Set(spec.benchmarks.flatMap((b) => b.problems.map((p) => taskKey(p.question))))
   const labeled = spec.problems.filter((p): p is LabeledProblem => p.answer !== null && !heldOut.has(taskKey(p.question)))
   const judgeInput = (question: string, response: string): ScorePair => ({ prompt: chat(null, question), completion: response })
+  const coseJudgePrompt = (q: string, response: string): Prompt => chat(COSE_JUDGE, `Question:\n${q}\n\nSolver response:\n${response}`)
   return {
     name: spec.name,
     cose: {
@@ -148,7 +149,7 @@ export function chatWorld(spec: ChatWorldSpec): TaskWorld {
       parseScore: (output) => (typeof output === 'string' ? extractScore(output, COSE_SCORE_RANGE)?.normalized ?? null : null),
       solverPrompt: (q) => chat(COSE_SOLVER, q),
       solverFormat: (output) => answers.parse(output) !== null,
-      judgePrompt: (q, response) => chat(COSE_JUDGE, `Question:\n${q}\n\nSolver response:\n${response}`),
+      judgePrompt: coseJudgePrompt,
     },
     rzero: {
       challengerPrompt: () => chat(RZERO_CHALLENGER_SYSTEM, RZERO_CHALLENGER_USER),
@@ -173,6 +174,8 @@ export function chatWorld(spec: ChatWorldSpec): TaskWorld {
         return `${steps.length ? `${steps.join('\n\n')}\n\n` : ''}The final answer is \\boxed{${answer}}.`
       },
       judgeInput,
+      // the critique is the model's own review in COSE's Judge prompt, after the response
+      critique: { prompt: coseJudgePrompt, input: (question, response, critique) => ({ prompt: chat(null, question), completion: `${response}\n\nReview:\n${critique}` }) },
     },
     solve: {
       solverPrompt: (q) => chat(null, uidRolloutUser(q)),
