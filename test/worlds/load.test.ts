@@ -97,6 +97,20 @@ describe('user modules', () => {
     expect(checkTaskWorld(arithWorld(), 'arith')).toBeTruthy()
     expect(checkTaskWorld(await loadWorld({ world: 'math' }), 'math')).toBeTruthy()
   })
+
+  it("the optional jzero.critique section may be absent, but a present one must be whole", () => {
+    const w = arithWorld()
+    expect(checkTaskWorld({ ...w, jzero: { ...w.jzero, critique: undefined } }, 'no-critique')).toBeTruthy()
+    let caught: unknown
+    try {
+      checkTaskWorld({ ...w, jzero: { ...w.jzero, critique: { prompt: w.jzero.critique!.prompt } } }, 'half')
+    } catch (e) {
+      caught = e
+    }
+    expect(caught).toBeInstanceOf(WorldError)
+    expect((caught as WorldError).member).toBe('jzero.critique.input')
+    expect((caught as WorldError).message).toMatch(/^half: not a task world: jzero.critique is optional, but when present jzero.critique.input must be a function/)
+  })
 })
 
 describe('the world of a checkpoint', () => {
