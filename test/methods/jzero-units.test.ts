@@ -234,5 +234,7 @@ describe('J-Zero config', () => {
     const c = resolveJzeroConfig(o)
     expect(c.switches).toEqual({ trainJudge: false, rolePairs: true, ampPairs: false, judge: 'model' })
     expect(c.judge.model).toBe('/x/judge')
+    expect(resolveJzeroConfig(jzeroFlagsToOverride({ judge: '/x/judge', 'judge-critique': 200 })).judge).toMatchObject({ model: '/x/judge', critiqueTokens: 200 })
+    expect(() => resolveJzeroConfig(jzeroFlagsToOverride({ 'judge-critique': -3 }))).toThrow(/judge\.critiqueTokens/)
   })
 })

@@ -1,4 +1,4 @@
-// `autodidact evolve --method jzero [--judge DIR] [--frozen-judge] [--no-role-pairs] [--no-amp-pairs]`:
+// `autodidact evolve --method jzero [--judge DIR] [--judge-critique N] [--frozen-judge] [--no-role-pairs] [--no-amp-pairs]`:
 // J-Zero's presets, runs and report charts for the evolve command.
 import { toyJudge } from '../../toymodel/bundled.js'
 import { fmt } from '../common/format.js'
@@ -9,8 +9,10 @@ import { JzeroRun } from './loop.js'
 
 /** Command-line switches → a config override (JZ Table 3 ablations, the Judge folder, --role-adapters R). */
 export function jzeroFlagsToOverride(flags: FlagValues): unknown {
-  const o: { judge?: { model: string }; switches?: Partial<JzeroConfig['switches']> } = {}
+  const o: { judge?: Partial<Pick<JzeroConfig['judge'], 'model' | 'critiqueTokens'>>; switches?: Partial<JzeroConfig['switches']> } = {}
   if (typeof flags.judge === 'string') o.judge = { model: flags.judge }
+  // --judge-critique N: the Judge writes its check of each answer, up to N tokens, before scoring (judge.critiqueTokens)
+  if (flags['judge-critique'] !== undefined) o.judge = { ...o.judge, critiqueTokens: flags['judge-critique'] as number }
   const switches: Partial<JzeroConfig['switches']> = {}
   if (flags['frozen-judge'] === true) switches.trainJudge = false
   if (flags['no-role-pairs'] === true) switches.rolePairs = false
@@ -30,7 +32,7 @@ export const spec = defineMethod({
   start: (config, o) => JzeroRun.start(o.model, config.judge.model ?? toyJudge(o.model), config, o.world, o),
   resume: (dir, o) => JzeroRun.resume(dir, o.world, o),
   // --role-adapters R: the Challenger and the Solver each their own LoRA adapter of rank R on one base
-  flags: { judge: 'string', 'frozen-judge': 'boolean', 'no-role-pairs': 'boolean', 'no-amp-pairs': 'boolean', ...ROLE_ADAPTERS_FLAG },
+  flags: { judge: 'string', 'judge-critique': 'number', 'frozen-judge': 'boolean', 'no-role-pairs': 'boolean', 'no-amp-pairs': 'boolean', ...ROLE_ADAPTERS_FLAG },
   flagsToOverride: jzeroFlagsToOverride,
   series: [
     { title: 'held-out Solver accuracy (greedy)', path: 'heldOutAccuracy' },
