@@ -26,7 +26,7 @@
 // Usage: npm run build && nice node bench/evidence.mjs [--quick|--reduced|--full|--long ...] [--device cuda]
 //          [--level 2..5] [--methods cose,ttrl,rzero,jzero,grpo,dpo,wsft] [--seeds 1,2,3] [--tune 1,3] [--out FILE]
 //          [--tune-seeds N] [--items DEV,TEST] [--tune-only] [--table] [--note TEXT] [--model DIR] [--config JSON]
-//          [--on-collapse warn|stop|rollback] [--collapse-rule falls]
+//          [--on-collapse warn|stop|rollback] [--collapse-rule falls] [--arms A,B (with one method: only those arms, the headline among them)]
 //   --items DEV,TEST sets the split sizes (dev items [0, DEV), DEV ≤ 400; test items [400, 400 + TEST),
 //   TEST ≤ 500) in place of the size's 100 and 200; its cells and result file are tagged -itemsDEVxTEST.
 //   --model DIR runs on another base model folder (a retrained toy model, say); its cells and result
@@ -438,7 +438,7 @@ async function runMethod(o, name, sp) {
   o = o.stages.find((st) => st.sizeName === chosen.size)
   const base = await baseCell(o, 'test', sp.test)
   const arms = {}
-  for (const arm of Object.keys(m.arms)) {
+  for (const arm of o.arms ?? Object.keys(m.arms)) {
     const cells = []
     for (const seed of o.seeds) cells.push(await cell(o, cellKey(name, arm, seed, chosen.lrScale, 'test'), () => trainAndEvaluate(o, name, arm, seed, chosen.lrScale, sp.test)))
     const pooled = pool(cells)
@@ -453,7 +453,7 @@ async function runMethod(o, name, sp) {
     }
   }
   const head = arms[m.headline]
-  const ablations = m.ablations.map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(arms[a].pooled, arms[b].pooled) }))
+  const ablations = m.ablations.filter(([a, b]) => arms[a] && arms[b]).map(([a, b]) => ({ name: `${a} vs ${b}`, ...compare(arms[a].pooled, arms[b].pooled) }))
   for (const a of Object.values(arms)) delete a.pooled
   return {
     command: m.command,
@@ -522,7 +522,7 @@ function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items,
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
-export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), seeds = [1, 2, 3], tune, tuneSeeds = 1, items, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, guard, collapseRule = DEFAULT_COLLAPSE_RULE, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
+export async function runEvidence({ note, size = 'reduced', sizes = [size], level = DEFAULT_LEVEL, methods = Object.keys(METHOD_TABLE), arms, seeds = [1, 2, 3], tune, tuneSeeds = 1, items, tuneOnly = false, out, cellsDir, base = DEFAULT_MODEL, config, guard, collapseRule = DEFAULT_COLLAPSE_RULE, openPolicy, threads = 2, device, log = (l) => process.stderr.write(`${l}\n`) } = {}) {
   for (const z of sizes) if (!SIZES[z]) throw new RangeError(`unknown size '${z}' (${Object.keys(SIZES).join(', ')})`)
   if (sizes.length === 0 || new Set(sizes.map((z) => `${SIZES[z].dev}/${SIZES[z].test}`)).size > 1) throw new RangeError(`sizes ${sizes.join(', ')}: tuning across sizes compares them on one development split, so their dev and test sizes must be equal`)
   if (seeds.length < 3) throw new RangeError('the evidence needs at least 3 seeds')
@@ -533,6 +533,14 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (items && !(items.length === 2 && items.every((x) => Number.isSafeInteger(x) && x >= 1) && items[0] <= TEST_OFFSET && TEST_OFFSET + items[1] <= SPLITS_END)) throw new RangeError(`--items ${items.join(',')}: DEV,TEST item counts, DEV 1 to ${TEST_OFFSET} (items [0, DEV)) and TEST 1 to ${SPLITS_END - TEST_OFFSET} (items [${TEST_OFFSET}, ${TEST_OFFSET} + TEST))`)
   if (tune && !(tune.length > 0 && tune.every((x) => Number.isFinite(x) && x > 0))) throw new RangeError(`--tune ${tune.join(',')}: learning-rate scales are numbers > 0`)
   for (const m of methods) if (!METHOD_TABLE[m]) throw new RangeError(`unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
+  if (arms) {
+    // a subset of one method's arms (cells are per arm, so they resume and pool as in a full run); the headline is what tuning runs
+    if (methods.length !== 1) throw new RangeError(`--arms: names arms of one method; give --methods one method (not ${methods.join(',')})`)
+    const m = METHOD_TABLE[methods[0]]
+    const unknownArm = arms.find((a) => !m.arms[a])
+    if (unknownArm !== undefined) throw new RangeError(`--arms: '${unknownArm}' is not an arm of ${methods[0]} (${Object.keys(m.arms).join(', ')})`)
+    if (!arms.includes(m.headline)) throw new RangeError(`--arms: ${methods[0]}'s arms must include its headline '${m.headline}' (the arm the development split tunes)`)
+  }
   for (const [m, over] of Object.entries(config ?? {})) {
     if (!METHOD_TABLE[m]) throw new RangeError(`--config: unknown method '${m}' (${Object.keys(METHOD_TABLE).join(', ')})`)
     // a bad key or value is refused now, not at the first training cell
@@ -554,7 +562,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const world = arithWorld({ benchmarks: [`L${level}`] })
   const baseWeights = weightsDigest(base) // the base's weights read once, for every name below
   const baseTag = modelTag(base, baseWeights)
-  const shared = { level, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, guard, collapseRule, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
+  const shared = { level, arms, tuneOnly, seeds, tuningSeeds, base: resolve(base), config, guard, collapseRule, world, openPolicy: openPolicy ?? (await import('../dist/methods/common/policy.js')).openPolicy, threads, log }
   // one run state per size; a size's cells live in its own folder (the cell keys do not name the step count)
   const stages = sizes.map((z) => ({
     ...shared,
@@ -568,7 +576,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   const sp = splits(world, s, level)
   const started = Date.now()
   const label = sizes.length === 1 ? s.label : `each method at the size (${sizes.join(', ')}) and learning-rate scale best on the development split: ${stages.map((st) => st.size.label).join('; ')}`
-  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, rule: collapseRule, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: baseTag ? resolve(base) : 'bundled', ...(baseWeights ? { modelWeights: baseWeights } : {}), notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
+  const result = { format: 'autodidact.evidence', version: 1, size: sizes.join('+'), label, ...(note ? { note } : {}), ...(config ? { config } : {}), ...(guard ? { guard: { onCollapse: guard, rule: collapseRule, probe: `L${level} held-out items [0, ${PROBE_ITEMS}), ${PROBES} evaluations a run`, window: DEFAULT_COLLAPSE_WINDOW } } : {}), device: device ?? 'cpu', ...(tuneOnly ? { tuneOnly: true } : {}), seeds, world: `arith (toy), level ${level}`, level, model: baseTag ? resolve(base) : 'bundled', ...(baseWeights ? { modelWeights: baseWeights } : {}), notRun: Object.keys(METHOD_TABLE).filter((m) => !methods.includes(m)), ...(arms ? { armsRun: arms } : {}), protocol: { mean4: MEAN4, greedy: 'T 0' }, splits: { dev: `L${level} held-out items [0, ${s.dev})`, test: `L${level} held-out items [${TEST_OFFSET}, ${TEST_OFFSET + s.test})` }, methods: {} }
   for (const [i, name] of methods.entries()) {
     result.methods[name] = await runMethod(o, name, sp)
     // a partial file says which methods are still to come
@@ -628,7 +636,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     const i = argv.indexOf(`--${name}`)
     return i >= 0 ? argv[i + 1] : undefined
   }
-  const withValue = ['--level', '--device', '--methods', '--seeds', '--tune', '--tune-seeds', '--items', '--out', '--note', '--model', '--config', '--on-collapse', '--collapse-rule']
+  const withValue = ['--level', '--device', '--methods', '--arms', '--seeds', '--tune', '--tune-seeds', '--items', '--out', '--note', '--model', '--config', '--on-collapse', '--collapse-rule']
   const known = ['--quick', '--reduced', '--full', '--long', '--table', '--tune-only', ...withValue]
   const unknown = argv.filter((a, i) => a.startsWith('--') && !known.includes(a) && !withValue.includes(argv[i - 1]))
   if (argv.includes('--help') || argv.includes('-h') || unknown.length > 0) {
@@ -651,6 +659,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     sizes,
     level,
     methods: arg('methods')?.split(','),
+    arms: arg('arms')?.split(','),
     seeds: arg('seeds')?.split(',').map(Number),
     tune: arg('tune')?.split(',').map(Number),
     tuneSeeds: arg('tune-seeds') === undefined ? undefined : Number(arg('tune-seeds')),

@@ -177,6 +177,19 @@ describe('bench/evidence.mjs --quick', () => {
     }
   }, 60_000)
 
+  it('--arms: one method\'s named arms alone (its headline among them), ablations only between arms that ran; other lists refused', async () => {
+    const dir = join(root, 'arms')
+    const r = await bench.runEvidence({ size: 'quick', methods: ['rzero'], arms: ['+disagreement'], out: join(dir, 'evidence.json'), cellsDir: join(dir, 'cells'), base: join(root, 'no-such-base'), openPolicy: scriptedPolicies({ script: improving }), log: () => {} })
+    expect(Object.keys(r.methods.rzero.arms)).toEqual(['+disagreement'])
+    expect(r.methods.rzero.ablations).toEqual([])
+    expect(r.armsRun).toEqual(['+disagreement'])
+    expect(readdirSync(join(dir, 'cells')).filter((f) => f.includes('+disagreement_')).length).toBeGreaterThan(0)
+    expect(readdirSync(join(dir, 'cells')).filter((f) => f.includes('R-Zero'))).toEqual([])
+    await expect(bench.runEvidence({ size: 'quick', methods: ['rzero', 'grpo'], arms: ['+disagreement'], log: () => {} })).rejects.toThrow(/--arms: names arms of one method/)
+    await expect(bench.runEvidence({ size: 'quick', methods: ['rzero'], arms: ['+disagreement', 'nope'], log: () => {} })).rejects.toThrow(/--arms: 'nope' is not an arm of rzero \(\+disagreement, R-Zero\)/)
+    await expect(bench.runEvidence({ size: 'quick', methods: ['rzero'], arms: ['R-Zero'], log: () => {} })).rejects.toThrow(/must include its headline '\+disagreement'/)
+  }, 60_000)
+
   it('--on-collapse rollback: each cell runs through the driver with its probe on dev items; a collapsing run is evaluated on its best probed checkpoint, and the run folder goes', async () => {
     // sampled (training) answers right more often with every update, greedy (held-out) answers less often: self-play's collapse
     const collapsing = (c: ScriptContext) => {
