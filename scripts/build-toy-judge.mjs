@@ -3,10 +3,11 @@
 // policy's backbone with a score head, Bradley–Terry on noisy synthetic preferences). Needs
 // `dist/` (npx tsc -p tsconfig.json).
 //
-//   node scripts/build-toy-judge.mjs [--out DIR] [--base MODEL_DIR] [--policy MODEL_DIR] [--critique-tokens N] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
+//   node scripts/build-toy-judge.mjs [--out DIR] [--base MODEL_DIR] [--policy MODEL_DIR] [--critique-tokens N] [--score-head-only] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
 //   node scripts/build-toy-judge.mjs --measure [--out DIR] [--base POLICY_DIR] [--critique-tokens N]   (held-out and on-policy pairwise accuracy, no training)
 // --policy: whose Solver samples make the on-policy pairs (default the backbone, --base). --critique-tokens N:
 // a critiquing Judge, which writes its check of each response before its score head reads (J-Zero's judge.critiqueTokens).
+// --score-head-only: Bradley–Terry trains the score head alone, the backbone frozen (J-Zero's judge.scoreHeadOnly).
 import { resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 
@@ -20,6 +21,7 @@ const { values } = parseArgs({
     base: { type: 'string' },
     policy: { type: 'string' },
     'critique-tokens': { type: 'string' },
+    'score-head-only': { type: 'boolean' },
     'on-policy-share': { type: 'string' },
     steps: { type: 'string' },
     lr: { type: 'string' },
@@ -41,6 +43,7 @@ if (values.measure) {
     base: values.base ? resolve(values.base) : undefined,
     policy: values.policy ? resolve(values.policy) : undefined,
     critiqueTokens: num(values['critique-tokens']),
+    scoreHeadOnly: values['score-head-only'],
     onPolicyShare: num(values['on-policy-share']),
     steps: num(values.steps),
     lr: num(values.lr),

@@ -34,6 +34,8 @@ export interface ToyJudgeOptions {
   policy?: string
   /** > 0: a critiquing Judge (JudgeView): it writes a critique of up to this many tokens before its score head reads (default 0). */
   critiqueTokens?: number
+  /** Train the score head alone, the backbone frozen (default false: every weight). */
+  scoreHeadOnly?: boolean
   seed?: number
   /** Bradley–Terry steps (default TOY_JUDGE_DEFAULTS.steps). */
   steps?: number
@@ -80,6 +82,7 @@ export function resolveToyJudge(o: ToyJudgeOptions) {
     base: o.base ?? BUNDLED_MODEL,
     policy: o.policy ?? o.base ?? BUNDLED_MODEL,
     critiqueTokens: o.critiqueTokens ?? 0,
+    scoreHeadOnly: o.scoreHeadOnly ?? false,
     seed: o.seed ?? d.seed,
     steps: o.steps ?? d.steps,
     batchPairs: o.batchPairs ?? d.batchPairs,
@@ -209,7 +212,7 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
     const before = await heldOutJudgeAccuracy(judge, heldOut, r)
     log(`toy Judge: ${r.steps} steps × ${r.batchPairs} pairs, lr ${r.lr}, label noise ${r.noise}${r.critiqueTokens ? `, critiques of up to ${r.critiqueTokens} tokens` : ''}; held-out ${heldOut.length} pairs, accuracy before ${before.accuracy.toFixed(3)}`)
     const data = await trainingPreferences(r.policy, r.seed, r.steps * r.batchPairs, r, options.threads)
-    const trainer = await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: r.lr, weightDecay: 0 }, clipGradNorm: 1 })
+    const trainer = await judge.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: r.lr, weightDecay: 0 }, clipGradNorm: 1, scoreHeadOnly: r.scoreHeadOnly })
     const curve: ToyJudgeResult['curve'] = []
     for (let step = 1; step <= r.steps; step++) {
       const m = await trainer.step(await bradleyTerryBatch(judge, TOY_WORLD, data.slice((step - 1) * r.batchPairs, step * r.batchPairs), r))

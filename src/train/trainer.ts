@@ -78,6 +78,12 @@ export interface TrainerOptions {
    * schedule and one clock for every adapter.
    */
   adapterSchedules?: Record<string, ScheduleOptions>
+  /**
+   * Train the score head alone, the backbone frozen (no gradient or optimizer state for it): a linear
+   * probe of the last token's hidden state. A reward model that writes before it scores (a critiquing
+   * Judge) keeps what it writes. Needs a score head and a score objective; not with LoRA.
+   */
+  scoreHeadOnly?: boolean
   /** Global gradient-norm clip; 0 = off. Default 1. */
   clipGradNorm?: number
   /** Sequences per forward/backward; gradients accumulate over a step's micro-batches. Default 8. */
@@ -214,6 +220,10 @@ export class Trainer {
     if (options.collective && this.trained.length > 1)
       throw new InvalidArgumentError('adapter', `data-parallel training of several adapters at once (${this.trained.join(', ')}) is not supported: train one adapter per trainer`)
     this.clocks = options.adapterSchedules ? adapterClocks(options.adapterSchedules, this.trained) : null
+    if (options.scoreHeadOnly) {
+      if (this.objective.kind !== 'score') throw new InvalidArgumentError('scoreHeadOnly', `scoreHeadOnly trains a score head alone; objective '${this.objective.name}' trains the LM head`)
+      if (this.trained.length) throw new InvalidArgumentError('scoreHeadOnly', 'scoreHeadOnly freezes the backbone; it does not train LoRA adapters too (leave lora and adapter unset)')
+    }
   }
 
   static async create(model: TrainerModel, options: TrainerOptions): Promise<Trainer> {
@@ -229,7 +239,7 @@ export class Trainer {
     if (free !== null) assertFits(trainingMemoryPlan(model.config, { batch: 1, sequenceLength: 2 }, t.planOptions()), 'trainer', free, 'creating the trainer')
     if (lora && !model.adapters.has(t.trained[0])) await attachAdapter(model, t.trained[0], lora)
     if (t.trained.length) train.setTrainable(model.handle, false, true, Int32Array.from(t.trained, (name) => adapterIndex(model, name)))
-    else train.setTrainable(model.handle, true, false)
+    else train.setTrainable(model.handle, !options.scoreHeadOnly, false)  // the score head trains whether or not the base does
     t.peakFlops = await peakFlopsOf(model.handle.describe())
     return t
   }
@@ -386,7 +396,7 @@ export class Trainer {
   }
 
   // FLOPs of one micro-batch: what this trainer trains (the base, or LoRA adapters on a frozen base;
-  // with several adapters, counted at the first one's rank and targets).
+  // with several adapters, counted at the first one's rank and targets; a score head alone as a frozen base).
   private stepFlops(fed: number[], headRows: number, headWidth: number, referenceForward: boolean): number {
     const trainsAdapters = this.trained.length > 0
     const lora = trainsAdapters ? this.model.adapters.get(this.trained[0]) : this.model.adapters.values().next().value
@@ -394,7 +404,7 @@ export class Trainer {
       lengths: fed,
       headRows,
       headWidth,
-      trainBase: !trainsAdapters,
+      trainBase: !trainsAdapters && !this.options.scoreHeadOnly,
       lora: lora ? { rank: lora.rank, targets: lora.targets, trained: trainsAdapters } : null,
       referenceForward,
     })

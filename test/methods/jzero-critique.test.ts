@@ -134,17 +134,21 @@ describe.skipIf(!haveModels)('critiquing Judge on the engine', () => {
     }
   })
 
-  it('one J-Zero iteration with a critiquing Judge runs every stage and trains the Judge on critiqued pairs', async () => {
-    const c = resolveJzeroConfig({
+  const smallCritiqueRun = (judge: object) =>
+    resolveJzeroConfig({
       steps: 1,
       challenger: { steps: 1, batch: 4, rollouts: 1, solverSamples: 2 },
       selection: { pool: 6, keep: 3, samples: 2 },
       solver: { steps: 1, batch: 3, miniBatch: 3, rollouts: 2 },
-      judge: { steps: 2, batch: 4, tasks: 6, lr: 1e-4, critiqueTokens: 32 },
+      judge: { steps: 2, batch: 4, tasks: 6, lr: 1e-4, critiqueTokens: 32, ...judge },
       eval: { every: 1, size: 4, benchmarks: [], judgePairs: 4 },
     })
-    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, c, world, { threads: 2 })
+  const critiqueProbe = world.cose.judgePrompt(items[0].question, items[0].response)
+
+  it('one J-Zero iteration with a critiquing Judge runs every stage and trains the Judge on critiqued pairs', async () => {
+    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, smallCritiqueRun({}), world, { threads: 2 })
     try {
+      const [[before]] = await run.judge.generate([critiqueProbe], { temperature: 0, maxTokens: 32 })
       const r = await run.runStep()
       expect(r.solver.reward.min).toBeGreaterThan(0)
       expect(r.solver.reward.max).toBeLessThan(1)
@@ -152,6 +156,26 @@ describe.skipIf(!haveModels)('critiquing Judge on the engine', () => {
       expect(r.judge.train!.updates).toBe(2)
       expect(Number.isFinite(r.judge.train!.loss)).toBe(true)
       expect(Number.isFinite(r.judgeAccuracy)).toBe(true)
+      // the paper's Judge trains every weight: what it writes moves with its score head
+      const [[after]] = await run.judge.generate([critiqueProbe], { temperature: 0, maxTokens: 32 })
+      expect(Array.from(after.logprobs)).not.toEqual(Array.from(before.logprobs))
+    } finally {
+      run.dispose()
+    }
+  })
+
+  it('judge.scoreHeadOnly: the Judge learns in its score head alone, and writes the same critique after its steps', async () => {
+    const run = await JzeroRun.start(DEFAULT_MODEL, DEFAULT_TOY_JUDGE_DIR, smallCritiqueRun({ scoreHeadOnly: true, lr: 1e-3 }), world, { threads: 2 })
+    try {
+      const [[before]] = await run.judge.generate([critiqueProbe], { temperature: 0, maxTokens: 32 })
+      const [scoreBefore] = await run.judge.rewardScores([world.jzero.judgeInput(items[0].question, items[0].response)])
+      const r = await run.runStep()
+      expect(r.judge.train!.updates).toBe(2)
+      const [[after]] = await run.judge.generate([critiqueProbe], { temperature: 0, maxTokens: 32 })
+      const [scoreAfter] = await run.judge.rewardScores([world.jzero.judgeInput(items[0].question, items[0].response)])
+      expect(after.text).toBe(before.text)
+      expect(Array.from(after.logprobs)).toEqual(Array.from(before.logprobs))
+      expect(scoreAfter).not.toBe(scoreBefore)
     } finally {
       run.dispose()
     }

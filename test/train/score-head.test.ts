@@ -74,4 +74,39 @@ describe('score head', () => {
     model.dispose()
     reloaded.dispose()
   })
+
+  it('scoreHeadOnly: a Bradley–Terry step moves score.weight alone, by exactly the step the full trainer gives it', async () => {
+    const tiny = await writeTinyModel(join(root, 'head-only'), { family: 'qwen3', dtype: 'F32', seed: 63, tied: true })
+    const train = (await nativeAddon()).train
+    const prompt = [1, 2, 3]
+    const sequences = [[40, 41, 42], [43, 44], [90, 91, 92], [93, 94]].map((completion) => ({ prompt, completion }))
+    const pairs: [number, number][] = [[0, 2], [1, 3]]
+    const after = async (scoreHeadOnly: boolean) => {
+      const model = await loadModel(tiny.dir, { threads: 2 })
+      await model.attachScoreHead({ seed: 5 })
+      const before = new Map((await train.exportTensors(model.handle)).map((t) => [t.name, Float32Array.from(t.data)]))
+      // no clip: the full trainer's global norm would scale the head's step by the backbone's gradients too
+      const trainer = await model.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: 1e-2 }, clipGradNorm: 0, scoreHeadOnly })
+      const m = await trainer.step({ sequences, pairs })
+      expect(Number.isFinite(m.loss)).toBe(true)
+      const now = new Map((await train.exportTensors(model.handle)).map((t) => [t.name, Float32Array.from(t.data)]))
+      model.dispose()
+      return { before, now }
+    }
+    const head = await after(true)
+    const full = await after(false)
+    const moved = (r: typeof head) => [...r.now].filter(([name, data]) => data.some((x, i) => x !== r.before.get(name)![i])).map(([name]) => name)
+    expect(moved(head)).toEqual(['score.weight'])
+    expect(moved(full).length).toBeGreaterThan(1)
+    expect(Array.from(head.now.get('score.weight')!)).toEqual(Array.from(full.now.get('score.weight')!))
+  })
+
+  it('scoreHeadOnly is refused without a score objective, and beside LoRA', async () => {
+    const tiny = await writeTinyModel(join(root, 'head-only-bad'), { family: 'qwen3', dtype: 'F32', seed: 64 })
+    const model = await loadModel(tiny.dir, { threads: 2 })
+    await expect(model.trainer({ objective: { name: 'sft' }, optimizer: { lr: 1e-3 }, scoreHeadOnly: true })).rejects.toThrow(/scoreHeadOnly trains a score head alone; objective 'sft'/)
+    await model.attachScoreHead({ seed: 1 })
+    await expect(model.trainer({ objective: { name: 'bradley-terry' }, optimizer: { lr: 1e-3 }, scoreHeadOnly: true, lora: { rank: 2, alpha: 4 } })).rejects.toThrow(/scoreHeadOnly freezes the backbone/)
+    model.dispose()
+  })
 })

@@ -43,6 +43,8 @@ export interface TrainingPlan {
   /** Default: the trainer's (8). */
   microBatchSize?: number
   lora: LoraOptions | null
+  /** A reward model's score head alone, the backbone frozen (TrainerOptions.scoreHeadOnly). */
+  scoreHeadOnly?: boolean
 }
 
 /**

@@ -67,6 +67,9 @@ export function jzeroSchema() {
         critiqueTokens: intAtLeast(0).describe(
           "0: the Judge scores (task, response) as JZ's reward model does. N > 0, outside the paper (after critique-out-loud reward models): the Judge first writes its critique of the response greedily with its own LM head, up to N tokens, in the world's critique prompt (jzero.critique; the built-in worlds use COSE's Judge prompt), and its score head reads task, response and critique, in scoring and in Bradley–Terry training alike. Needs a Judge whose LM head is its embedding (tie_word_embeddings)",
         ),
+        scoreHeadOnly: z
+          .boolean()
+          .describe("true: the Judge's Bradley–Terry steps train its score head alone, the backbone frozen — a critiquing Judge then keeps the check it writes (full-backbone steps wore it away: README, evidence). false: every weight, as JZ trains its reward model"),
         verifierFlip: ratio().describe("the 'verifier' control only: its verdict is wrong on this fixed share of (task, answer) inputs, a deterministic Judge of pairwise accuracy 1 − p, to measure how right J-Zero's Judge must be (0: never wrong)"),
       })
       .refine((j) => j.minSubtasks <= j.maxSubtasks, { error: 'must be an integer in 1..judge.maxSubtasks', path: ['minSubtasks'] }),
@@ -136,7 +139,7 @@ export const PAPER_PRESET: JzeroConfig = {
   },
   selection: { pool: 3840, keep: 1920, samples: 5 },
   solver: { steps: 15, batch: 128, miniBatch: 16, rollouts: 5, temperature: 1, topP: 0.99, maxTokens: 4096, lr: 1e-6, klCoef: 0.01, clipLow: 0.2, clipHigh: 0.28 },
-  judge: { model: null, steps: 8, batch: 64, lr: 5e-7, tasks: 512, minSubtasks: 3, maxSubtasks: 5, ampResponse: 'compose-output', critiqueTokens: 0, verifierFlip: 0 },
+  judge: { model: null, steps: 8, batch: 64, lr: 5e-7, tasks: 512, minSubtasks: 3, maxSubtasks: 5, ampResponse: 'compose-output', critiqueTokens: 0, scoreHeadOnly: false, verifierFlip: 0 },
   switches: { trainJudge: true, rolePairs: true, ampPairs: true, judge: 'model' },
   ppo: { advantage: 'grpo', aggregation: 'seq-mean-token-mean', microBatchSize: 8, clipGradNorm: 1, loraRank: 0, loraAlpha: 0 },
   eval: { every: 1, size: 100, benchmarks: [], judgePairs: 100 },
@@ -154,7 +157,7 @@ export const TOY_PRESET: JzeroConfig = {
   // toy problems of 2–3 operations have 2–3 natural subtasks: allow 1–5
   // Judge lr 1e-5 on 32 tasks barely moved it in 6 iterations (held-out pairwise 74.0 → 75.3%); 3e-5 on 64
   // tasks moves it measurably (74.0 → 78.0% in 8), the rate its recipe (src/toymodel/judge.ts) uses
-  judge: { model: null, steps: 4, batch: 16, lr: 3e-5, tasks: 64, minSubtasks: 1, maxSubtasks: 5, ampResponse: 'transcript', critiqueTokens: 0, verifierFlip: 0 },
+  judge: { model: null, steps: 4, batch: 16, lr: 3e-5, tasks: 64, minSubtasks: 1, maxSubtasks: 5, ampResponse: 'transcript', critiqueTokens: 0, scoreHeadOnly: false, verifierFlip: 0 },
   ppo: { ...PAPER_PRESET.ppo, microBatchSize: 16 },
   eval: { every: 1, size: 50, benchmarks: [], judgePairs: 50 },
   checkpointEvery: 2,

@@ -547,5 +547,5 @@ function stagePlan(stage: PolicyStage, c: JzeroConfig): TrainingPlan {
 
 /** JZ Eq. 13: the Judge's Bradley–Terry steps, constant lr, no weight decay. */
 function judgePlan(c: JzeroConfig): TrainingPlan {
-  return { objective: { name: 'bradley-terry' }, optimizer: { lr: c.judge.lr, weightDecay: 0 }, schedule: { kind: 'constant' }, clipGradNorm: c.ppo.clipGradNorm, lora: null }
+  return { objective: { name: 'bradley-terry' }, optimizer: { lr: c.judge.lr, weightDecay: 0 }, schedule: { kind: 'constant' }, clipGradNorm: c.ppo.clipGradNorm, lora: null, scoreHeadOnly: c.judge.scoreHeadOnly }
 }
