@@ -75,9 +75,14 @@ export async function judgeRewards(judge: Judge, world: TaskWorld, items: readon
   return Array.from(await rawJudgeScores(judge, world, items, view), judgeReward)
 }
 
+/** Each pair's chosen then rejected side as a (task, response) item. */
+function pairSides(pairs: readonly PreferencePair[]): Judged[] {
+  return pairs.flatMap((p) => [{ question: p.question, response: p.chosen }, { question: p.question, response: p.rejected }])
+}
+
 /** Per pair, J(x, y⁺) − J(x, y⁻) (positive: the Judge orders the pair as labelled). */
 export async function pairMargins(judge: Judge, world: TaskWorld, pairs: readonly PreferencePair[], view: JudgeView = AS_IS): Promise<number[]> {
-  const raw = await rawJudgeScores(judge, world, pairs.flatMap((p) => [{ question: p.question, response: p.chosen }, { question: p.question, response: p.rejected }]), view)
+  const raw = await rawJudgeScores(judge, world, pairSides(pairs), view)
   return pairs.map((_, i) => raw[2 * i] - raw[2 * i + 1])
 }
 
@@ -92,7 +97,7 @@ export function pairwiseAccuracy(margins: readonly number[]): number {
  * from the Judge's own tokenizer (with their critiques, written now), and the [chosen, rejected] index pairs.
  */
 export async function bradleyTerryBatch(judge: Judge, world: TaskWorld, pairs: readonly PreferencePair[], view: JudgeView = AS_IS): Promise<{ sequences: TrainSequence[]; pairs: [number, number][] }> {
-  const inputs = await judgeInputs(judge, world, pairs.flatMap((p) => [{ question: p.question, response: p.chosen }, { question: p.question, response: p.rejected }]), view)
+  const inputs = await judgeInputs(judge, world, pairSides(pairs), view)
   const sequences = inputs.map((input): TrainSequence => ({
     prompt: judge.encodePrompt(input.prompt),
     completion: typeof input.completion === 'string' ? judge.tokenizer.encode(input.completion, { addSpecialTokens: false }) : [...input.completion],
