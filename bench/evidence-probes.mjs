@@ -190,6 +190,7 @@ async function jzeroJudge() {
   const model = await loadModel(MODEL, { threads: 2 })
   const judge = await loadModel(JUDGE, { threads: 2 })
   const view = { critiqueTokens: Number(arg('critique', 0)) }
+  if (!(Number.isInteger(view.critiqueTokens) && view.critiqueTokens >= 0)) refuser('jzero-judge')(`--critique ${arg('critique')}: a whole number of tokens ≥ 0`)
   const out = { probe: 'jzero-judge', model: MODEL, judge: JUDGE, critiqueTokens: view.critiqueTokens, questionsPerLevel: n, samplesPerQuestion: k, note: 'Solver samples at T 1 (the toy preset), max 64 tokens', levels: {} }
   for (const level of [2, 3, 4]) {
     const problems = trainingQuestions(`evidence-probe-jz-${level}`, level, n)

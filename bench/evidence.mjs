@@ -516,9 +516,14 @@ function guardTag(guard, rule = DEFAULT_COLLAPSE_RULE) {
   return guard ? `-guard-${guard}${rule === DEFAULT_COLLAPSE_RULE ? '' : `-${rule}`}` : ''
 }
 
-function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items, guard, rule) {
+/** '' for every arm, else `-arms-<names>`: a run of some arms never overwrites the result of all of them. */
+function armsTag(arms) {
+  return arms ? `-arms-${arms.map((a) => a.replace(/[^A-Za-z0-9.+-]+/g, '_')).join('+')}` : ''
+}
+
+function defaultOut(sizes, level, tuneOnly, base = DEFAULT_MODEL, config, items, guard, rule, arms) {
   const sizeTag = sizes.join('+')
-  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard, rule)}${tuneOnly ? '-tuning' : ''}.json`)
+  return join(here, 'results', `evidence${sizeTag === 'reduced' ? '' : `-${sizeTag}`}${levelTag(level)}${modelTag(base)}${configTag(config)}${itemsTag(items)}${guardTag(guard, rule)}${armsTag(arms)}${tuneOnly ? '-tuning' : ''}.json`)
 }
 
 /** Runs the evidence at a size; writes `out` and returns it. `openPolicy` and `base` let a test run it on the scripted policy. */
@@ -558,7 +563,7 @@ export async function runEvidence({ note, size = 'reduced', sizes = [size], leve
   if (!(Number.isInteger(level) && level >= 2 && level <= 5)) throw new RangeError(`--level ${level}: the evidence runs at level 2, 3, 4 or 5 (level 1's 100 held-out items hold no test split at item ${TEST_OFFSET})`)
   if (!openPolicy && !existsSync(join(base, 'config.json'))) throw new RangeError(`--model ${base}: not a model folder (no config.json)`)
   if (device) process.env.AUTODIDACT_DEVICE = device
-  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items, guard, collapseRule)
+  const outFile = out ?? defaultOut(sizes, level, tuneOnly, base, config, items, guard, collapseRule, arms)
   const world = arithWorld({ benchmarks: [`L${level}`] })
   const baseWeights = weightsDigest(base) // the base's weights read once, for every name below
   const baseTag = modelTag(base, baseWeights)
@@ -652,7 +657,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const level = arg('level') === undefined ? DEFAULT_LEVEL : Number(arg('level'))
   if (argv.includes('--table')) {
     // the table of a finished (or partly finished) result file, for the README
-    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config')), arg('items')?.split(',').map(Number), arg('on-collapse'), arg('collapse-rule')), 'utf8'))))
+    console.log(table(JSON.parse(readFileSync(arg('out') ?? defaultOut(sizes, level, argv.includes('--tune-only'), arg('model'), parseConfig(arg('config')), arg('items')?.split(',').map(Number), arg('on-collapse'), arg('collapse-rule'), arg('arms')?.split(',')), 'utf8'))))
     process.exit(0)
   }
   const r = await runEvidence({
