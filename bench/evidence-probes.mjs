@@ -44,6 +44,8 @@
 //        nice node bench/evidence-probes.mjs judge-checks [--checks recompute,units,nines] [--steps 600] [--lr 3e-4] [--questions 200] [--keep DIR]
 //          [--rest teacher|own] (the other roles' half of each batch: the teachers' transcripts, or the
 //          model's own T 1 samples, so that only the Judge learns)
+//          [--lora R] (the check as a LoRA adapter of rank R, trained on Judge transcripts alone and kept
+//          as DIR/<check>-loraR, a PEFT folder: with COSE's role adapters only the Judge runs through it)
 //          (--keep DIR: the fine-tuned models stay, as DIR/<check>, e.g. for bench/evidence.mjs --model;
 //          --steps 0: no fine-tune, the --model weights judge as they are, in each form; --solver DIR:
 //          whose samples are rated, default the bundled model)
@@ -79,6 +81,8 @@ const MODEL = arg('model', DEFAULT_MODEL)
 const JUDGE = arg('judge', BUNDLED_JUDGE)
 /** judge-checks --rest: the other roles' half of each fine-tune batch, the teachers' transcripts or the model's own samples. */
 const REST = arg('rest', 'teacher')
+/** judge-checks --lora R: the Judge's check is trained as a LoRA adapter of rank R (alpha 2R) on Judge transcripts alone, the base untouched (null: every weight). */
+const LORA = arg('lora', null) === null ? null : Number(arg('lora'))
 
 /** Normalized-entropy confidence (COSE Eq. 2–3) over the positions `keep` selects. */
 function confidence(entropy, keep, vocab) {
@@ -242,31 +246,47 @@ async function rzeroSignals() {
   return out
 }
 
-/** The bundled model after `steps` SFT steps whose batches are half Judge transcripts in the `check` form; its folder. */
+/**
+ * The bundled model after `steps` SFT steps whose batches are half Judge transcripts in the `check`
+ * form; its folder. With --lora R, a LoRA adapter trained on Judge transcripts alone (the base, and
+ * so every role that runs without the adapter, unchanged); its PEFT folder.
+ */
 async function fineTuneJudge(check, steps, lr) {
   const model = await loadModel(MODEL, { threads: 2 })
   const trainer = await model.trainer({
     objective: { name: 'sft' },
-    optimizer: { lr, weightDecay: 0.1, beta1: 0.9, beta2: 0.99 },
+    ...(LORA ? { lora: { rank: LORA, alpha: 2 * LORA, seed: 7 } } : {}),
+    optimizer: { lr, weightDecay: LORA ? 0 : 0.1, beta1: 0.9, beta2: 0.99 },
     schedule: { kind: 'cosine', warmupSteps: Math.min(20, steps), totalSteps: Math.max(steps, 21), minLrRatio: 0.1 },
     clipGradNorm: 1,
     microBatchSize: 16,
   })
-  const half = 16
+  const perStep = 32
+  const judgedPerStep = LORA ? perStep : perStep / 2
   const levelWeights = TOY_RECIPE_DEFAULTS.levelWeights
-  const judged = buildCorpus({ seed: `judge-checks-${check}`, size: steps * half, mix: { judge: 1 }, levelWeights, judge: { check, lazyRate: 0, inputWrongRate: 0.7 } })
-  const rest = buildCorpus({ seed: 'judge-checks-rest', size: steps * half, mix: { ...TOY_RECIPE_DEFAULTS.mix, judge: 0 }, levelWeights })
+  const judged = buildCorpus({ seed: `judge-checks-${check}`, size: steps * judgedPerStep, mix: { judge: 1 }, levelWeights, judge: { check, lazyRate: 0, inputWrongRate: 0.7 } })
   const encode = (it) => ({ prompt: model.tokenizer.encode(it.prompt, { addSpecialTokens: false }), completion: [...model.tokenizer.encode(it.completion, { addSpecialTokens: false }), TOY_IDS.imEnd] })
+  const restPerStep = perStep - judgedPerStep
+  const rest = restPerStep ? buildCorpus({ seed: 'judge-checks-rest', size: steps * restPerStep, mix: { ...TOY_RECIPE_DEFAULTS.mix, judge: 0 }, levelWeights }) : []
   const restSequences = REST === 'own' ? await ownSamples(model, rest) : rest.map(encode)
   for (let step = 0; step < steps; step++) {
-    const sequences = [...judged.slice(step * half, (step + 1) * half).map(encode), ...restSequences.slice(step * half, (step + 1) * half)]
+    const sequences = [...judged.slice(step * judgedPerStep, (step + 1) * judgedPerStep).map(encode), ...restSequences.slice(step * restPerStep, (step + 1) * restPerStep)]
     const m = await trainer.step({ sequences })
     if ((step + 1) % 100 === 0) process.stderr.write(`${check}: step ${step + 1}/${steps} loss ${m.loss.toFixed(4)}\n`)
   }
-  const dir = KEEP ? join(KEEP, check) : mkdtempSync(join(tmpdir(), `judge-checks-${check}-`))
+  const name = LORA ? `${check}-lora${LORA}` : check
+  const dir = KEEP ? join(KEEP, name) : mkdtempSync(join(tmpdir(), `judge-checks-${name}-`))
   await model.save(dir)
   model.dispose()
   return dir
+}
+
+/** A judge-checks Judge: a model folder, or (--lora) the --model weights with the PEFT adapter folder `dir` attached. */
+async function loadJudgeChecker(dir) {
+  const isAdapter = existsSync(join(dir, 'adapter_config.json')) && !existsSync(join(dir, 'config.json'))
+  const judge = await loadModel(isAdapter ? MODEL : dir, { threads: 2 })
+  if (isAdapter) await judge.loadAdapter(dir)
+  return judge
 }
 
 /**
@@ -320,7 +340,7 @@ function residueAtFirstFlag(check, response, verdict) {
 }
 
 async function judgeRows(dir, answers, check, temperature) {
-  const judge = await loadModel(dir, { threads: 2 })
+  const judge = await loadJudgeChecker(dir)
   const verdicts = await judge.generate(answers.map((a) => world.cose.judgePrompt(a.problem.question, a.text)), { n: 1, temperature, maxTokens: 200, seed: 12 })
   judge.dispose()
   return answers.map((a, i) => {
@@ -370,6 +390,8 @@ async function judgeChecks() {
   if (!(lr > 0)) refuse(`--lr must be a number > 0, got ${arg('lr')}`)
   if (!(Number.isInteger(n) && n >= 1)) refuse(`--questions must be a whole number ≥ 1, got ${arg('questions')}`)
   if (!['teacher', 'own'].includes(REST)) refuse(`--rest must be teacher or own, got ${REST}`)
+  if (LORA !== null && !(Number.isInteger(LORA) && LORA >= 1 && LORA <= 64)) refuse(`--lora must be a whole number in [1, 64], got ${arg('lora')}`)
+  if (LORA !== null && arg('rest', null) !== null) refuse('--lora trains on Judge transcripts alone: --rest does not apply')
   for (const c of checks) if (!JUDGE_CHECKS.includes(c)) refuse(`--checks: '${c}' is not one of ${JUDGE_CHECKS.join(', ')}`)
   const solverDir = arg('solver', DEFAULT_MODEL)
   const solver = await loadModel(solverDir, { threads: 2 })
@@ -381,7 +403,7 @@ async function judgeChecks() {
     probe: 'judge-checks',
     model: MODEL,
     solver: solverDir,
-    fineTune: { steps, sequencesPerStep: 32, judgeShare: 0.5, otherRoles: REST === 'own' ? "the model's own T 1 samples (self-distillation)" : "the teachers' transcripts", lr, schedule: 'cosine, 20 warmup steps, to 0.1×', judgeInputWrongRate: 0.7, judgeLazyRate: 0 },
+    fineTune: { steps, sequencesPerStep: 32, ...(LORA ? { lora: { rank: LORA, alpha: 2 * LORA }, judgeShare: 1 } : { judgeShare: 0.5, otherRoles: REST === 'own' ? "the model's own T 1 samples (self-distillation)" : "the teachers' transcripts" }), lr, schedule: 'cosine, 20 warmup steps, to 0.1×', judgeInputWrongRate: 0.7, judgeLazyRate: 0 },
     level: 3,
     questions: n,
     samplesPerQuestion: 2,

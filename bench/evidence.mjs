@@ -127,7 +127,7 @@ export const METHOD_TABLE = {
     command: 'autodidact evolve --method cose',
     resolve: resolveCoseConfig,
     start: (base, c, world, o) => CoseRun.start(base, c, world, o),
-    solver: (run) => run.model,
+    solver: (run) => run.solver,
     lr: ['ppo', 'lr'],
     // the toy preset proposes levels 2-4 around the default 3: the same band around any level
     atLevel: (level) => ({ proposer: { levels: [level - 1, level, level + 1].filter((l) => l >= 1 && l <= 5) } }),

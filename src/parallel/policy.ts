@@ -63,6 +63,10 @@ export class ParallelPolicy implements Policy {
   addAdapter(name: string, options: AdapterOptions): Promise<void> {
     return this.inner.addAdapter(name, options)
   }
+  /** Every rank attaches the same folder. */
+  loadAdapter(dir: string, name: string): Promise<void> {
+    return this.inner.loadAdapter(dir, name)
+  }
   encodePrompt(prompt: Prompt): number[] {
     return this.inner.encodePrompt(prompt)
   }

@@ -18,6 +18,7 @@ import { EnginePolicy, openPolicy, type OpenPolicy } from '../../src/methods/com
 import { ScriptedPolicy, scriptedPolicies, type ScriptedTrainer } from '../../src/methods/common/scripted-policy.js'
 import { resolveCoseConfig, type CoseConfig } from '../../src/methods/cose/config.js'
 import { CoseRun } from '../../src/methods/cose/loop.js'
+import { coseFlagsToOverride } from '../../src/methods/cose/spec.js'
 import { arithWorld as toyWorld } from '../../src/worlds/arith/index.js'
 import { arithScript } from './arith-script.js'
 import { metrics, untimed } from './run-metrics.js'
@@ -105,11 +106,12 @@ describe('COSE role adapters on the scripted policy', () => {
       expect(after.get('proposer')!.b[t]).toBe(before.get('proposer')![t])
       expect(after.get('solver')!.b[t]).not.toBe(before.get('solver')![t])
     }
-    // the held-out evaluation is the Solver's: greedy answers through its adapter
+    // the held-out evaluation is the Solver's: greedy answers through its adapter, as an outside evaluation of run.solver's
     const calls = policy.calls.length
     await run.evaluate()
+    await run.solver.generate(['Solve: 1+1'], { n: 1 })
     const evals = policy.calls.slice(calls)
-    expect(evals.length).toBeGreaterThan(0)
+    expect(evals.length).toBeGreaterThan(1)
     for (const e of evals) {
       expect(e.prompts.every((p) => p.startsWith('Solve: '))).toBe(true)
       expect(e.adapters).toEqual(e.prompts.map(() => 'solver'))
@@ -140,6 +142,39 @@ describe('COSE role adapters on the scripted policy', () => {
     expect(untimed(metrics(splitDir))).toEqual(untimed(metrics(straightDir)))
     expect(adapterBytes(join(checkpointDir(splitDir, 2), 'model'))).toEqual(adapterBytes(join(checkpointDir(straightDir, 2), 'model')))
     expect(readFileSync(join(checkpointDir(splitDir, 2), 'model-state', 'optimizer.safetensors'))).toEqual(readFileSync(join(checkpointDir(straightDir, 2), 'model-state', 'optimizer.safetensors')))
+  })
+
+  it("judge.adapter: the Judge's adapter starts from that PEFT folder (its own rank), stays as loaded, and a resume takes the checkpoint's", async () => {
+    expect(() => resolveCoseConfig({ judge: { adapter: join(root, 'x') } })).toThrow(/judge\.adapter.*needs roleAdapters/)
+    expect(coseFlagsToOverride({ 'role-adapters': 2, 'judge-adapter': 'J' })).toEqual({ judge: { adapter: 'J' }, roleAdapters: true, ppo: { loraRank: 2 } })
+    expect(coseFlagsToOverride({ judge: 'M', 'judge-adapter': 'J' })).toEqual({ switches: { judge: 'model' }, judge: { model: 'M', adapter: 'J' } })
+    // a Judge stage's adapter: rank 3, B trained away from 0
+    const stage = new ScriptedPolicy(BASE, { script: () => 'x' })
+    const t = await stage.trainer({ objective: { name: 'sft' }, optimizer: { lr: 0.1 }, lora: { rank: 3, alpha: 6 } })
+    await t.step({ sequences: [{ prompt: [65], completion: Array.from(Buffer.from('<score>1</score>')) }] })
+    const judgeDir = join(root, 'judge-stage')
+    await stage.save(judgeDir)
+    const trainedB = Float32Array.from(stage.weights.adapters.get('default')!.b)
+    expect(trainedB.some((x) => x !== 0)).toBe(true)
+
+    const open = scriptedPolicies(script)
+    const dir = join(root, 'scripted-judge-adapter')
+    const run = await CoseRun.start(BASE, { ...config, judge: { ...config.judge, adapter: judgeDir } }, arithWorld, { openPolicy: open })
+    const [policy] = open.policies
+    const judge = policy.weights.adapters.get('judge')!
+    expect([judge.rank, judge.alpha, Array.from(judge.b)]).toEqual([3, 6, Array.from(trainedB)])
+    for (const role of ['proposer', 'solver']) expect(Array.from(policy.weights.adapters.get(role)!.b).every((x) => x === 0)).toBe(true)
+    expect([...(policy.trainerOf as ScriptedTrainer).trained]).toEqual(['proposer', 'solver'])
+    await drive(run, { ...driveOptions(dir, 1) })
+    expect(Array.from(policy.weights.adapters.get('judge')!.b)).toEqual(Array.from(trainedB))
+    expect(Array.from(policy.weights.adapters.get('solver')!.b).some((x) => x !== 0)).toBe(true)
+    run.dispose()
+    // the checkpoint holds the loaded Judge; the resumed run opens it from there, not from judge.adapter
+    await rm(judgeDir, { recursive: true })
+    const resumed = await CoseRun.resume(checkpointDir(dir, 1), arithWorld, { openPolicy: open })
+    expect(Array.from(open.policies.at(-1)!.weights.adapters.get('judge')!.b)).toEqual(Array.from(trainedB))
+    expect(resumed.config.judge.adapter).toBe(judgeDir)
+    resumed.dispose()
   })
 
   it('a checkpoint with a short moment of a role adapter, or missing one, is a CheckpointError before anything is opened', async () => {
@@ -216,12 +251,15 @@ describe("the scripted fake keeps the engine's per-adapter step clocks (adapterS
 })
 
 /** An engine OpenPolicy whose policies record each generate call's adapter choice. */
-function recordingEngine(): OpenPolicy & { calls: { prompts: Prompt[]; adapter: unknown }[] } {
-  const calls: { prompts: Prompt[]; adapter: unknown }[] = []
+function recordingEngine(): OpenPolicy & { calls: { prompts: Prompt[]; adapter: unknown; options?: GenerateOptions; texts?: string[] }[] } {
+  const calls: { prompts: Prompt[]; adapter: unknown; options?: GenerateOptions; texts?: string[] }[] = []
   class Recording extends EnginePolicy {
-    override generate(prompts: Prompt[], options?: GenerateOptions) {
-      calls.push({ prompts, adapter: options?.adapter })
-      return super.generate(prompts, options)
+    override async generate(prompts: Prompt[], options?: GenerateOptions) {
+      const call: (typeof calls)[number] = { prompts, adapter: options?.adapter, options }
+      calls.push(call)
+      const out = await super.generate(prompts, options)
+      call.texts = out.flatMap((g) => g.map((c) => c.text))
+      return out
     }
   }
   const open = async (ref: Parameters<OpenPolicy>[0]) => new Recording((await openPolicy(ref) as EnginePolicy).model)
@@ -294,5 +332,39 @@ describe.skipIf(!existsSync(join(DEFAULT_MODEL, 'model.safetensors')))('COSE rol
     expect(untimed(metrics(splitDir))).toEqual(untimed(metrics(straightDir)))
     expect(adapterBytes(join(checkpointDir(splitDir, 2), 'model'))).toEqual(adapterBytes(join(checkpointDir(straightDir, 2), 'model')))
     expect(readFileSync(join(checkpointDir(splitDir, 2), 'model-state', 'optimizer.safetensors'))).toEqual(readFileSync(join(checkpointDir(straightDir, 2), 'model-state', 'optimizer.safetensors')))
+  }, 600_000)
+
+  it("judge.adapter on the engine: the Judge role runs through that folder's adapter (rank 3 beside rank-4 roles), which no step moves and the checkpoint keeps", async () => {
+    const { loadModel } = await import('../../src/engine/model.js')
+    // a Judge stage's adapter: rank 3, a few SFT steps on Judge transcripts so that it changes the Judge's verdicts
+    const stage = await loadModel(DEFAULT_MODEL, { threads: 2 })
+    const t = await stage.trainer({ objective: { name: 'sft' }, lora: { rank: 3, alpha: 6, seed: 5 }, optimizer: { lr: 3e-2 }, microBatchSize: 4 })
+    const verdict = { prompt: stage.encodePrompt(arithWorld.cose.judgePrompt('2+3', 'Answer: 5')), completion: stage.tokenizer.encode('<score>0</score>', { addSpecialTokens: false }) }
+    for (let i = 0; i < 5; i++) await t.step({ sequences: [verdict, verdict] })
+    const judgeDir = join(root, 'engine-judge-stage')
+    await stage.save(judgeDir)
+    stage.dispose()
+
+    const open = recordingEngine()
+    const dir = join(root, 'engine-judge-adapter')
+    const run = await CoseRun.start(DEFAULT_MODEL, { ...small, steps: 1, judge: { ...small.judge, adapter: judgeDir } }, arithWorld, { threads: 2, openPolicy: open })
+    expect([...run.model.adapterNames].sort()).toEqual(['judge', 'proposer', 'solver'])
+    await drive(run, driveOptions(dir, 1))
+    run.dispose()
+    const judged = open.calls.find((c) => c.adapter === 'judge')!
+    expect(judged.prompts.length).toBeGreaterThan(0)
+    // the same prompts, seed and options through the bundled model with the folder's adapter alone give the run's verdicts; the bare base does not
+    const alone = await loadModel(DEFAULT_MODEL, { threads: 2 })
+    const verdicts = async () => (await alone.generate(judged.prompts, { ...judged.options, adapter: undefined })).flatMap((g) => g.map((c) => c.text))
+    const bare = await verdicts()
+    await alone.loadAdapter(judgeDir)
+    const withAdapter = await verdicts()
+    alone.dispose()
+    expect(withAdapter).toEqual(judged.texts)
+    expect(bare).not.toEqual(judged.texts)
+    // the checkpoint's Judge adapter is the folder's, tensor for tensor
+    const tensors = async (file: string) => Object.fromEntries(await Promise.all((await readSafetensorsHeader(file)).tensors.map(async (x) => [x.name, Array.from(await readTensorFloat32(x))])))
+    expect(await tensors(join(checkpointDir(dir, 1), 'model', 'judge', 'adapter_model.safetensors'))).toEqual(await tensors(join(judgeDir, 'adapter_model.safetensors')))
+    expect(JSON.parse(readFileSync(join(checkpointDir(dir, 1), 'model', 'judge', 'adapter_config.json'), 'utf8')).r).toBe(3)
   }, 600_000)
 })

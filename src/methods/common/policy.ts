@@ -42,6 +42,8 @@ export interface Policy {
    * a no-op until trained): several roles, each its own adapter, on one base in one process.
    */
   addAdapter(name: string, options: AdapterOptions): Promise<void>
+  /** Attaches the PEFT adapter folder `dir` as the adapter `name` beside any others on the same base (a role's adapter trained elsewhere). */
+  loadAdapter(dir: string, name: string): Promise<void>
   /** `n` samples per prompt, grouped per prompt, with the sampling pass's per-token statistics. */
   generate(prompts: Prompt[], options?: GenerateOptions): Promise<Completion[][]>
   encodePrompt(prompt: Prompt): number[]
@@ -93,6 +95,9 @@ export class EnginePolicy implements Policy {
   }
   async addAdapter(name: string, options: AdapterOptions): Promise<void> {
     await this.model.addAdapter(name, options)
+  }
+  loadAdapter(dir: string, name: string): Promise<void> {
+    return this.model.loadAdapter(dir, { name })
   }
   generate(prompts: Prompt[], options?: GenerateOptions): Promise<Completion[][]> {
     return this.model.generate(prompts, options)

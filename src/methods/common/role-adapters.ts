@@ -24,6 +24,8 @@ export interface RoleAdapter {
    * role: one schedule and one clock, every step training the roles together (COSE).
    */
   schedule?: ScheduleOptions
+  /** A PEFT adapter folder a fresh run starts this role's adapter from (its own rank), in place of a fresh one (A seeded, B = 0); a resumed run takes the checkpoint's. */
+  from?: string
 }
 
 /** The checkpoint role that holds the shared base's adapters (one sub-folder each) and their one optimizer state. */
@@ -58,7 +60,8 @@ export function roleAdaptersOverride(flags: FlagValues, block: string): Record<s
  * One base model with a LoRA adapter per role (each role's generate/score calls and training
  * sequences name its adapter) and one trainer over the trained roles' adapters: the base and the
  * untrained adapters get no gradient and no optimizer state, and the KL reference is the base with
- * the adapters off (no second copy). Fresh: each adapter attached from `seed` (A seeded, B = 0);
+ * the adapters off (no second copy). Fresh: each adapter attached from `seed` (A seeded, B = 0), or
+ * from its role's `from` folder;
  * from a checkpoint: the role folder's adapters (save's multi-adapter layout) and the optimizer
  * state, which must name exactly `roles` (a CheckpointError otherwise). Adapters are attached in
  * name order either way, so a resumed model is the one that was saved.
@@ -89,7 +92,12 @@ export async function openRoleTrainee(
     const found = [...policy.adapterNames].sort()
     if (found.join() !== names.join())
       throw new CheckpointError(o.checkpoint.model, null, 'field', `${o.checkpoint.model}: the checkpoint holds adapters ${found.map((n) => `'${n}'`).join(', ') || 'none'}, expected one per role (${names.map((n) => `'${n}'`).join(', ')})`)
-  } else for (const [i, name] of names.entries()) await policy.addAdapter(name, { ...lora, seed: o.seed + i })
+  } else
+    for (const [i, name] of names.entries()) {
+      const from = o.roles.find((r) => r.name === name)?.from
+      if (from === undefined) await policy.addAdapter(name, { ...lora, seed: o.seed + i })
+      else await policy.loadAdapter(from, name)
+    }
   const trainer = await policy.trainer(roleTrainerOptions(o.plan, o.roles.filter((r) => r.trained)))
   if (o.checkpoint) await trainer.loadState(o.checkpoint.trainer)
   return { policy, trainer }
@@ -131,6 +139,9 @@ export class RolePolicy implements Policy {
   }
   addAdapter(name: string, options: AdapterOptions): Promise<void> {
     return this.base.addAdapter(name, options)
+  }
+  loadAdapter(dir: string, name: string): Promise<void> {
+    return this.base.loadAdapter(dir, name)
   }
   generate(prompts: Prompt[], options?: GenerateOptions): Promise<Completion[][]> {
     return this.base.generate(prompts, { ...options, adapter: this.adapter })

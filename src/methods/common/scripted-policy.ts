@@ -309,7 +309,8 @@ export class ScriptedPolicy implements Policy {
     }
   }
 
-  private async loadAdapter(dir: string, name: string): Promise<void> {
+  async loadAdapter(dir: string, name: string): Promise<void> {
+    this.live()
     attachAdapterName(this.weights, name)
     const cfg = JSON.parse(await readFile(join(dir, 'adapter_config.json'), 'utf8')) as { r: number; lora_alpha: number }
     const tensors = (await readSafetensorsHeader(join(dir, 'adapter_model.safetensors'))).tensors

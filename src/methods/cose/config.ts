@@ -60,6 +60,13 @@ export function coseSchema() {
         .min(1)
         .nullable()
         .describe("with switches.judge 'model': the model folder whose Judge role scores the Solver's answers, frozen (never trained), beside the trained policy; null otherwise"),
+      adapter: z
+        .string()
+        .min(1)
+        .nullable()
+        .describe(
+          "with roleAdapters, outside the paper's recipe: a PEFT adapter folder the Judge role's adapter starts from (a Judge stage trained as LoRA on the same base, so the Solver starts from the base untouched); null: a fresh adapter (B = 0), the base's own Judge",
+        ),
     }),
     confidence: samplingPassSignal().describe('COSE §3.2 and Table 7: which per-token signal becomes c_V and c_J'),
     switches: z.strictObject({
@@ -87,6 +94,10 @@ export function coseSchema() {
       error: "judge.model names the Judge's model folder exactly when switches.judge is 'model'",
       path: ['judge', 'model'],
     })
+    .refine((c) => c.judge.adapter === null || c.roleAdapters, {
+      error: "judge.adapter is the Judge role's adapter: it needs roleAdapters",
+      path: ['judge', 'adapter'],
+    })
 }
 
 export type CoseConfig = z.infer<ReturnType<typeof coseSchema>>
@@ -99,7 +110,7 @@ export const PAPER_PRESET: CoseConfig = {
   proposer: { count: 128, levels: [3], temperature: 1, maxTokens: 512 },
   validator: { temperature: 1, maxTokens: 512, acceptThreshold: 0.5 },
   solver: { questions: 16, freshFirst: 16, n: 8, temperature: 1, maxTokens: 1024 },
-  judge: { temperature: 1, maxTokens: 512, model: null },
+  judge: { temperature: 1, maxTokens: 512, model: null, adapter: null },
   confidence: 'normalized-entropy',
   switches: { weighting: true, priority: 'cose', judge: 'policy' },
   replay: { capacity: 8192, floor: 0.1 },
@@ -118,7 +129,7 @@ export const TOY_PRESET: CoseConfig = {
   // freshFirst 3 of 6: with all 6 slots for fresh proposals (5–8 accepted a step) the replay was drawn from by
   // priority for at most 1 question in 10 steps, so 'w/o priority' trained the same Solver as full COSE
   solver: { questions: 6, freshFirst: 3, n: 4, temperature: 1, maxTokens: 64 },
-  judge: { temperature: 1, maxTokens: 96, model: null },
+  judge: { temperature: 1, maxTokens: 96, model: null, adapter: null },
   // lr: 3e-4 collapsed held-out accuracy 0.60 → 0.04 in 20 steps (Adam's normalized steps swamp a 1.2M-parameter
   // model); 3e-5 keeps it (0.60 → 0.58), 1e-5 barely moves the policy (KL ≈ 1e-4).
   ppo: { ...PAPER_PRESET.ppo, lr: 3e-5, warmupSteps: 2, klCoef: 0.01, microBatchSize: 16, loraRank: 0 },

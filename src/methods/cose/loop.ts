@@ -10,7 +10,7 @@
 // `switches.judge: 'model'` (outside the paper too) another model's Judge role does, frozen.
 import { join, resolve } from 'node:path'
 import { CheckpointError } from '../../engine/errors.js'
-import type { Completion, GenerateOptions, Prompt } from '../../engine/model.js'
+import type { Completion, Prompt } from '../../engine/model.js'
 import { PrioritizedReplay } from '../../replay/index.js'
 import { computeAdvantages } from '../../rl/advantages.js'
 import { coseProposerReward, coseProposerWeight, coseSolverReward, coseSolverWeight, solveRate } from '../../rl/cose.js'
@@ -23,7 +23,7 @@ import type { BaseStepRecord } from '../common/run.js'
 import { type BaseRunState, checkedPath, checkedRngState, checkpointRun, resumeRun, RUN_STATE_VERSION } from '../common/checkpoint.js'
 import type { OpenPolicy, Policy, PolicySet, PolicyTrainer } from '../common/policy.js'
 import { readJsonObject } from '../common/run-folder.js'
-import { openRoleAdapters, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, type RoleAdapter } from '../common/role-adapters.js'
+import { openRoleAdapters, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, RolePolicy, type RoleAdapter } from '../common/role-adapters.js'
 import { openTrainedPolicy, ppoPlan, sampledSequence, samplingSeed, type Sample } from '../common/training.js'
 import { resolveCoseConfig, TOY_PRESET, type CoseConfig } from './config.js'
 import type { Benchmark, TaskWorld } from '../../worlds/types.js'
@@ -101,6 +101,12 @@ export const COSE_ROLE_ADAPTERS: readonly RoleAdapter[] = [
   { name: 'judge', trained: false },
 ]
 
+/** A fresh run's role adapters: the Judge's from judge.adapter when one is named (a Judge stage trained as LoRA). */
+function coseRoleAdapters(config: CoseConfig): readonly RoleAdapter[] {
+  const from = config.judge.adapter
+  return from === null ? COSE_ROLE_ADAPTERS : COSE_ROLE_ADAPTERS.map((r) => (r.name === ROLE_ADAPTER.judge ? { ...r, from } : r))
+}
+
 /** The PPO plan of Appendix C: clipped surrogate with KL to the reference, cosine schedule over the run. */
 const trainingPlan = (c: CoseConfig) => ppoPlan(c.ppo, c.steps)
 
@@ -139,11 +145,12 @@ export class CoseRun {
     checkLevels(world, config.proposer.levels, 'proposer.levels')
     const base = resolve(baseModel)
     const replay = new PrioritizedReplay<QuestionItem>({ capacity: config.replay.capacity, floor: config.replay.floor, mode: config.switches.priority }, config.seed)
+    // the Judge's folders are kept absolute in the config, so a resume elsewhere opens the same ones
+    const absolute = (dir: string | null) => (dir === null ? null : resolve(dir))
+    const judged = { ...config, judge: { ...config.judge, model: absolute(config.judge.model), adapter: absolute(config.judge.adapter) } }
     const { policies, policy, trainer } = config.roleAdapters
-      ? await openRoleAdapters({ ...o, base, plan: trainingPlan(config), roles: COSE_ROLE_ADAPTERS, seed: config.seed })
+      ? await openRoleAdapters({ ...o, base, plan: trainingPlan(judged), roles: coseRoleAdapters(judged), seed: config.seed })
       : await openTrainedPolicy({ ...o, base, plan: trainingPlan(config), frozenWeights: config.frozenWeights })
-    // the Judge's folder is kept absolute in the config, so a resume elsewhere opens the same one
-    const judged = config.judge.model === null ? config : { ...config, judge: { ...config.judge, model: resolve(config.judge.model) } }
     return new CoseRun(judged, world, policy, trainer, replay, policies, new Rng(config.seed), 0, base, await openJudge(policies, judged, o))
   }
 
@@ -182,6 +189,12 @@ export class CoseRun {
       topK: c.topK?.k,
       vocabSize: by.config.vocabSize,
     })
+  }
+
+  /** The Solver: the policy, or with role adapters its view through the Solver's adapter (what evaluate() and an outside evaluation sample). */
+  get solver(): Policy {
+    const adapter = this.adapterOf('solver')
+    return adapter === undefined ? this.model : new RolePolicy(this.model, adapter)
   }
 
   /** The LoRA adapter `role` runs through and trains (undefined: the one shared policy). */
@@ -307,9 +320,7 @@ export class CoseRun {
   /** Greedy held-out Solver accuracy (macro over the benchmarks; ground truth from the world's verifier), kept for the step's eval file. */
   async evaluate(): Promise<number> {
     const solver = { prompt: (q: string) => this.world.cose.solverPrompt(q), verifier: this.world.verifier }
-    const adapter = this.adapterOf('solver')
-    const model = { generate: (prompts: Prompt[], o: GenerateOptions) => this.model.generate(prompts, adapter === undefined ? o : { ...o, adapter }) }
-    return this.evals.add(await evaluateBenchmarks(model, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
+    return this.evals.add(await evaluateBenchmarks(this.solver, this.benchmarks, solver, greedyProtocol(this.config.solver.maxTokens), this.stepIndex))
   }
 
   /** Writes the policy (with role adapters: every role's adapter), its optimizer (every trained adapter's moments), the replay buffer, the RNG and the evaluations since the last checkpoint under `dir` (checkpointRun). */

@@ -5,10 +5,17 @@ import { ROLE_ADAPTERS_FLAG, roleAdaptersOverride } from '../common/role-adapter
 import { coseSchema, PRESETS } from './config.js'
 import { CoseRun } from './loop.js'
 
-/** Command-line switches → a config override (--judge DIR, --role-adapters R). */
+/** Command-line switches → a config override (--judge DIR, --judge-adapter DIR, --role-adapters R). */
 export function coseFlagsToOverride(flags: FlagValues): unknown {
-  const judge = typeof flags.judge === 'string' ? { switches: { judge: 'model' }, judge: { model: flags.judge } } : {}
-  const all = { ...judge, ...roleAdaptersOverride(flags, 'ppo') }
+  const judge = {
+    ...(typeof flags.judge === 'string' ? { model: flags.judge } : {}),
+    ...(typeof flags['judge-adapter'] === 'string' ? { adapter: flags['judge-adapter'] } : {}),
+  }
+  const all = {
+    ...(typeof flags.judge === 'string' ? { switches: { judge: 'model' } } : {}),
+    ...(Object.keys(judge).length ? { judge } : {}),
+    ...roleAdaptersOverride(flags, 'ppo'),
+  }
   return Object.keys(all).length ? all : undefined
 }
 
@@ -21,8 +28,9 @@ export const spec = defineMethod({
   start: (config, o) => CoseRun.start(o.model, config, o.world, o),
   resume: (dir, o) => CoseRun.resume(dir, o.world, o),
   // --role-adapters R: the Proposer, Solver (with the Validator) and Judge each their own LoRA adapter of rank R on one base;
-  // --judge DIR: a frozen Judge model scores the Solver's answers (switches.judge 'model')
-  flags: { ...ROLE_ADAPTERS_FLAG, judge: 'string' },
+  // --judge DIR: a frozen Judge model scores the Solver's answers (switches.judge 'model');
+  // --judge-adapter DIR: with --role-adapters, the Judge role's adapter starts from that PEFT folder
+  flags: { ...ROLE_ADAPTERS_FLAG, judge: 'string', 'judge-adapter': 'string' },
   flagsToOverride: coseFlagsToOverride,
   series: [
     { title: 'held-out accuracy (greedy)', path: 'heldOutAccuracy' },
