@@ -4,7 +4,8 @@
 // `dist/` (npx tsc -p tsconfig.json).
 //
 //   node scripts/build-toy-judge.mjs [--out DIR] [--base MODEL_DIR] [--policy MODEL_DIR] [--critique-tokens N] [--score-head-only] [--steps N] [--lr X] [--noise P] [--seed S] [--threads T] [--eval-per-level N]
-//   node scripts/build-toy-judge.mjs --measure [--out DIR] [--base POLICY_DIR] [--critique-tokens N]   (held-out and on-policy pairwise accuracy, no training)
+//   node scripts/build-toy-judge.mjs --measure [--out DIR] [--policy POLICY_DIR] [--critique-tokens N]   (held-out and on-policy pairwise accuracy, no training;
+//     --base POLICY_DIR is the older spelling of --policy here)
 // --policy: whose Solver samples make the on-policy pairs (default the backbone, --base). --critique-tokens N:
 // a critiquing Judge, which writes its check of each response before its score head reads (J-Zero's judge.critiqueTokens).
 // --score-head-only: Bradley–Terry trains the score head alone, the backbone frozen (J-Zero's judge.scoreHeadOnly).
@@ -36,7 +37,9 @@ const num = (v) => (v === undefined ? undefined : Number(v))
 const outDir = values.out ? resolve(values.out) : BUNDLED_JUDGE
 if (values.measure) {
   const view = { critiqueTokens: num(values['critique-tokens']) ?? 0 }
-  console.log(JSON.stringify(await measureToyJudge(outDir, num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel, num(values.threads), values.base ? resolve(values.base) : undefined, view), null, 2))
+  const policy = values.policy ?? values.base
+  const perLevel = num(values['eval-per-level']) ?? TOY_JUDGE_DEFAULTS.evalPerLevel
+  console.log(JSON.stringify(await measureToyJudge(outDir, { perLevel, threads: num(values.threads), policy: policy ? resolve(policy) : undefined, view }), null, 2))
 } else {
   const result = await buildToyJudge({
     outDir,

@@ -246,7 +246,13 @@ export async function buildToyJudge(options: ToyJudgeOptions): Promise<ToyJudgeR
  * temperature 1; where both occur, the first right and the first wrong one (by the verifier) make a
  * pair. This is the distribution the Judge rewards in J-Zero's first iteration.
  */
-export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels: readonly number[], perLevel: number, n = 8, seed = 123, view?: JudgeView): Promise<{ accuracy: number; pairs: number; byLevel: Record<string, number> }> {
+export async function onPolicyJudgeAccuracy(
+  judge: Model,
+  policy: Model,
+  levels: readonly number[],
+  perLevel: number,
+  { n = 8, seed = 123, view }: { n?: number; seed?: number; view?: JudgeView } = {},
+): Promise<{ accuracy: number; pairs: number; byLevel: Record<string, number> }> {
   const byLevel: Record<string, number> = {}
   const all: number[] = []
   for (const level of levels) {
@@ -266,14 +272,17 @@ export async function onPolicyJudgeAccuracy(judge: Model, policy: Model, levels:
 }
 
 /** Held-out and on-policy pairwise accuracy of a saved Judge, no training (`build-toy-judge --measure`). */
-export async function measureToyJudge(judgeDir: string, perLevel: number, threads?: number, policyDir: string = BUNDLED_MODEL, view?: JudgeView): Promise<{ judge: string; heldOut: HeldOutJudgeAccuracy; onPolicy: Awaited<ReturnType<typeof onPolicyJudgeAccuracy>> }> {
+export async function measureToyJudge(
+  judgeDir: string,
+  { perLevel, threads, policy: policyDir = BUNDLED_MODEL, view }: { perLevel: number; threads?: number; policy?: string; view?: JudgeView },
+): Promise<{ judge: string; heldOut: HeldOutJudgeAccuracy; onPolicy: Awaited<ReturnType<typeof onPolicyJudgeAccuracy>> }> {
   const judge = await loadModel(judgeDir, { threads })
   try {
     const policy = await loadModel(policyDir, { threads })
     try {
       const r = resolveToyJudge({ outDir: judgeDir })
       const heldOut = await heldOutJudgeAccuracy(judge, arithHeldOutPreferences(r.evalLevels, perLevel), view)
-      return { judge: judgeDir, heldOut, onPolicy: await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel, undefined, undefined, view) }
+      return { judge: judgeDir, heldOut, onPolicy: await onPolicyJudgeAccuracy(judge, policy, r.evalLevels, perLevel, { view }) }
     } finally {
       policy.dispose()
     }
