@@ -32,7 +32,7 @@ function fakeJudge() {
     encodePrompt: (p: Prompt) => (typeof p === 'string' ? Array.from(p, (ch) => ch.charCodeAt(0)) : [0]),
     generate: async (prompts: Prompt[], options?: GenerateOptions) => {
       calls.push({ prompts, options })
-      return prompts.map((_, i) => [{ text: `critique:${i}` }]) as never
+      return prompts.map((_, i) => [{ text: `critique:${i}`, tokens: Int32Array.from(`critique:${i}`, (ch) => ch.charCodeAt(0)) }]) as never
     },
     rewardScores: async (pairs: ScorePair[]) => Float32Array.from(pairs, (p) => (typeof p.completion === 'string' ? p.completion.length : p.completion.length)),
   }
@@ -53,8 +53,10 @@ describe('critiquing Judge inputs', () => {
 
   it('a critique is written greedily, up to N tokens, to the world critique prompt, and the score head reads all three', async () => {
     const judge = fakeJudge()
-    const inputs = await judgeInputs(judge, world, items, { critiqueTokens: 37 })
+    const wrote: number[] = []
+    const inputs = await judgeInputs(judge, world, items, { critiqueTokens: 37, wrote: (n) => wrote.push(n) })
     expect(judge.calls).toHaveLength(1)
+    expect(wrote).toEqual(['critique:0'.length + 'critique:1'.length]) // what the call wrote, for the run's generated-token count
     expect(judge.calls[0].prompts).toEqual(items.map((it) => world.cose.judgePrompt(it.question, it.response)))
     expect(judge.calls[0].options).toMatchObject({ n: 1, temperature: 0, maxTokens: 37 })
     expect(inputs).toEqual(items.map((it, i) => world.jzero.critique!.input(it.question, it.response, `critique:${i}`)))

@@ -18,6 +18,8 @@ type Judge = Pick<Policy, 'rewardScores' | 'encodePrompt' | 'tokenizer' | 'gener
 /** How the Judge reads a response: as it is (JZ, 0), or after writing a critique of up to this many tokens. */
 export interface JudgeView {
   critiqueTokens: number
+  /** Told how many critique tokens each critiquing call wrote (a run's generated-token count). */
+  wrote?: (tokens: number) => void
 }
 
 const AS_IS: JudgeView = { critiqueTokens: 0 }
@@ -51,6 +53,7 @@ export async function judgeInputs(judge: Judge, world: TaskWorld, items: readonl
   if (view.critiqueTokens <= 0 || !items.length) return items.map((it) => world.jzero.judgeInput(it.question, it.response))
   const critique = critiqueRoles(world)
   const written = await judge.generate(items.map((it) => critique.prompt(it.question, it.response)), { n: 1, temperature: 0, maxTokens: view.critiqueTokens, seed: 0 })
+  view.wrote?.(written.reduce((sum, [c]) => sum + c.tokens.length, 0))
   return items.map((it, i) => critique.input(it.question, it.response, written[i][0].text))
 }
 

@@ -29,7 +29,7 @@ import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer
 import { loraOf, openReference, openTrainee, sampledSequence, samplingSeed, type Sample, trainerOptions, type TrainingPlan } from '../common/training.js'
 import { openRoleTrainee, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, RolePolicy, type RoleAdapter } from '../common/role-adapters.js'
 import { resolveJzeroConfig, TOY_PRESET, type JzeroConfig, type PolicyStage } from './config.js'
-import { bradleyTerryBatch, judgeRewards, openJudge, pairMargins, pairwiseAccuracy } from './judge.js'
+import { bradleyTerryBatch, judgeRewards, openJudge, pairMargins, pairwiseAccuracy, type JudgeView } from './judge.js'
 import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRate, type JudgePair, type WinRate } from './pairs.js'
 import { challengerBatchRewards } from './rewards.js'
 import { selectByDispersion } from './select.js'
@@ -157,6 +157,9 @@ const JZERO_ROLE_ADAPTERS: readonly RoleAdapter[] = [
 
 export class JzeroRun {
   private readonly heldOutPreferences: HeldOutPreference[]
+  /** How the Judge reads a response (judge.critiqueTokens), counting the critique tokens it writes. */
+  private readonly judgeView: JudgeView
+  private critiqueTokensWritten = 0
   private readonly benchmarks: Benchmark[]
   private readonly evals = new EvalLog()
 
@@ -179,6 +182,7 @@ export class JzeroRun {
     private readonly frozenJudgeFolder: string | null,
   ) {
     this.heldOutPreferences = world.data.heldOutPreferences?.(config.eval.judgePairs) ?? []
+    this.judgeView = { critiqueTokens: config.judge.critiqueTokens, wrote: (tokens) => void (this.critiqueTokensWritten += tokens) }
     this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
   }
 
@@ -305,13 +309,14 @@ export class JzeroRun {
   async runStep(): Promise<JzeroStepRecord> {
     const started = process.hrtime.bigint()
     const counter = { tokens: 0 }
+    const critiqueBefore = this.critiqueTokensWritten
     const challenger = await this.challengerStage(counter)
     const { kept, record: selection } = await this.selectionStage(counter)
     const solver = await this.solverStage(kept, counter)
     const judge = await this.judgeStage(new Set(kept), counter)
     this.stepIndex++
     this.judgeAccuracy = judge.heldOut.after
-    return { step: this.stepIndex, challenger, selection, solver, judge, judgeAccuracy: judge.heldOut.after, generatedTokens: counter.tokens, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
+    return { step: this.stepIndex, challenger, selection, solver, judge, judgeAccuracy: judge.heldOut.after, generatedTokens: counter.tokens + this.critiqueTokensWritten - critiqueBefore, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
   }
 
   /** The reward of each (task, answer): σ(J_φ) (JZ Eq. 2, 9), or the verifier's 1/0 in the 'verifier' control (wrong on judge.verifierFlip of inputs). */
@@ -319,7 +324,7 @@ export class JzeroRun {
     const { judge: source } = this.config.switches
     const { verifierFlip } = this.config.judge
     if (source === 'verifier') return Promise.resolve(items.map((it) => verifierScore(this.world, it.question, it.response, verifierFlip, String(this.config.seed))))
-    return judgeRewards(this.judge, this.world, items, this.config.judge)
+    return judgeRewards(this.judge, this.world, items, this.judgeView)
   }
 
   // ---- Stage 1: Challenger GRPO steps (Eq. 4–7)
@@ -400,7 +405,7 @@ export class JzeroRun {
         rewards.push(...r)
         sampled.push(...items)
         // the Judge's ordering of these rollouts, whatever rewarded them (the 'verifier' control's reward orders every pair)
-        const judged = this.config.switches.judge === 'verifier' ? await judgeRewards(this.judge, this.world, items, this.config.judge) : r
+        const judged = this.config.switches.judge === 'verifier' ? await judgeRewards(this.judge, this.world, items, this.judgeView) : r
         margins.push(...verifierPairMargins(this.world, items, judged, o.rollouts))
         const advantages = computeAdvantages(this.config.ppo.advantage, r, items.map((_, j) => Math.floor(j / o.rollouts)))
         const trajs = groups.flat()
@@ -451,13 +456,13 @@ export class JzeroRun {
     const D = balancedUnion(role, amp, { role: c.switches.rolePairs, amp: c.switches.ampPairs }, this.rng)
     const heldOutBefore = this.judgeAccuracy
     let train: StageTrain | null = null
-    const marginsBefore = D.length ? await pairMargins(this.judge, w, D, c.judge) : []
+    const marginsBefore = D.length ? await pairMargins(this.judge, w, D, this.judgeView) : []
     let marginsAfter = marginsBefore
     if (this.judgeTrainer && D.length && c.judge.steps > 0) {
       const steps: StepMetrics[] = []
-      for (const batch of judgeBatches(D, c.judge.steps, c.judge.batch, this.rng)) steps.push(await this.judgeTrainer.step(await bradleyTerryBatch(this.judge, w, batch, c.judge)))
+      for (const batch of judgeBatches(D, c.judge.steps, c.judge.batch, this.rng)) steps.push(await this.judgeTrainer.step(await bradleyTerryBatch(this.judge, w, batch, this.judgeView)))
       train = summarize(steps)
-      marginsAfter = await pairMargins(this.judge, w, D, c.judge)
+      marginsAfter = await pairMargins(this.judge, w, D, this.judgeView)
     }
     const heldOut = await this.judgeHeldOut()
     return {
@@ -476,7 +481,7 @@ export class JzeroRun {
 
   /** The Judge's pairwise accuracy on the verifier-ordered held-out preference set (and its no-hedge split). */
   async judgeHeldOut(): Promise<{ accuracy: number; plain: number }> {
-    const margins = await pairMargins(this.judge, this.world, this.heldOutPreferences, this.config.judge)
+    const margins = await pairMargins(this.judge, this.world, this.heldOutPreferences, this.judgeView)
     return { accuracy: pairwiseAccuracy(margins), plain: pairwiseAccuracy(margins.filter((_, i) => this.heldOutPreferences[i].plain)) }
   }
 
