@@ -76,6 +76,8 @@ export interface MemoryPlanOptions {
   gradientCheckpointing?: boolean
   /** A score head of this many labels (a reward model): trained in place of the LM head. */
   scoreLabels?: number
+  /** The score head alone trains, the backbone frozen (TrainerOptions.scoreHeadOnly): gradients and moments for the head only. */
+  scoreHeadOnly?: boolean
   /** The KL reference: none, the base with adapters off (no memory), or a frozen full copy. */
   reference?: 'none' | 'lora-off' | 'copy'
   /** The LM head's chunk budget in bytes; default the clamp's upper end (what a large free memory gives). */
@@ -169,6 +171,8 @@ export function trainingMemoryPlan(config: ModelConfig, shape: TrainingShape, op
     return { ...a, rank, label: a.name ?? `rank ${rank}`, elements: loraElements(config, rank, a.targets), trained: a.trained ?? true, attached: a.attached ?? false }
   })
   const trainsAdapters = sized.some((a) => a.trained)
+  if (options.scoreHeadOnly && labels <= 0) throw new InvalidArgumentError('scoreHeadOnly', 'scoreHeadOnly trains a score head: give scoreLabels > 0')
+  if (options.scoreHeadOnly && trainsAdapters) throw new InvalidArgumentError('scoreHeadOnly', 'scoreHeadOnly freezes the backbone; it trains no adapter')
   const items: MemoryItem[] = []
   const add = (name: string, bytes: number, phase: MemoryItem['phase'], detail: string) => items.push({ name, bytes, phase, detail })
 
@@ -201,6 +205,9 @@ export function trainingMemoryPlan(config: ModelConfig, shape: TrainingShape, op
     const which = `adapter${trainedAdapters.length > 1 ? 's' : ''} ${trainedAdapters.map((x) => x.label).join(', ')}${labels > 0 ? ' and score head' : ''}`
     add('gradients', trained * F32, 'trainer', `f32, ${which} only (base frozen)`)
     add('optimizer', trained * 2 * F32, 'trainer', `AdamW m and v in f32, ${which} only`)
+  } else if (options.scoreHeadOnly) {
+    add('gradients', labels * H * F32, 'trainer', 'f32, the score head only (backbone frozen)')
+    add('optimizer', labels * H * 2 * F32, 'trainer', 'AdamW m and v in f32, the score head only')
   } else {
     add('gradients', w.elements * F32, 'trainer', 'f32, every parameter')
     add('optimizer', w.elements * 2 * F32, 'trainer', 'AdamW m and v in f32, every parameter')

@@ -276,6 +276,7 @@ export class Trainer {
       adapters,
       gradientCheckpointing: this.options.gradientCheckpointing ?? false,
       scoreLabels: this.model.scoreLabels,
+      scoreHeadOnly: this.options.scoreHeadOnly ?? false,
       // a frozen copy is its own model (its load is checked on its own); 'lora-off' runs on this one
       reference: needsReference && adapters.length && (this.options.reference ?? 'lora-off') === 'lora-off' ? 'lora-off' : 'none',
     }

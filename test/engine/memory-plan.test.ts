@@ -132,6 +132,18 @@ describe('trainingMemoryPlan: a hand count of a tiny Qwen3 (V 16, H 8, I 12, 2 l
     expect(item(sc, 'activations')).toBe(2 * 10 * 280 + 10 * 8 * 4 + 2 * 8 * 2)
   })
 
+  it('scoreHeadOnly: gradients and moments for the score head alone, the rest of the plan as a full reward-model step', () => {
+    const full = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { scoreLabels: 1 })
+    const head = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { scoreLabels: 1, scoreHeadOnly: true })
+    expect(item(head, 'gradients')).toBe(8 * 4) // score.weight 1×8
+    expect(item(head, 'optimizer')).toBe(8 * 2 * 4)
+    expect(item(full, 'gradients')).toBeGreaterThan(100 * item(head, 'gradients'))
+    const rest = (p: typeof head) => p.items.filter((i) => i.name !== 'gradients' && i.name !== 'optimizer').map((i) => [i.name, i.bytes])
+    expect(rest(head)).toEqual(rest(full))
+    expect(() => trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { scoreHeadOnly: true })).toThrow(/scoreLabels > 0/)
+    expect(() => trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { scoreLabels: 1, scoreHeadOnly: true, lora: { rank: 2 } })).toThrow(/trains no adapter/)
+  })
+
   it('a generation cache and a frozen reference copy are held from load on', () => {
     const r = trainingMemoryPlan(config(), { batch: 2, sequenceLength: 5 }, { reference: 'copy', generationCache: { slots: 3, capacity: 10 } })
     expect(item(r, 'generation-cache')).toBe(2 * 2 * 3 * 10 * 4 * 2)
