@@ -11,7 +11,7 @@ import { ConfigError, InvalidArgumentError } from '../../src/engine/errors.js'
 import type { GenerateOptions, Prompt, ScorePair } from '../../src/engine/model.js'
 import { openPolicy, PolicySet } from '../../src/methods/common/policy.js'
 import { resolveJzeroConfig } from '../../src/methods/jzero/config.js'
-import { bradleyTerryBatch, judgeInputs, openJudge, pairMargins, rawJudgeScores } from '../../src/methods/jzero/judge.js'
+import { bradleyTerryBatch, critiqueCacheFor, judgeInputs, openJudge, pairMargins, rawJudgeScores } from '../../src/methods/jzero/judge.js'
 import { JzeroRun } from '../../src/methods/jzero/loop.js'
 import { DEFAULT_TOY_JUDGE_DIR } from '../../src/toymodel/judge.js'
 import { arithWorld } from '../../src/worlds/arith/index.js'
@@ -83,6 +83,34 @@ describe('critiquing Judge inputs', () => {
     expect(batch.sequences[1].completion).toEqual(judge.tokenizer.encode(sides[1].completion as string))
   })
 
+  it('each distinct response is critiqued once a call, and with a cache once a run; only written tokens are counted', async () => {
+    const judge = fakeJudge()
+    const wrote: number[] = []
+    const twice = [items[0], items[1], items[0]]
+    const inputs = await judgeInputs(judge, world, twice, { critiqueTokens: 8, wrote: (n) => wrote.push(n) })
+    expect(judge.calls[0].prompts).toEqual(items.map((it) => world.cose.judgePrompt(it.question, it.response)))
+    expect(inputs[2]).toEqual(inputs[0])
+    expect(inputs[1]).toEqual(world.jzero.critique!.input(items[1].question, items[1].response, 'critique:1'))
+    // a cache: the second call writes only the response it has not seen
+    const cache = new Map<string, string>()
+    const view = { critiqueTokens: 8, wrote: (n: number) => wrote.push(n), critiqueCache: cache }
+    const cached = fakeJudge()
+    const first = await judgeInputs(cached, world, [items[0]], view)
+    const both = await judgeInputs(cached, world, items, view)
+    expect(cached.calls.map((c) => c.prompts)).toEqual([[world.cose.judgePrompt(items[0].question, items[0].response)], [world.cose.judgePrompt(items[1].question, items[1].response)]])
+    expect(both[0]).toEqual(first[0])
+    expect(both[1]).toEqual(world.jzero.critique!.input(items[1].question, items[1].response, 'critique:0'))
+    expect(cache.size).toBe(2)
+    expect(await judgeInputs(cached, world, items, view)).toEqual(both)
+    expect(cached.calls).toHaveLength(2) // nothing left to write
+    expect(wrote).toEqual(['critique:0critique:1'.length, 'critique:0'.length, 'critique:0'.length])
+    // a J-Zero Judge keeps one only when what it writes cannot change: frozen, or training its score head alone
+    expect(critiqueCacheFor({ critiqueTokens: 8, scoreHeadOnly: false }, false)).toBeInstanceOf(Map)
+    expect(critiqueCacheFor({ critiqueTokens: 8, scoreHeadOnly: true }, true)).toBeInstanceOf(Map)
+    expect(critiqueCacheFor({ critiqueTokens: 8, scoreHeadOnly: false }, true)).toBeUndefined()
+    expect(critiqueCacheFor({ critiqueTokens: 0, scoreHeadOnly: true }, false)).toBeUndefined()
+  })
+
   it('the chat worlds review after the response; a world without critique roles is refused by name', async () => {
     const math = chatWorld({ name: 'math', problems: [], benchmarks: [] })
     const [input] = await judgeInputs(fakeJudge(), math, [{ question: 'What is 2+3?', response: 'It is 5.' }], { critiqueTokens: 4 })
@@ -104,6 +132,22 @@ describe('critiquing Judge inputs', () => {
 const haveModels = existsSync(join(DEFAULT_MODEL, 'model.safetensors')) && existsSync(join(DEFAULT_TOY_JUDGE_DIR, 'model.safetensors'))
 
 describe.skipIf(!haveModels)('critiquing Judge on the engine', () => {
+  it('a cached critique is the one the Judge writes in any other batch: inputs with a cache equal inputs without', async () => {
+    const set = new PolicySet(openPolicy)
+    try {
+      const judge = await openJudge(set, { model: DEFAULT_TOY_JUDGE_DIR, threads: 2 }, world, { critiqueTokens: 48 })
+      const more = [...items, ...['(3+4)*5', '9-2*3', '17+25'].map((q, i) => ({ question: q, response: `<think>${q}=${i}</think><answer>${i}</answer>` }))]
+      const cache = new Map<string, string>()
+      await judgeInputs(judge, world, [more[3], items[1]], { critiqueTokens: 48, critiqueCache: cache }) // written in a batch of two
+      const cached = await judgeInputs(judge, world, more, { critiqueTokens: 48, critiqueCache: cache })
+      const fresh = await judgeInputs(judge, world, more, { critiqueTokens: 48 })
+      expect(cache.size).toBe(more.length)
+      expect(cached).toEqual(fresh)
+    } finally {
+      set.dispose()
+    }
+  })
+
   it('the bundled Judge writes its critique with its tied LM head, and the score head reads it', async () => {
     const set = new PolicySet(openPolicy)
     try {

@@ -20,6 +20,13 @@ export interface JudgeView {
   critiqueTokens: number
   /** Told how many critique tokens each critiquing call wrote (a run's generated-token count). */
   wrote?: (tokens: number) => void
+  /**
+   * Critiques already written, by critique prompt: only for a Judge whose writing weights never
+   * change (a frozen Judge, or one that trains its score head alone). A greedy critique is the same
+   * whatever else is in the batch (the engine's samples are batch-independent), so a kept one is
+   * the one the Judge would write again.
+   */
+  critiqueCache?: Map<string, string>
 }
 
 const AS_IS: JudgeView = { critiqueTokens: 0 }
@@ -52,9 +59,22 @@ function critiqueRoles(world: TaskWorld): JzeroCritique {
 export async function judgeInputs(judge: Judge, world: TaskWorld, items: readonly Judged[], view: JudgeView = AS_IS): Promise<ScorePair[]> {
   if (view.critiqueTokens <= 0 || !items.length) return items.map((it) => world.jzero.judgeInput(it.question, it.response))
   const critique = critiqueRoles(world)
-  const written = await judge.generate(items.map((it) => critique.prompt(it.question, it.response)), { n: 1, temperature: 0, maxTokens: view.critiqueTokens, seed: 0 })
-  view.wrote?.(written.reduce((sum, [c]) => sum + c.tokens.length, 0))
-  return items.map((it, i) => critique.input(it.question, it.response, written[i][0].text))
+  const prompts = items.map((it) => critique.prompt(it.question, it.response))
+  const keys = prompts.map((p) => (typeof p === 'string' ? p : JSON.stringify(p)))
+  // each distinct prompt written once (within the call, and across calls with a cache)
+  const known = view.critiqueCache ?? new Map<string, string>()
+  const toWrite = [...new Map(keys.flatMap((k, i) => (known.has(k) ? [] : [[k, prompts[i]] as const]))).entries()]
+  if (toWrite.length) {
+    const written = await judge.generate(toWrite.map(([, p]) => p), { n: 1, temperature: 0, maxTokens: view.critiqueTokens, seed: 0 })
+    view.wrote?.(written.reduce((sum, [c]) => sum + c.tokens.length, 0))
+    toWrite.forEach(([k], i) => known.set(k, written[i][0].text))
+  }
+  return items.map((it, i) => critique.input(it.question, it.response, known.get(keys[i])!))
+}
+
+/** The critique cache a J-Zero Judge may keep: one whose writing weights never change (frozen, or score head alone), else none. */
+export function critiqueCacheFor(judge: { critiqueTokens: number; scoreHeadOnly: boolean }, trainJudge: boolean): Map<string, string> | undefined {
+  return judge.critiqueTokens > 0 && (!trainJudge || judge.scoreHeadOnly) ? new Map() : undefined
 }
 
 /** Raw Judge scores J_φ(x, y) of (question, response) pairs. */

@@ -29,7 +29,7 @@ import { openPolicy, PolicySet, type OpenPolicy, type Policy, type PolicyTrainer
 import { loraOf, openReference, openTrainee, sampledSequence, samplingSeed, type Sample, trainerOptions, type TrainingPlan } from '../common/training.js'
 import { openRoleTrainee, roleAdaptersCheckpointRole, ROLE_ADAPTERS_ROLE, RolePolicy, type RoleAdapter } from '../common/role-adapters.js'
 import { resolveJzeroConfig, TOY_PRESET, type JzeroConfig, type PolicyStage } from './config.js'
-import { bradleyTerryBatch, judgeRewards, openJudge, pairMargins, pairwiseAccuracy, type JudgeView } from './judge.js'
+import { bradleyTerryBatch, critiqueCacheFor, judgeRewards, openJudge, pairMargins, pairwiseAccuracy, type JudgeView } from './judge.js'
 import { amplify, ampPair, balancedUnion, judgeBatches, rolePair, verifierWinRate, type JudgePair, type WinRate } from './pairs.js'
 import { challengerBatchRewards } from './rewards.js'
 import { selectByDispersion } from './select.js'
@@ -182,7 +182,11 @@ export class JzeroRun {
     private readonly frozenJudgeFolder: string | null,
   ) {
     this.heldOutPreferences = world.data.heldOutPreferences?.(config.eval.judgePairs) ?? []
-    this.judgeView = { critiqueTokens: config.judge.critiqueTokens, wrote: (tokens) => void (this.critiqueTokensWritten += tokens) }
+    this.judgeView = {
+      critiqueTokens: config.judge.critiqueTokens,
+      wrote: (tokens) => void (this.critiqueTokensWritten += tokens),
+      critiqueCache: critiqueCacheFor(config.judge, config.switches.trainJudge),
+    }
     this.benchmarks = selectBenchmarks(world, config.eval.benchmarks, config.eval.size)
   }
 
