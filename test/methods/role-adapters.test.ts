@@ -19,6 +19,7 @@ import { ScriptedPolicy, scriptedPolicies, type ScriptedTrainer } from '../../sr
 import { resolveCoseConfig, type CoseConfig } from '../../src/methods/cose/config.js'
 import { CoseRun } from '../../src/methods/cose/loop.js'
 import { coseFlagsToOverride } from '../../src/methods/cose/spec.js'
+import { trainedModelIn } from '../../src/methods/common/report-input.js'
 import { arithWorld as toyWorld } from '../../src/worlds/arith/index.js'
 import { arithScript } from './arith-script.js'
 import { metrics, untimed } from './run-metrics.js'
@@ -132,6 +133,8 @@ describe('COSE role adapters on the scripted policy', () => {
     b.dispose()
     const ckpt = checkpointDir(splitDir, 1)
     for (const name of ['proposer', 'solver', 'judge']) expect(existsSync(join(ckpt, 'model', name, 'adapter_config.json'))).toBe(true)
+    // the run's trained model (the report's, a rollback's) is the Solver's adapter
+    expect(trainedModelIn(ckpt)).toEqual({ dir: join(ckpt, 'model', 'solver'), kind: 'adapter' })
     const moments = (await readSafetensorsHeader(join(ckpt, 'model-state', 'optimizer.safetensors'))).tensors.map((t) => t.name).sort()
     expect(moments).toEqual(['scripted.lora_B.proposer.weight::m', 'scripted.lora_B.proposer.weight::v', 'scripted.lora_B.solver.weight::m', 'scripted.lora_B.solver.weight::v'])
     const c = await CoseRun.resume(ckpt, arithWorld, { openPolicy: open })

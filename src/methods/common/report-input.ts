@@ -13,6 +13,8 @@ import { RUN_STATE_FILE } from './checkpoint.js'
 
 /** Roles whose folder is the run's trained model, in order of preference (the role evaluated on held-out questions). */
 const EVALUATED_ROLES = ['model', 'solver']
+/** The Solver's adapter name in every method's role adapters (COSE, R-Zero, J-Zero). */
+const SOLVER_ADAPTER = 'solver'
 
 export interface RunEvaluations {
   records: EvalRecord[]
@@ -85,12 +87,16 @@ export interface TrainedModel {
   kind: 'model' | 'adapter'
 }
 
-/** The folder of the trained model in a checkpoint, or null when it holds none. */
+/**
+ * The folder of the trained model in a checkpoint, or null when it holds none. With role adapters
+ * (one base, an adapter per role in the role folder's sub-folders) it is the Solver's adapter.
+ */
 export function trainedModelIn(checkpoint: string): TrainedModel | null {
   for (const role of EVALUATED_ROLES) {
     const dir = join(checkpoint, role)
     if (existsSync(join(dir, 'config.json'))) return { dir, kind: 'model' }
     if (existsSync(join(dir, 'adapter_config.json'))) return { dir, kind: 'adapter' }
+    if (existsSync(join(dir, SOLVER_ADAPTER, 'adapter_config.json'))) return { dir: join(dir, SOLVER_ADAPTER), kind: 'adapter' }
   }
   return null
 }
